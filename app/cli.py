@@ -1,0 +1,262 @@
+"""The `understudy` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+from app.embedded import Endpoints, close_endpoints, resolve_endpoints
+from app.settings import Settings
+
+MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def _endpoints(settings: Settings, *, quiet: bool = False) -> tuple[Settings, Endpoints]:
+    endpoints = resolve_endpoints(settings)
+    if not quiet:
+        for note in endpoints.notes:
+            print(f"understudy: {note}", flush=True)
+    return (
+        settings.clone(database_url=endpoints.database_url, redis_url=endpoints.redis_url),
+        endpoints,
+    )
+
+
+def migrate(database_url: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config(str(MIGRATIONS.parent / "alembic.ini"))
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["database_url"] = database_url
+    config.attributes["skip_logging"] = True
+    command.upgrade(config, "head")
+
+
+async def _dev_key(settings: Settings) -> str:
+    """The development tenant's key: kept in the data directory so restarts print the same
+    key; created (with its tenant) when missing or no longer valid."""
+    from app.db import open_database
+    from app.errors import AppError
+    from app.tenants import service as tenants
+
+    assert settings.database_url is not None
+    key_file = settings.data_dir / "dev-key"
+    db = await open_database(settings.database_url, pool_size=2)
+    try:
+        if key_file.exists():
+            key = key_file.read_text().strip()
+            try:
+                await tenants.authenticate(db.pool, f"Bearer {key}")
+                return key
+            except AppError:
+                pass
+        names = {t.name for t in await tenants.list_tenants(db.pool)}
+        if settings.dev_tenant in names:
+            key = await tenants.add_key(db.pool, settings.dev_tenant)
+        else:
+            _, key = await tenants.create_tenant(
+                db.pool, settings.dev_tenant, slot_weeks=settings.slot_weeks
+            )
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        key_file.write_text(key + "\n")
+        key_file.chmod(0o600)
+        return key
+    finally:
+        await db.close()
+
+
+async def _serve(settings: Settings, with_worker: bool) -> None:
+    import uvicorn
+
+    from app.main import create_app
+    from app.worker import build_worker
+
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        proxy_headers=True,
+        access_log=False,
+    )
+    server = uvicorn.Server(config)
+    tasks = [asyncio.create_task(server.serve(), name="api")]
+    worker = None
+    if with_worker:
+        # One process for local use: the worker shares the API's event loop.
+        worker = build_worker(settings, handle_signals=False)
+        tasks.append(asyncio.create_task(worker.async_run(), name="worker"))
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+    finally:
+        server.should_exit = True
+        if worker is not None:
+            await worker.close()
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    settings = Settings()
+    overrides: dict[str, object] = {}
+    if args.host:
+        overrides["host"] = args.host
+    if args.port:
+        overrides["port"] = args.port
+    settings = settings.clone(**overrides)
+    settings, endpoints = _endpoints(settings)
+    try:
+        assert settings.database_url is not None
+        migrate(settings.database_url)
+        print("understudy: migrations applied", flush=True)
+        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+        base = settings.public_url or f"http://{host}:{settings.port}"
+        if args.dev:
+            key = asyncio.run(_dev_key(settings))
+            print(f"understudy: development tenant '{settings.dev_tenant}'", flush=True)
+            print(f"understudy: API key: {key}", flush=True)
+        print(f"understudy: FHIR base {base}/api/fhir/r4", flush=True)
+        print(f"understudy: API docs  {base}/docs", flush=True)
+        if not args.no_worker:
+            print("understudy: worker running in this process", flush=True)
+        asyncio.run(_serve(settings, with_worker=not args.no_worker))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        close_endpoints(endpoints)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from app.worker import build_worker
+
+    settings, endpoints = _endpoints(Settings())
+    try:
+        worker = build_worker(settings)
+        worker.run()
+    finally:
+        close_endpoints(endpoints)
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    settings, endpoints = _endpoints(Settings())
+    try:
+        assert settings.database_url is not None
+        migrate(settings.database_url)
+        print("understudy: migrations applied")
+    finally:
+        close_endpoints(endpoints)
+    return 0
+
+
+def cmd_tenants_create(args: argparse.Namespace) -> int:
+    from app.db import open_database
+    from app.errors import AppError
+    from app.tenants import service as tenants
+
+    settings, endpoints = _endpoints(Settings(), quiet=True)
+
+    async def run() -> int:
+        assert settings.database_url is not None
+        db = await open_database(settings.database_url, pool_size=2)
+        try:
+            tenant, key = await tenants.create_tenant(
+                db.pool, args.name, trace_enabled=settings.trace_default,
+                slot_weeks=settings.slot_weeks,
+            )
+        except AppError as exc:
+            print(f"understudy: {exc.message}", file=sys.stderr)
+            return 1
+        finally:
+            await db.close()
+        print(f"tenant: {tenant.name} ({tenant.id})")
+        print(f"key:    {key}")
+        print("The key is shown once; store it now.")
+        return 0
+
+    try:
+        return asyncio.run(run())
+    finally:
+        close_endpoints(endpoints)
+
+
+def cmd_tenants_list(args: argparse.Namespace) -> int:
+    from app.db import open_database
+    from app.tenants import service as tenants
+
+    settings, endpoints = _endpoints(Settings(), quiet=True)
+
+    async def run() -> None:
+        assert settings.database_url is not None
+        db = await open_database(settings.database_url, pool_size=2)
+        try:
+            rows = await tenants.list_tenants(db.pool)
+        finally:
+            await db.close()
+        print(f"{'name':<24} {'id':<36} {'created (UTC)':<20} {'keys':>4} {'resources':>9}")
+        for t in rows:
+            print(
+                f"{t.name:<24} {t.id!s:<36} {t.created_at:%Y-%m-%d %H:%M:%S} "
+                f"{t.keys:>4} {t.resources:>9}"
+            )
+
+    try:
+        asyncio.run(run())
+    finally:
+        close_endpoints(endpoints)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="understudy",
+        description="FHIR R4 sandbox with a testing API. Settings come from UNDERSTUDY_* "
+        "environment variables (see the README).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="apply migrations, start the API (and the worker)")
+    serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to bind (default 8000)")
+    serve.add_argument("--no-worker", action="store_true", help="do not run the worker in-process")
+    serve.add_argument("--dev", action="store_true", help="ensure a development tenant; print its key")
+    serve.set_defaults(func=cmd_serve)
+
+    worker = sub.add_parser("worker", help="run the background worker")
+    worker.set_defaults(func=cmd_worker)
+
+    mig = sub.add_parser("migrate", help="apply database migrations")
+    mig.set_defaults(func=cmd_migrate)
+
+    tenants = sub.add_parser("tenants", help="manage tenants")
+    tsub = tenants.add_subparsers(dest="tenants_command", required=True)
+    create = tsub.add_parser("create", help="create a tenant and print its key (once)")
+    create.add_argument("name")
+    create.set_defaults(func=cmd_tenants_create)
+    lst = tsub.add_parser("list", help="list tenants")
+    lst.set_defaults(func=cmd_tenants_list)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TZ", "UTC")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    args = build_parser().parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,515 @@
+"""Bundles: searchset and history rendering, and transaction/batch processing.
+
+Stored resources come back from PostgreSQL as JSON text; bundles embed that text as
+`orjson.Fragment`s instead of parsing and re-serialising every resource.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import asyncpg
+import orjson
+
+from app.errors import AppError, BadRequest, Issue
+from app.fhir import service, storage
+from app.fhir.outcomes import operation_outcome
+from app.kit import jsontext
+from app.kit.clock import fhir_instant, utcnow
+from app.kit.ids import new_resource_id
+
+_STATUS_TEXT = {200: "200 OK", 201: "201 Created", 204: "204 No Content"}
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+# Process order inside a transaction, per the FHIR spec.
+_TRANSACTION_ORDER = {"DELETE": 0, "POST": 1, "PUT": 2, "PATCH": 2, "GET": 3}
+MAX_ENTRIES = 10_000
+
+
+def _fragment(text: str | None) -> orjson.Fragment | None:
+    return None if text is None else orjson.Fragment(text)
+
+
+def _subset(text: str, elements: tuple[str, ...]) -> orjson.Fragment:
+    data = jsontext.loads(text)
+    keep = {"resourceType", "id", "meta", *elements}
+    subset = {k: v for k, v in data.items() if k in keep}
+    meta = dict(subset.get("meta") or {})
+    meta["tag"] = [
+        *meta.get("tag", []),
+        {"system": "http://terminology.hl7.org/CodeSystem/v3-ObservationValue", "code": "SUBSETTED"},
+    ]
+    subset["meta"] = meta
+    return orjson.Fragment(jsontext.dumpb(subset))
+
+
+def search_bundle(
+    ctx: service.FhirContext, resource_type: str, page: service.SearchPage
+) -> bytes:
+    type_url = f"{ctx.base_url}/{resource_type}"
+
+    def link(relation: str, params: list[tuple[str, str]]) -> dict[str, str]:
+        query = urlencode(params)
+        return {"relation": relation, "url": f"{type_url}?{query}" if query else type_url}
+
+    links = [link("self", [*page.query.used, *_cursor(page)])]
+    if page.next_params is not None:
+        links.append(link("next", page.next_params))
+    if page.previous_params is not None:
+        links.append(link("previous", page.previous_params))
+    entries: list[dict[str, Any]] = []
+    elements = page.query.elements
+    for row in page.rows:
+        text = row["resource"]
+        entries.append(
+            {
+                "fullUrl": f"{type_url}/{row['id']}",
+                "resource": _subset(text, elements) if elements else orjson.Fragment(text),
+                "search": {"mode": "match"},
+            }
+        )
+    for inc in page.included:
+        entries.append(
+            {
+                "fullUrl": f"{ctx.base_url}/{inc.resource_type}/{inc.id}",
+                "resource": _fragment(inc.json),
+                "search": {"mode": "include"},
+            }
+        )
+    bundle: dict[str, Any] = {
+        "resourceType": "Bundle",
+        "id": str(uuid.uuid4()),
+        "meta": {"lastUpdated": fhir_instant(utcnow())},
+        "type": "searchset",
+        "total": page.total,
+        "link": links,
+    }
+    if entries:
+        bundle["entry"] = entries
+    return orjson.dumps(bundle)
+
+
+def _cursor(page: service.SearchPage) -> list[tuple[str, str]]:
+    if page.query.after is not None:
+        return [("_after", page.query.after)]
+    if page.query.offset:
+        return [("_offset", str(page.query.offset))]
+    return []
+
+
+def history_bundle(
+    ctx: service.FhirContext,
+    path: str,
+    total: int,
+    entries: list[storage.HistoryEntry],
+    count: int,
+    offset: int,
+) -> bytes:
+    url = f"{ctx.base_url}{path}"
+    links = [{"relation": "self", "url": f"{url}?_count={count}&_offset={offset}"}]
+    if offset + count < total:
+        links.append({"relation": "next", "url": f"{url}?_count={count}&_offset={offset + count}"})
+    if offset > 0:
+        prev = max(0, offset - count)
+        links.append({"relation": "previous", "url": f"{url}?_count={count}&_offset={prev}"})
+    out: list[dict[str, Any]] = []
+    for e in entries:
+        method = {"create": "POST", "update": "PUT", "delete": "DELETE"}[e.interaction]
+        item: dict[str, Any] = {
+            "fullUrl": f"{ctx.base_url}/{e.resource_type}/{e.id}",
+            "request": {
+                "method": method,
+                "url": e.resource_type if method == "POST" else f"{e.resource_type}/{e.id}",
+            },
+            "response": {
+                "status": {"POST": "201", "PUT": "200", "DELETE": "204"}[method],
+                "etag": f'W/"{e.version_id}"',
+                "lastModified": fhir_instant(e.last_updated),
+            },
+        }
+        if e.json is not None:
+            item["resource"] = orjson.Fragment(e.json)
+        out.append(item)
+    bundle: dict[str, Any] = {
+        "resourceType": "Bundle",
+        "id": str(uuid.uuid4()),
+        "type": "history",
+        "total": total,
+        "link": links,
+    }
+    if out:
+        bundle["entry"] = out
+    return orjson.dumps(bundle)
+
+
+# --- transaction and batch --------------------------------------------------------------
+
+
+@dataclass
+class _Entry:
+    index: int
+    method: str
+    resource_type: str
+    resource_id: str | None
+    query: str
+    resource: Any
+    full_url: str | None
+    if_none_exist: str | None
+    if_match: str | None
+
+
+def _entry_error(index: int, exc: AppError) -> AppError:
+    issues = [
+        Issue(
+            f"entry[{index}]: {i.message}",
+            expression=f"Bundle.entry[{index}]" + (f".resource.{i.expression}" if i.expression else ""),
+            code=i.code,
+        )
+        for i in exc.issues
+    ]
+    error = type(exc)(f"entry[{index}]: {exc.message}", issues)
+    return error
+
+
+def _parse_entries(ctx: service.FhirContext, bundle: dict[str, Any]) -> list[_Entry]:
+    raw = bundle.get("entry") or []
+    if not isinstance(raw, list):
+        raise BadRequest("Bundle.entry must be a list", [Issue("not a list", "Bundle.entry")])
+    if len(raw) > MAX_ENTRIES:
+        raise BadRequest(f"a Bundle may hold at most {MAX_ENTRIES} entries, this has {len(raw)}")
+    entries: list[_Entry] = []
+    for i, item in enumerate(raw):
+        where = f"Bundle.entry[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("request"), dict):
+            raise BadRequest(f"{where}.request is missing", [Issue("missing", f"{where}.request")])
+        request = item["request"]
+        method = str(request.get("method", "")).upper()
+        if method not in _METHODS:
+            raise BadRequest(
+                f"{where}.request.method must be one of {', '.join(_METHODS)}",
+                [Issue("invalid method", f"{where}.request.method")],
+            )
+        url = request.get("url")
+        if not isinstance(url, str) or not url:
+            raise BadRequest(f"{where}.request.url is missing", [Issue("missing", f"{where}.request.url")])
+        if url.startswith(ctx.base_url):
+            url = url[len(ctx.base_url) :]
+        url = url.lstrip("/")
+        path, _, query = url.partition("?")
+        parts = path.split("/")
+        resource_type = parts[0]
+        resource_id = parts[1] if len(parts) > 1 and parts[1] else None
+        if len(parts) > 2 and method != "GET":
+            raise BadRequest(f"{where}.request.url '{url}' is not Type or Type/id")
+        resource = item.get("resource")
+        if method in ("POST", "PUT") and resource is None:
+            raise BadRequest(f"{where}.resource is missing", [Issue("missing", f"{where}.resource")])
+        if method in ("PUT", "PATCH", "DELETE") and resource_id is None:
+            raise BadRequest(
+                f"{where}: {method} needs a url of the form Type/id (conditional forms are not "
+                "supported)",
+                [Issue("not supported", f"{where}.request.url", code="not-supported")],
+            )
+        entries.append(
+            _Entry(
+                i,
+                method,
+                resource_type,
+                resource_id,
+                query,
+                resource,
+                item.get("fullUrl") if isinstance(item.get("fullUrl"), str) else None,
+                request.get("ifNoneExist"),
+                request.get("ifMatch"),
+            )
+        )
+    return entries
+
+
+def _rewrite_references(value: Any, mapping: dict[str, str]) -> Any:
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key == "reference" and isinstance(item, str) and item in mapping:
+                out[key] = mapping[item]
+            else:
+                out[key] = _rewrite_references(item, mapping)
+        return out
+    if isinstance(value, list):
+        return [_rewrite_references(v, mapping) for v in value]
+    return value
+
+
+def _unresolved(value: Any) -> str | None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "reference" and isinstance(item, str) and item.startswith("urn:uuid:"):
+                return item
+            found = _unresolved(item)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for v in value:
+            found = _unresolved(v)
+            if found:
+                return found
+    return None
+
+
+def _response_entry(
+    ctx: service.FhirContext, result: service.WriteResult, minimal: bool
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "fullUrl": f"{ctx.base_url}/{result.resource_type}/{result.id}",
+        "response": {
+            "status": _STATUS_TEXT.get(result.status, str(result.status)),
+            "location": f"{result.resource_type}/{result.id}/_history/{result.version_id}",
+            "etag": f'W/"{result.version_id}"',
+            "lastModified": fhir_instant(result.last_updated),
+        },
+    }
+    if not minimal and result.json is not None:
+        entry["resource"] = orjson.Fragment(result.json)
+    return entry
+
+
+async def process_bundle(
+    ctx: service.FhirContext, conn: asyncpg.Connection, bundle: Any, *, minimal: bool
+) -> bytes:
+    if not isinstance(bundle, dict) or bundle.get("resourceType") != "Bundle":
+        raise BadRequest(
+            "POST to the base expects a Bundle of type transaction or batch",
+            [Issue("not a Bundle", "resourceType")],
+        )
+    kind = bundle.get("type")
+    if kind not in ("transaction", "batch"):
+        raise BadRequest(
+            f"Bundle.type must be 'transaction' or 'batch', not {kind!r}",
+            [Issue("unsupported Bundle.type", "Bundle.type")],
+        )
+    entries = _parse_entries(ctx, bundle)
+    if kind == "transaction":
+        async with conn.transaction():
+            out = await _transaction(ctx, conn, entries, minimal)
+    else:
+        out = await _batch(ctx, conn, entries, minimal)
+    return orjson.dumps(
+        {
+            "resourceType": "Bundle",
+            "id": str(uuid.uuid4()),
+            "type": f"{kind}-response",
+            "entry": out,
+        }
+    )
+
+
+async def _transaction(
+    ctx: service.FhirContext, conn: asyncpg.Connection, entries: list[_Entry], minimal: bool
+) -> list[dict[str, Any]]:
+    mapping: dict[str, str] = {}
+    results: dict[int, dict[str, Any]] = {}
+    seen: set[tuple[str, str]] = set()
+    # Ids first, so every entry can refer to every other by its fullUrl.
+    new_ids: dict[int, str] = {}
+    for e in entries:
+        try:
+            service.check_type(e.resource_type)
+        except AppError as exc:
+            raise _entry_error(e.index, exc) from None
+        if e.method == "POST":
+            if e.if_none_exist:
+                try:
+                    found = await service._conditional_match(
+                        ctx, conn, e.resource_type, e.if_none_exist
+                    )
+                except AppError as exc:
+                    raise _entry_error(e.index, exc) from None
+                if found is not None:
+                    results[e.index] = _response_entry(ctx, found, minimal)
+                    if e.full_url:
+                        mapping[e.full_url] = f"{e.resource_type}/{found.id}"
+                    continue
+            new_ids[e.index] = new_resource_id()
+            if e.full_url:
+                mapping[e.full_url] = f"{e.resource_type}/{new_ids[e.index]}"
+        elif e.method == "PUT" and e.full_url and e.resource_id:
+            mapping[e.full_url] = f"{e.resource_type}/{e.resource_id}"
+    now = utcnow()
+    writes: list[storage.PreparedWrite] = []
+    write_status: list[tuple[int, int, storage.PreparedWrite]] = []
+    patches: list[_Entry] = []
+    gets: list[_Entry] = []
+    for e in sorted(entries, key=lambda x: _TRANSACTION_ORDER[x.method]):
+        if e.index in results:
+            continue
+        try:
+            if e.method in ("POST", "PUT"):
+                resource = _rewrite_references(e.resource, mapping)
+                dangling = _unresolved(resource)
+                if dangling:
+                    raise BadRequest(f"reference '{dangling}' matches no fullUrl in the Bundle")
+            if e.method == "POST":
+                rid = new_ids[e.index]
+                write = service.prepare_write(
+                    ctx, e.resource_type, service._validate(e.resource_type, resource), rid, 1,
+                    "create", now,
+                )
+                writes.append(write)
+                write_status.append((e.index, 201, write))
+            elif e.method == "PUT":
+                assert e.resource_id is not None
+                key = (e.resource_type, e.resource_id)
+                if key in seen:
+                    raise BadRequest(f"{e.resource_type}/{e.resource_id} appears twice")
+                seen.add(key)
+                service.check_id(e.resource_id)
+                resource = service._validate(e.resource_type, resource)
+                if resource.get("id") not in (None, e.resource_id):
+                    raise BadRequest("the resource's id does not match request.url")
+                current = await storage.fetch_current(
+                    conn, ctx.tenant_id, e.resource_type, e.resource_id, for_update=True
+                )
+                previous = 0 if current is None else current.version_id
+                expected = service.parse_if_match(e.if_match)
+                if expected is not None and expected != previous:
+                    raise service.PreconditionFailed(
+                        f"ifMatch version {expected} is stale (current {previous})"
+                    )
+                created = current is None or current.deleted
+                write = service.prepare_write(
+                    ctx, e.resource_type, resource, e.resource_id, previous + 1,
+                    "create" if created else "update", now,
+                )
+                writes.append(write)
+                write_status.append((e.index, 201 if created else 200, write))
+            elif e.method == "DELETE":
+                assert e.resource_id is not None
+                key = (e.resource_type, e.resource_id)
+                if key in seen:
+                    raise BadRequest(f"{e.resource_type}/{e.resource_id} appears twice")
+                seen.add(key)
+                current = await storage.fetch_current(
+                    conn, ctx.tenant_id, e.resource_type, e.resource_id, for_update=True
+                )
+                if current is not None and not current.deleted:
+                    writes.append(service.deletion(ctx, current, now))
+                results[e.index] = {"response": {"status": "204 No Content"}}
+            elif e.method == "PATCH":
+                patches.append(e)
+            else:
+                gets.append(e)
+        except AppError as exc:
+            raise _entry_error(e.index, exc) from None
+    try:
+        await storage.write_versions(conn, ctx.tenant_id, writes)
+    except storage.VersionConflict:
+        raise service.Conflict("a resource in the transaction was changed concurrently") from None
+    for index, status, w in write_status:
+        results[index] = _response_entry(
+            ctx,
+            service.WriteResult(status, w.resource_type, w.id, w.version_id, w.last_updated, w.body),
+            minimal,
+        )
+    for e in patches:
+        try:
+            assert e.resource_id is not None
+            result = await service.patch(
+                ctx, conn, e.resource_type, e.resource_id,
+                _patch_document(e.resource), "application/json-patch+json", if_match=e.if_match,
+            )
+        except AppError as exc:
+            raise _entry_error(e.index, exc) from None
+        results[e.index] = _response_entry(ctx, result, minimal)
+    for e in gets:
+        try:
+            results[e.index] = await _get_entry(ctx, conn, e)
+        except AppError as exc:
+            raise _entry_error(e.index, exc) from None
+    return [results[e.index] for e in entries]
+
+
+def _patch_document(resource: Any) -> Any:
+    """A PATCH entry carries its JSON Patch as a Binary resource (base64) or as Parameters;
+    we accept a Binary, or a raw JSON Patch list for convenience."""
+    if isinstance(resource, list):
+        return resource
+    if isinstance(resource, dict) and resource.get("resourceType") == "Binary":
+        import base64
+
+        try:
+            return jsontext.loads(base64.b64decode(resource.get("data", "")))
+        except ValueError as exc:
+            raise BadRequest(f"the Binary does not hold a JSON Patch: {exc}") from None
+    raise BadRequest("a PATCH entry needs a Binary resource holding a JSON Patch document")
+
+
+async def _get_entry(
+    ctx: service.FhirContext, conn: asyncpg.Connection, e: _Entry
+) -> dict[str, Any]:
+    if e.resource_id is not None and not e.query:
+        found = await service.read(ctx, conn, e.resource_type, e.resource_id)
+        return {
+            "resource": _fragment(found.json),
+            "response": {
+                "status": "200 OK",
+                "etag": f'W/"{found.version_id}"',
+                "lastModified": fhir_instant(found.last_updated),
+            },
+        }
+    items = parse_qsl(e.query, keep_blank_values=True)
+    page = await service.search(ctx, conn, e.resource_type, items)
+    return {
+        "resource": orjson.Fragment(search_bundle(ctx, e.resource_type, page)),
+        "response": {"status": "200 OK"},
+    }
+
+
+async def _batch(
+    ctx: service.FhirContext, conn: asyncpg.Connection, entries: list[_Entry], minimal: bool
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for e in entries:
+        try:
+            async with conn.transaction():
+                out.append(await _batch_entry(ctx, conn, e, minimal))
+        except AppError as exc:
+            out.append(
+                {
+                    "response": {
+                        "status": str(exc.status),
+                        "outcome": operation_outcome(exc.issues),
+                    }
+                }
+            )
+    return out
+
+
+async def _batch_entry(
+    ctx: service.FhirContext, conn: asyncpg.Connection, e: _Entry, minimal: bool
+) -> dict[str, Any]:
+    if e.method == "POST":
+        result = await service.create(
+            ctx, conn, e.resource_type, e.resource, if_none_exist=e.if_none_exist
+        )
+        return _response_entry(ctx, result, minimal)
+    if e.method == "PUT":
+        assert e.resource_id is not None
+        result = await service.update(
+            ctx, conn, e.resource_type, e.resource_id, e.resource, if_match=e.if_match
+        )
+        return _response_entry(ctx, result, minimal)
+    if e.method == "PATCH":
+        assert e.resource_id is not None
+        result = await service.patch(
+            ctx, conn, e.resource_type, e.resource_id, _patch_document(e.resource),
+            "application/json-patch+json", if_match=e.if_match,
+        )
+        return _response_entry(ctx, result, minimal)
+    if e.method == "DELETE":
+        assert e.resource_id is not None
+        await service.delete(ctx, conn, e.resource_type, e.resource_id)
+        return {"response": {"status": "204 No Content"}}
+    return await _get_entry(ctx, conn, e)
+

@@ -1,0 +1,311 @@
+"""FHIR R4 REST routes at /api/fhir/r4.
+
+Handlers take the raw request and answer with bytes: stored resources are JSON text
+straight from PostgreSQL, so nothing is parsed or validated on the way out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+from urllib.parse import parse_qsl
+
+import asyncpg
+from fastapi import APIRouter, Depends, Request, Response
+
+from app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
+from app.fhir import bundles, operations, service
+from app.fhir.capability import capability_statement
+from app.fhir.outcomes import operation_outcome
+from app.kit import jsontext
+from app.tenants.service import TenantInfo, authenticate
+from app.trace.recorder import record_refs, set_trace_tenant
+
+FHIR_JSON = "application/fhir+json; charset=utf-8"
+FHIR_PREFIX = "/api/fhir/r4"
+_JSON_TYPES = (
+    "application/fhir+json",
+    "application/json",
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/x-www-form-urlencoded",
+    "text/plain",  # some clients send JSON without a proper type; we parse it as JSON
+)
+
+
+def fhir_response(body: bytes | str, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(content=body, status_code=status, media_type=FHIR_JSON, headers=headers)
+
+
+def pool_of(request: Request) -> asyncpg.Pool:
+    pool: asyncpg.Pool = request.app.state.db.pool
+    return pool
+
+
+async def tenant_of(request: Request) -> TenantInfo:
+    tenant = await authenticate(pool_of(request), request.headers.get("authorization"))
+    set_trace_tenant(request.scope, tenant.id, tenant.trace_enabled, None)
+    return tenant
+
+
+Tenant = Annotated[TenantInfo, Depends(tenant_of)]
+
+
+def base_url(request: Request) -> str:
+    configured: str | None = request.app.state.settings.public_url
+    root = configured.rstrip("/") if configured else str(request.base_url).rstrip("/")
+    return root + FHIR_PREFIX
+
+
+def context(request: Request, tenant: TenantInfo) -> service.FhirContext:
+    ctx = service.FhirContext(tenant_id=tenant.id, base_url=base_url(request))
+    record_refs(request.scope, ctx.touched)
+    return ctx
+
+
+async def read_body(request: Request) -> bytes:
+    limit: int = request.app.state.settings.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"the body is {declared} bytes; the limit is {limit} bytes")
+    content_type = request.headers.get("content-type", "application/fhir+json").split(";")[0]
+    if content_type.strip().lower() not in _JSON_TYPES:
+        raise UnsupportedMediaType(
+            f"content type '{content_type}' is not supported: send application/fhir+json"
+        )
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def query_items(request: Request) -> list[tuple[str, str]]:
+    return parse_qsl(request.url.query, keep_blank_values=True)
+
+
+def prefers(request: Request, token: str) -> bool:
+    return token in request.headers.get("prefer", "").replace(" ", "")
+
+
+def write_response(
+    request: Request, ctx: service.FhirContext, result: service.WriteResult
+) -> Response:
+    headers = result.headers(ctx.base_url)
+    if prefers(request, "return=minimal"):
+        return Response(status_code=result.status, headers=headers)
+    if prefers(request, "return=OperationOutcome"):
+        outcome = operation_outcome([])
+        return fhir_response(jsontext.dumpb(outcome), result.status, headers)
+    return fhir_response(result.json or b"", result.status, headers)
+
+
+Handler = Callable[[asyncpg.Connection], Awaitable[Response]]
+
+
+async def with_conn(request: Request, handler: Handler) -> Response:
+    async with pool_of(request).acquire() as conn:
+        return await handler(conn)
+
+
+router = APIRouter(prefix=FHIR_PREFIX, tags=["FHIR R4"])
+
+
+@router.get("/metadata", summary="CapabilityStatement (no key needed)")
+async def metadata(request: Request) -> Response:
+    return fhir_response(capability_statement(base_url(request)))
+
+
+@router.post("", summary="Process a transaction or batch Bundle")
+@router.post("/", include_in_schema=False)
+async def transaction(request: Request, tenant: Tenant) -> Response:
+    ctx = context(request, tenant)
+    bundle = service.parse_body(await read_body(request))
+    minimal = prefers(request, "return=minimal")
+    body = await with_conn(
+        request,
+        lambda conn: _bundle(ctx, conn, bundle, minimal),
+    )
+    return body
+
+
+async def _bundle(
+    ctx: service.FhirContext, conn: asyncpg.Connection, bundle: Any, minimal: bool
+) -> Response:
+    return fhir_response(await bundles.process_bundle(ctx, conn, bundle, minimal=minimal))
+
+
+@router.get("/_history", summary="History of every resource in the tenant")
+async def system_history(request: Request, tenant: Tenant) -> Response:
+    ctx = context(request, tenant)
+    async with pool_of(request).acquire() as conn:
+        total, entries, count, offset = await service.history(
+            ctx, conn, None, None, query_items(request)
+        )
+    return fhir_response(bundles.history_bundle(ctx, "/_history", total, entries, count, offset))
+
+
+@router.api_route(
+    "/Appointment/$find",
+    methods=["GET", "POST"],
+    summary="Free slots of a practitioner as proposed Appointments",
+)
+async def find_appointments(request: Request, tenant: Tenant) -> Response:
+    ctx = context(request, tenant)
+    params = dict(query_items(request))
+    if request.method == "POST":
+        raw = await read_body(request)
+        if raw.strip():
+            params.update(operations.parameters_from_body(service.parse_body(raw)))
+    async with pool_of(request).acquire() as conn:
+        bundle = await operations.find_appointments(ctx, conn, params)
+    return fhir_response(bundle)
+
+
+@router.get("/{resource_type}", summary="Search")
+async def search(request: Request, resource_type: str, tenant: Tenant) -> Response:
+    return await _search(request, tenant, resource_type, query_items(request))
+
+
+@router.post("/{resource_type}/_search", summary="Search with form-encoded parameters")
+async def search_post(request: Request, resource_type: str, tenant: Tenant) -> Response:
+    raw = await read_body(request)
+    items = query_items(request) + parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True)
+    return await _search(request, tenant, resource_type, items)
+
+
+async def _search(
+    request: Request, tenant: TenantInfo, resource_type: str, items: list[tuple[str, str]]
+) -> Response:
+    ctx = context(request, tenant)
+    lenient = prefers(request, "handling=lenient")
+    async with pool_of(request).acquire() as conn:
+        page = await service.search(ctx, conn, resource_type, items, lenient=lenient)
+    return fhir_response(bundles.search_bundle(ctx, resource_type, page))
+
+
+@router.post("/{resource_type}", summary="Create (If-None-Exist or ?criteria for conditional)")
+async def create(request: Request, resource_type: str, tenant: Tenant) -> Response:
+    ctx = context(request, tenant)
+    resource = service.parse_body(await read_body(request))
+    # fhirpy sends conditional create as the criteria in the query string.
+    criteria = request.headers.get("if-none-exist") or request.url.query or None
+    async with pool_of(request).acquire() as conn:
+        result = await service.create(ctx, conn, resource_type, resource, if_none_exist=criteria)
+    return write_response(request, ctx, result)
+
+
+@router.get("/{resource_type}/_history", summary="History of one resource type")
+async def type_history(request: Request, resource_type: str, tenant: Tenant) -> Response:
+    ctx = context(request, tenant)
+    async with pool_of(request).acquire() as conn:
+        total, entries, count, offset = await service.history(
+            ctx, conn, resource_type, None, query_items(request)
+        )
+    return fhir_response(
+        bundles.history_bundle(ctx, f"/{resource_type}/_history", total, entries, count, offset)
+    )
+
+
+@router.get("/{resource_type}/{resource_id}", summary="Read")
+async def read(request: Request, resource_type: str, resource_id: str, tenant: Tenant) -> Response:
+    ctx = context(request, tenant)
+    async with pool_of(request).acquire() as conn:
+        found = await service.read(ctx, conn, resource_type, resource_id)
+    return fhir_response(
+        found.json or b"",
+        headers={
+            "ETag": f'W/"{found.version_id}"',
+            "Last-Modified": service.http_date(found.last_updated),
+        },
+    )
+
+
+@router.put("/{resource_type}/{resource_id}", summary="Update or create with a client id")
+async def update(
+    request: Request, resource_type: str, resource_id: str, tenant: Tenant
+) -> Response:
+    ctx = context(request, tenant)
+    resource = service.parse_body(await read_body(request))
+    async with pool_of(request).acquire() as conn:
+        result = await service.update(
+            ctx, conn, resource_type, resource_id, resource,
+            if_match=request.headers.get("if-match"),
+        )
+    return write_response(request, ctx, result)
+
+
+@router.patch("/{resource_type}/{resource_id}", summary="JSON Patch or JSON merge patch")
+async def patch(request: Request, resource_type: str, resource_id: str, tenant: Tenant) -> Response:
+    ctx = context(request, tenant)
+    document = service.parse_body(await read_body(request))
+    content_type = request.headers.get("content-type", "application/json")
+    async with pool_of(request).acquire() as conn:
+        result = await service.patch(
+            ctx, conn, resource_type, resource_id, document, content_type,
+            if_match=request.headers.get("if-match"),
+        )
+    return write_response(request, ctx, result)
+
+
+@router.delete("/{resource_type}/{resource_id}", summary="Delete (a later read answers 410)")
+async def delete(
+    request: Request, resource_type: str, resource_id: str, tenant: Tenant
+) -> Response:
+    ctx = context(request, tenant)
+    async with pool_of(request).acquire() as conn:
+        await service.delete(ctx, conn, resource_type, resource_id)
+    return Response(status_code=204)
+
+
+@router.get("/{resource_type}/{resource_id}/_history", summary="History of one resource")
+async def instance_history(
+    request: Request, resource_type: str, resource_id: str, tenant: Tenant
+) -> Response:
+    ctx = context(request, tenant)
+    async with pool_of(request).acquire() as conn:
+        total, entries, count, offset = await service.history(
+            ctx, conn, resource_type, resource_id, query_items(request)
+        )
+    return fhir_response(
+        bundles.history_bundle(
+            ctx, f"/{resource_type}/{resource_id}/_history", total, entries, count, offset
+        )
+    )
+
+
+@router.get("/{resource_type}/{resource_id}/_history/{version}", summary="Read one version")
+async def vread(
+    request: Request, resource_type: str, resource_id: str, version: str, tenant: Tenant
+) -> Response:
+    ctx = context(request, tenant)
+    async with pool_of(request).acquire() as conn:
+        found = await service.vread(ctx, conn, resource_type, resource_id, version)
+    return fhir_response(
+        found.json or b"",
+        headers={
+            "ETag": f'W/"{found.version_id}"',
+            "Last-Modified": service.http_date(found.last_updated),
+        },
+    )
+
+
+eligibility_router = APIRouter(prefix="/api/eligibility", tags=["Eligibility"])
+
+
+@eligibility_router.post("/$check", summary="Is the patient covered on a date?")
+async def eligibility_check(
+    request: Request, tenant: Tenant, body: operations.EligibilityRequest
+) -> operations.EligibilityResponse:
+    ctx = service.FhirContext(tenant_id=tenant.id, base_url=base_url(request))
+    record_refs(request.scope, ctx.touched)
+    async with pool_of(request).acquire() as conn:
+        return await operations.check_eligibility(ctx, conn, body)
+
+
+def ensure_no_extra(items: list[tuple[str, str]]) -> None:
+    if items:
+        raise BadRequest("unexpected parameters")

@@ -1,0 +1,618 @@
+"""Search index extraction: the values a resource is found by, computed once per write.
+
+`extract_index` turns a resource into the search columns of its row (see DESIGN.md, FHIR
+API / storage): ``tokens``, ``refs`` and ``strings`` (text arrays behind GIN indexes),
+``dates`` (half-open UTC ranges for the side table), ``sort`` keys and ``all_refs`` (every
+reference in the body, used to attribute the resource to a run / patient).
+
+Entry formats (the query side builds the same strings):
+
+* token: ``param=code``, ``param=system|code`` (``param=|code`` without a system) and
+  ``param=system|`` when there is a system. ContactPoints index only their value (they have
+  no code system); booleans index ``true`` / ``false``.
+* reference: ``param=Type/id`` and ``param=id``.
+* string: ``param=<prefix>`` for every prefix (1..64 chars) of the normalised value and of
+  each of its words, plus ``param:exact=<value as written>``.
+
+The extraction is shape-driven on the JSON (a dict with ``coding`` is a CodeableConcept,
+one with ``start``/``end`` a Period...) so it needs no model class at runtime; the registry
+test checks every path and its element type against the R4 model instead.
+
+Must stay fast: it runs inside every write transaction. Paths are compiled once per
+resource type. Measured with ``timeit`` (CPython 3.11, one core of the dev container,
+best of 5 x 2000 calls), see ``tests/fhir/test_search_params.py::test_extract_speed``:
+
+* Patient (2 names, 2 identifiers, 3 telecoms, address, GP, org, tag): ~30 µs
+* Appointment with 3 participants, service type, slot, based-on: ~13 µs
+* Observation (LOINC code, category, effectiveDateTime, valueQuantity): ~11 µs
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+from app.fhir.search.params import ParamKind, SearchParam, params_for
+
+__all__ = [
+    "PERIOD_MAX",
+    "PERIOD_MIN",
+    "STRING_PREFIX_MAX",
+    "IndexValues",
+    "extract_index",
+    "format_sort_instant",
+    "normalize_reference",
+    "normalize_string",
+    "parse_date_range",
+]
+
+# Open ends of a Period (the storage contract: a missing start/end means "unbounded").
+PERIOD_MIN = datetime(1, 1, 1, tzinfo=UTC)
+PERIOD_MAX = datetime(9999, 12, 31, tzinfo=UTC)
+# Longest indexed string prefix; the query side truncates search values to the same length.
+STRING_PREFIX_MAX = 64
+
+# Clamp for ranges that fall off datetime's calendar (year 9999 has no "next year").
+_DT_MAX = datetime.max.replace(tzinfo=UTC)
+
+
+@dataclass(slots=True)
+class IndexValues:
+    tokens: list[str]
+    refs: list[str]
+    strings: list[str]
+    dates: list[tuple[str, datetime, datetime]]  # (param, low, high), tz-aware UTC, [low, high)
+    sort: dict[str, str]
+    all_refs: list[str]
+
+
+# --- strings ------------------------------------------------------------------------
+
+
+def normalize_string(value: str) -> str:
+    """Case- and accent-insensitive form used for string search: ``"  Zoë  Ñúñez"`` ->
+    ``"zoe nunez"``."""
+    if value.isascii():
+        # Fast path (most values): casefold == lower for ASCII, nothing to decompose.
+        return " ".join(value.lower().split())
+    decomposed = unicodedata.normalize("NFKD", value.casefold())
+    stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return " ".join(stripped.split())
+
+
+# String parts of HumanName and Address, in the order that makes a good sort key (family
+# name first for `_sort=name`, the first address line for `_sort=address`).
+_STRING_PARTS = (
+    "family",
+    "given",
+    "prefix",
+    "suffix",
+    "text",
+    "line",
+    "city",
+    "district",
+    "state",
+    "postalCode",
+    "country",
+)
+
+
+def _string_values(value: Any) -> list[str]:
+    if type(value) is str:
+        return [value]
+    if type(value) is not dict:
+        return []
+    out: list[str] = []
+    for part in _STRING_PARTS:
+        item = value.get(part)
+        if item is None:
+            continue
+        if type(item) is str:
+            out.append(item)
+        elif type(item) is list:
+            out.extend(x for x in item if type(x) is str)
+    return out
+
+
+def _string_prefixes(norm: str) -> list[str]:
+    """Every prefix (up to 64 chars) of a normalised value and of each of its words."""
+    if " " not in norm:
+        return [norm[:i] for i in range(1, min(len(norm), STRING_PREFIX_MAX) + 1)]
+    # A normalised search value never ends in a space, so no entry needs to either.
+    phrase = norm[:STRING_PREFIX_MAX]
+    out = [phrase[:i] for i in range(1, len(phrase) + 1) if phrase[i - 1] != " "]
+    for word in norm.split(" "):
+        out.extend([word[:i] for i in range(1, min(len(word), STRING_PREFIX_MAX) + 1)])
+    return list(dict.fromkeys(out))
+
+
+# --- references ---------------------------------------------------------------------
+
+# `[base/]Type/id[/_history/vid]`: relative and absolute literal references.
+_REFERENCE_RE = re.compile(r"(?:.*/)?([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})(?:/_history/[^/]+)?")
+
+
+def normalize_reference(ref: str) -> str | None:
+    """``"Patient/1"``, ``"http://x/fhir/Patient/1/_history/3"`` -> ``"Patient/1"``.
+
+    Contained (``#x``), ``urn:uuid:``/``urn:oid:`` (transaction placeholders), conditional
+    (``Patient?identifier=..``) and empty references have no stable target: ``None``.
+    A canonical's ``|version`` is dropped (``Questionnaire/phq9|2`` -> ``Questionnaire/phq9``).
+    """
+    if not ref or ref[0] == "#" or ref.startswith("urn:"):
+        return None
+    bar = ref.find("|")
+    if bar >= 0:
+        ref = ref[:bar]
+    match = _REFERENCE_RE.fullmatch(ref)
+    if match is None:
+        return None
+    return f"{match[1]}/{match[2]}"
+
+
+# normalize_reference is a regex match; the same few targets (the patient, the clinician)
+# recur in nearly every write, so results are memoised. Bounded: cleared when full.
+_REFERENCE_CACHE: dict[str, str | None] = {}
+_REFERENCE_CACHE_MAX = 8192
+
+
+def _target(ref: str) -> str | None:
+    try:
+        return _REFERENCE_CACHE[ref]
+    except KeyError:
+        pass
+    if len(_REFERENCE_CACHE) >= _REFERENCE_CACHE_MAX:
+        _REFERENCE_CACHE.clear()
+    target = _REFERENCE_CACHE[ref] = normalize_reference(ref)
+    return target
+
+
+def _refs_below(node: dict[str, Any], seen: dict[str, None]) -> None:
+    # Recursive: FHIR JSON is shallow (the model validation that runs before this recurses
+    # the same way), and it is ~3x faster than an explicit stack here.
+    for value in node.values():
+        kind = type(value)
+        if kind is dict:
+            ref = value.get("reference")
+            if type(ref) is str:
+                target = _target(ref)
+                if target is not None:
+                    seen[target] = None
+            _refs_below(value, seen)
+        elif kind is list:
+            for item in value:
+                if type(item) is dict:
+                    ref = item.get("reference")
+                    if type(ref) is str:
+                        target = _target(ref)
+                        if target is not None:
+                            seen[target] = None
+                    _refs_below(item, seen)
+
+
+def _collect_all_refs(resource: dict[str, Any]) -> list[str]:
+    seen: dict[str, None] = {}  # an ordered set: document order, first occurrence wins
+    _refs_below(resource, seen)
+    return list(seen)
+
+
+# --- dates --------------------------------------------------------------------------
+
+_DATE_RE = re.compile(
+    r"(\d{4})(?:-(\d{2})(?:-(\d{2})"
+    r"(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}:\d{2})?)?)?)?"
+)
+_DATE_FORMATS = "YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDThh:mm[:ss[.fff]][Z|+hh:mm|-hh:mm]"
+_TIMEZONES: dict[str, timezone] = {}
+_ONE_DAY = timedelta(days=1)
+_ONE_MINUTE = timedelta(minutes=1)
+_ONE_SECOND = timedelta(seconds=1)
+
+
+def _offset(text: str) -> timezone:
+    tz = _TIMEZONES.get(text)
+    if tz is None:
+        hours, minutes = int(text[1:3]), int(text[4:6])
+        if hours > 14 or minutes > 59:
+            raise ValueError(f"time zone offset {text} out of range")
+        delta = timedelta(hours=hours, minutes=minutes)
+        tz = timezone(-delta if text[0] == "-" else delta)
+        _TIMEZONES[text] = tz
+    return tz
+
+
+def _plus(moment: datetime, delta: timedelta) -> datetime:
+    try:
+        return moment + delta
+    except OverflowError:
+        return _DT_MAX
+
+
+def parse_date_range(value: str) -> tuple[datetime, datetime]:
+    """The half-open UTC range ``[low, high)`` a FHIR date/dateTime/instant stands for.
+
+    The precision given is the width: ``2025`` is the year, ``2025-03`` the month,
+    ``2025-03-07`` the day, ``…T10:00`` the minute, ``…T10:00:00`` the second and
+    ``…T10:00:00.25`` a hundredth of a second (finest: 1 µs, more digits are truncated).
+    A value without an offset is taken as UTC. Raises `ValueError` on anything else.
+    """
+    match = _DATE_RE.fullmatch(value)
+    if match is None:
+        raise ValueError(f"invalid FHIR date {value!r}: expected {_DATE_FORMATS}")
+    year_s, month_s, day_s, hour_s, minute_s, second_s, fraction, zone = match.groups()
+    try:
+        year = int(year_s)
+        if month_s is None:
+            low = datetime(year, 1, 1, tzinfo=UTC)
+            high = datetime(year + 1, 1, 1, tzinfo=UTC) if year < 9999 else _DT_MAX
+            return low, high
+        month = int(month_s)
+        if day_s is None:
+            low = datetime(year, month, 1, tzinfo=UTC)
+            if month < 12:
+                return low, datetime(year, month + 1, 1, tzinfo=UTC)
+            return low, datetime(year + 1, 1, 1, tzinfo=UTC) if year < 9999 else _DT_MAX
+        day = int(day_s)
+        if hour_s is None:
+            low = datetime(year, month, day, tzinfo=UTC)
+            return low, _plus(low, _ONE_DAY)
+        if second_s is None:
+            second, micro, width = 0, 0, _ONE_MINUTE
+        else:
+            # FHIR allows a leap second (…:60); datetime does not: fold it into :59.
+            second = int(second_s)
+            if second == 60:
+                second = 59
+            if fraction is None:
+                micro, width = 0, _ONE_SECOND
+            else:
+                digits = fraction[:6]
+                micro = int(digits.ljust(6, "0"))
+                width = timedelta(microseconds=10 ** (6 - len(digits)))
+        hour, minute = int(hour_s), int(minute_s)
+        if zone is None or zone == "Z":
+            low = datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
+        else:
+            local = datetime(year, month, day, hour, minute, second, micro, tzinfo=_offset(zone))
+            try:
+                low = local.astimezone(UTC)
+            except OverflowError:
+                # Only at the very ends of the calendar (0001-01-01T00:00+01:00).
+                low = PERIOD_MIN if local.year == 1 else _DT_MAX
+        return low, _plus(low, width)
+    except ValueError as exc:  # month 13, Feb 30, hour 25...
+        raise ValueError(f"invalid FHIR date {value!r}: {exc}") from None
+
+
+def format_sort_instant(moment: datetime) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC: fixed width, so lexical order is time order.
+
+    (Not `strftime`: its ``%Y`` does not zero-pad years below 1000 on glibc.)
+    """
+    m = moment.astimezone(UTC)
+    return (
+        f"{m.year:04d}-{m.month:02d}-{m.day:02d}T"
+        f"{m.hour:02d}:{m.minute:02d}:{m.second:02d}.{m.microsecond:06d}Z"
+    )
+
+
+def _date_range(value: Any) -> tuple[datetime, datetime] | None:
+    # Stored data was validated on the way in, so a value that does not parse here is a
+    # type the index does not cover (a Timing, a time-of-day): skip it, never fail a write.
+    if type(value) is str:
+        try:
+            return parse_date_range(value)
+        except ValueError:
+            return None
+    if type(value) is dict:  # Period
+        start, end = value.get("start"), value.get("end")
+        if start is None and end is None:
+            return None
+        try:
+            low = parse_date_range(start)[0] if type(start) is str else PERIOD_MIN
+            high = parse_date_range(end)[1] if type(end) is str else PERIOD_MAX
+        except ValueError:
+            return None
+        return low, high
+    return None
+
+
+# --- tokens -------------------------------------------------------------------------
+
+# ContactPoint.system codes. A ContactPoint with a value always has a system (cpt-2) and
+# it is one of these; an Identifier.system is a URI. That is how the two are told apart.
+_CONTACT_POINT_SYSTEMS = frozenset({"phone", "fax", "email", "pager", "url", "sms", "other"})
+
+
+def _token_pairs(value: Any, out: list[tuple[str, str]]) -> None:
+    """Append (system, code) pairs for one element; system "" when there is none."""
+    kind = type(value)
+    if kind is str:
+        out.append(("", value))
+    elif kind is bool:
+        out.append(("", "true" if value else "false"))
+    elif kind is dict:
+        coding = value.get("coding")
+        if coding is not None:  # CodeableConcept (its text is not a token)
+            if type(coding) is list:
+                for item in coding:
+                    if type(item) is dict:
+                        _coding_pair(item, out)
+            return
+        if "value" in value:  # Identifier or ContactPoint
+            code = value["value"]
+            if type(code) is not str or not code:
+                return
+            system = value.get("system")
+            if type(system) is not str or system in _CONTACT_POINT_SYSTEMS:
+                system = ""
+            out.append((system, code))
+            return
+        _coding_pair(value, out)
+
+
+def _coding_pair(coding: dict[str, Any], out: list[tuple[str, str]]) -> None:
+    code = coding.get("code")
+    if type(code) is str and code:
+        system = coding.get("system")
+        out.append((system if type(system) is str else "", code))
+
+
+# --- path compilation ---------------------------------------------------------------
+
+# JSON key suffixes a choice element can carry, restricted to the datatypes each kind
+# indexes (so `effective` never reaches effectiveTiming, `value` never valueQuantity).
+_CHOICE_SUFFIXES: dict[ParamKind, tuple[str, ...]] = {
+    ParamKind.TOKEN: (
+        "CodeableConcept",
+        "Coding",
+        "Identifier",
+        "Code",
+        "String",
+        "Boolean",
+        "Uri",
+        "Canonical",
+        "Id",
+    ),
+    ParamKind.REFERENCE: ("Reference", "Canonical"),
+    ParamKind.STRING: ("String", "Markdown", "HumanName", "Address"),
+    ParamKind.DATE: ("DateTime", "Period", "Instant", "Date"),
+}
+
+# A compiled path: per segment, the JSON keys to try in order. Intermediate segments are
+# exact keys; the last one is the key itself, then its choice variants (`effective` ->
+# effective, effectiveDateTime, effectivePeriod...). A plain element and a choice never
+# share a base name in R4 (the registry test checks no path could pick up another element).
+_Path = tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    name: str
+    kind: ParamKind
+    path_ids: tuple[int, ...]  # into _Plan's path table, in the registry's path order
+    targets: frozenset[str]
+    where: tuple[str, str] | None
+    head: str  # "name=" — the prefix of every entry
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """One resource type's parameters, compiled so that a write only touches what it has.
+
+    `roots` maps each top-level JSON key a path can start with to (path id, rest of the
+    path): extraction iterates the resource's own keys, so parameters whose elements are
+    absent cost nothing, and a path shared by several parameters (Appointment's
+    participant.actor feeds actor/patient/practitioner/location) is walked once.
+    """
+
+    params: tuple[_Compiled, ...]
+    roots: dict[str, tuple[tuple[int, _Path], ...]]
+
+
+def _compile_path(dotted: str, kind: ParamKind) -> _Path:
+    *inner, last = dotted.split(".")
+    variants = (last, *(last + suffix for suffix in _CHOICE_SUFFIXES[kind]))
+    return (*((segment,) for segment in inner), variants)
+
+
+def _compile_plan(params: Iterable[SearchParam]) -> _Plan:
+    path_ids: dict[_Path, int] = {}
+    compiled: list[_Compiled] = []
+    for param in params:
+        ids: list[int] = []
+        for dotted in param.paths:
+            path = _compile_path(dotted, param.kind)
+            ids.append(path_ids.setdefault(path, len(path_ids)))
+        compiled.append(
+            _Compiled(
+                name=param.name,
+                kind=param.kind,
+                path_ids=tuple(ids),
+                targets=frozenset(param.targets),
+                where=param.where,
+                head=param.name + "=",
+            )
+        )
+    roots: dict[str, list[tuple[int, _Path]]] = {}
+    for path, path_id in path_ids.items():
+        for key in path[0]:
+            roots.setdefault(key, []).append((path_id, path[1:]))
+    return _Plan(
+        params=tuple(compiled),
+        roots={key: tuple(entries) for key, entries in roots.items()},
+    )
+
+
+_PLANS: dict[str, _Plan] = {}
+
+
+def _plan_for(resource_type: str) -> _Plan:
+    plan = _PLANS.get(resource_type)
+    if plan is None:
+        plan = _PLANS[resource_type] = _compile_plan(params_for(resource_type).values())
+    return plan
+
+
+def _walk(value: Any, rest: _Path) -> list[Any]:
+    """The elements at `rest` below `value`, flattening lists at every level."""
+    current: list[Any] = value if type(value) is list else [value]
+    for keys in rest:
+        found: list[Any] = []
+        for node in current:
+            if type(node) is not dict:
+                continue
+            for key in keys:
+                item = node.get(key)
+                if item is not None:
+                    if type(item) is list:
+                        found.extend(item)
+                    else:
+                        found.append(item)
+                    break  # at most one variant of a choice element is present
+        if not found:
+            return found
+        current = found
+    return current
+
+
+def _collect(plan: _Plan, resource: dict[str, Any]) -> dict[int, list[Any]]:
+    """Path id -> the elements found there (only paths with at least one element)."""
+    found: dict[int, list[Any]] = {}
+    roots = plan.roots
+    for key, value in resource.items():
+        entries = roots.get(key)
+        if entries is None:
+            continue
+        for path_id, rest in entries:
+            if rest:
+                values = _walk(value, rest)
+                if not values:
+                    continue
+            else:
+                # The resource's own list is shared, never mutated (see the merge below).
+                values = value if type(value) is list else [value]
+            previous = found.get(path_id)
+            found[path_id] = values if previous is None else previous + values
+    return found
+
+
+def _dedupe(items: Iterable[Any]) -> list[Any]:
+    return list(dict.fromkeys(items))
+
+
+# --- extraction ---------------------------------------------------------------------
+
+# Module constants: cheaper to compare against in the hot loop than enum attribute lookups.
+_TOKEN, _REFERENCE, _STRING = ParamKind.TOKEN, ParamKind.REFERENCE, ParamKind.STRING
+
+
+def extract_index(resource_type: str, resource: dict[str, Any]) -> IndexValues:
+    """Everything `resource` is searched and sorted by (see the module docstring)."""
+    tokens: list[str] = []
+    refs: list[str] = []
+    strings: list[str] = []
+    dates: list[tuple[str, datetime, datetime]] = []
+    sort: dict[str, str] = {}
+    seen_texts: dict[str, tuple[str, list[str]]] = {}
+
+    plan = _plan_for(resource_type)
+    found = _collect(plan, resource)
+    for param in plan.params if found else ():
+        ids = param.path_ids
+        if len(ids) == 1:
+            values = found.get(ids[0])
+            if values is None:
+                continue
+        else:
+            values = []
+            for path_id in ids:
+                values.extend(found.get(path_id, ()))
+            if not values:
+                continue
+        if param.where is not None:
+            element, wanted = param.where
+            values = [v for v in values if type(v) is dict and v.get(element) == wanted]
+            if not values:
+                continue
+        head = param.head
+        kind = param.kind
+
+        if kind is _TOKEN:
+            pairs: list[tuple[str, str]] = []
+            for value in values:
+                _token_pairs(value, pairs)
+            if not pairs:
+                continue
+            for system, code in pairs:
+                tokens.append(head + code)
+                tokens.append(f"{head}{system}|{code}")
+                if system:
+                    tokens.append(f"{head}{system}|")
+            sort[param.name] = pairs[0][1]
+
+        elif kind is _REFERENCE:
+            first: str | None = None
+            for value in values:
+                # Reference.reference, or a canonical string (QuestionnaireResponse.
+                # questionnaire). A Reference with only an identifier has no target.
+                raw = value.get("reference") if type(value) is dict else value
+                if type(raw) is not str:
+                    continue
+                target = _target(raw)
+                if target is None:
+                    continue
+                slash = target.index("/")
+                if param.targets and target[:slash] not in param.targets:
+                    continue
+                refs.append(head + target)
+                refs.append(head + target[slash + 1 :])
+                if first is None:
+                    first = target
+            if first is not None:
+                sort[param.name] = first
+
+        elif kind is _STRING:
+            exact_head = param.name + ":exact="
+            first_norm: str | None = None
+            for value in values:
+                for text in _string_values(value):
+                    # name/family/given and address/address-city... see the same texts.
+                    known = seen_texts.get(text)
+                    if known is None:
+                        norm = normalize_string(text)
+                        known = seen_texts[text] = (norm, _string_prefixes(norm) if norm else [])
+                    norm, prefixes = known
+                    if not norm:
+                        continue
+                    strings.append(exact_head + text)
+                    strings.extend([head + prefix for prefix in prefixes])
+                    if first_norm is None:
+                        first_norm = norm
+            if first_norm is not None:
+                sort[param.name] = first_norm
+
+        else:  # ParamKind.DATE
+            first_low: datetime | None = None
+            for value in values:
+                span = _date_range(value)
+                if span is None:
+                    continue
+                dates.append((param.name, span[0], span[1]))
+                if first_low is None:
+                    first_low = span[0]
+            if first_low is not None:
+                sort[param.name] = format_sort_instant(first_low)
+
+    return IndexValues(
+        tokens=_dedupe(tokens),
+        refs=_dedupe(refs),
+        strings=_dedupe(strings),
+        dates=_dedupe(dates),
+        sort=sort,
+        all_refs=_collect_all_refs(resource),
+    )

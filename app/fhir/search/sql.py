@@ -1,0 +1,103 @@
+"""From a parsed search to SQL over one tenant's slice of `fhir_resource`.
+
+Token, reference and string conditions are array overlaps (`&&`) on the extracted
+columns, answered by GIN indexes that lead with (tenant_id, resource_type) thanks to
+btree_gin. Date conditions are `id IN (…)` over the `fhir_date` side table of
+half-open UTC ranges [low, high). Nothing is filtered in Python.
+
+Paging: with the default order (by id) the `next`/`previous` links carry a keyset
+cursor (`_after`/`_before`), so concurrent inserts never shift a page; with `_sort`
+they carry `_offset`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from app.fhir.search.query import ArrayFilter, DateFilter, IdFilter, SearchQuery
+
+# (resource low, resource high) vs (search low sl, search high sh); ranges are half-open.
+_DATE_SQL = {
+    "eq": "low >= {sl} AND high <= {sh}",
+    "ne": "NOT (low >= {sl} AND high <= {sh})",
+    "lt": "low < {sl}",
+    "le": "low < {sh}",
+    "gt": "high > {sh}",
+    "ge": "high > {sl}",
+    "sa": "low >= {sh}",
+    "eb": "high <= {sl}",
+    "ap": "low < {sh} AND high > {sl}",
+}
+_LAST_UPDATED_SQL = {
+    "eq": "r.last_updated >= {sl} AND r.last_updated < {sh}",
+    "ne": "NOT (r.last_updated >= {sl} AND r.last_updated < {sh})",
+    "lt": "r.last_updated < {sl}",
+    "le": "r.last_updated < {sh}",
+    "gt": "r.last_updated >= {sh}",
+    "ge": "r.last_updated >= {sl}",
+    "sa": "r.last_updated >= {sh}",
+    "eb": "r.last_updated < {sl}",
+    "ap": "r.last_updated >= {sl} AND r.last_updated < {sh}",
+}
+
+
+@dataclass
+class CompiledSearch:
+    where: str
+    args: list[Any]
+    order_by: str
+    keyset: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Visibility:
+    """Which run-owned resources a search may see (run views hide other runs' data).
+
+    `run_id=None` sees everything (the tenant base)."""
+
+    run_id: str | None = None
+
+
+def compile_search(
+    tenant_id: uuid.UUID, query: SearchQuery, visibility: Visibility | None = None
+) -> CompiledSearch:
+    args: list[Any] = [tenant_id, query.resource_type]
+
+    def arg(value: Any) -> str:
+        args.append(value)
+        return f"${len(args)}"
+
+    conditions = ["r.tenant_id = $1", "r.resource_type = $2", "NOT r.deleted"]
+    if visibility is not None and visibility.run_id is not None:
+        conditions.append(f"(r.run_id IS NULL OR r.run_id = {arg(visibility.run_id)})")
+    for f in query.filters:
+        if isinstance(f, ArrayFilter):
+            cond = f"r.{f.column} && {arg(list(f.entries))}::text[]"
+            conditions.append(f"NOT ({cond})" if f.negate else cond)
+        elif isinstance(f, IdFilter):
+            conditions.append(f"r.id = ANY({arg(list(f.ids))}::text[])")
+        elif isinstance(f, DateFilter):
+            sl, sh = arg(f.low), arg(f.high)
+            if f.param == "_lastUpdated":
+                conditions.append(_LAST_UPDATED_SQL[f.prefix].format(sl=sl, sh=sh))
+            else:
+                range_cond = _DATE_SQL[f.prefix].format(sl=sl, sh=sh)
+                conditions.append(
+                    "r.id IN (SELECT id FROM fhir_date WHERE tenant_id = $1 "
+                    f"AND resource_type = $2 AND param = {arg(f.param)} AND {range_cond})"
+                )
+    order_parts: list[str] = []
+    for key in query.sort:
+        direction = "DESC" if key.descending else "ASC"
+        if key.key == "_id":
+            order_parts.append(f"r.id {direction}")
+        elif key.key == "_lastUpdated":
+            order_parts.append(f"r.last_updated {direction}")
+        else:
+            order_parts.append(f"r.sort->>{arg(key.key)} {direction} NULLS LAST")
+    keyset = not query.sort
+    if not any(k.key == "_id" for k in query.sort):
+        order_parts.append("r.id ASC")
+    return CompiledSearch(" AND ".join(conditions), args, ", ".join(order_parts), keyset)

@@ -1,0 +1,636 @@
+"""FHIR interactions: create, read, vread, update, patch, delete, history, search.
+
+Callers (the REST router, later the MCP tools) pass a `FhirContext` naming the tenant,
+the absolute base URL for links, and the run view if any; every resource reference the
+interaction touches is appended to `ctx.touched` for the request trace.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from email.utils import format_datetime
+from typing import Any
+
+import asyncpg
+import jsonpatch
+import json_merge_patch
+
+from app.errors import (
+    BadRequest,
+    Conflict,
+    Gone,
+    InvalidResource,
+    Issue,
+    NotFound,
+    PreconditionFailed,
+    Unprocessable,
+)
+from app.fhir import storage
+from app.fhir.search.index import extract_index
+from app.fhir.search.query import SearchError, SearchQuery, parse_search
+from app.fhir.search.sql import CompiledSearch, Visibility, compile_search
+from app.fhir.validation import is_known_type, validate_resource
+from app.kit import jsontext
+from app.kit.clock import fhir_instant, utcnow
+from app.kit.ids import new_resource_id
+
+# FHIR's id rule: 1–64 of [A-Za-z0-9-.].
+_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-.")
+_ID_MAX = 64
+
+
+@dataclass
+class FhirContext:
+    tenant_id: uuid.UUID
+    base_url: str
+    run_id: str | None = None
+    touched: list[str] = field(default_factory=list)
+
+    @property
+    def visibility(self) -> Visibility:
+        return Visibility(self.run_id)
+
+    def touch(self, *refs: str) -> None:
+        self.touched.extend(refs)
+
+
+@dataclass(slots=True)
+class WriteResult:
+    status: int  # 200 or 201
+    resource_type: str
+    id: str
+    version_id: int
+    last_updated: datetime
+    json: str | None
+
+    def headers(self, base_url: str) -> dict[str, str]:
+        return {
+            "ETag": f'W/"{self.version_id}"',
+            "Last-Modified": http_date(self.last_updated),
+            "Location": f"{base_url}/{self.resource_type}/{self.id}/_history/{self.version_id}",
+        }
+
+
+def http_date(moment: datetime) -> str:
+    return format_datetime(moment, usegmt=True)
+
+
+def check_type(resource_type: str) -> None:
+    if not is_known_type(resource_type):
+        raise NotFound(f"unknown resource type '{resource_type}'")
+
+
+def check_id(resource_id: str) -> None:
+    if not resource_id or len(resource_id) > _ID_MAX or not set(resource_id) <= _ID_CHARS:
+        raise BadRequest(
+            f"invalid id '{resource_id[:80]}': 1-64 characters of A-Z, a-z, 0-9, '-' and '.'",
+            [Issue("invalid id", expression="id")],
+        )
+
+
+def parse_body(body: bytes) -> Any:
+    if not body.strip():
+        raise BadRequest("the request body is empty; a FHIR JSON resource is expected")
+    try:
+        return jsontext.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"malformed JSON: {exc}", [Issue(f"malformed JSON: {exc}")]) from None
+
+
+def _validate(resource_type: str, resource: Any) -> dict[str, Any]:
+    if not isinstance(resource, dict):
+        raise InvalidResource(
+            "the body must be a JSON object",
+            [Issue("the body must be a JSON object", expression=resource_type)],
+        )
+    found = resource.get("resourceType")
+    if found != resource_type:
+        raise InvalidResource(
+            f"resourceType '{found}' does not match the URL's type '{resource_type}'",
+            [Issue("resourceType does not match the URL", expression="resourceType")],
+        )
+    problems = validate_resource(resource_type, resource)
+    if problems:
+        raise InvalidResource(
+            f"invalid {resource_type}: " + "; ".join(p.message for p in problems[:5]),
+            [Issue(p.message, expression=p.expression, code=p.code) for p in problems],
+        )
+    return resource
+
+
+def prepare_write(
+    ctx: FhirContext,
+    resource_type: str,
+    resource: dict[str, Any],
+    resource_id: str,
+    version_id: int,
+    interaction: str,
+    now: datetime,
+) -> storage.PreparedWrite:
+    """Validate and stamp a resource; extract its search values. Mutates `resource`."""
+    _validate(resource_type, resource)
+    meta = dict(resource.get("meta") or {})
+    meta["versionId"] = str(version_id)
+    meta["lastUpdated"] = fhir_instant(now)
+    resource["id"] = resource_id
+    resource["meta"] = meta
+    index = extract_index(resource_type, resource)
+    ctx.touch(f"{resource_type}/{resource_id}", *index.all_refs)
+    return storage.PreparedWrite(
+        resource_type=resource_type,
+        id=resource_id,
+        version_id=version_id,
+        last_updated=now,
+        interaction=interaction,
+        body=jsontext.dumps(resource),
+        index=index,
+        run_id=ctx.run_id,
+    )
+
+
+def deletion(
+    ctx: FhirContext, current: storage.StoredResource, now: datetime
+) -> storage.PreparedWrite:
+    ctx.touch(f"{current.resource_type}/{current.id}")
+    return storage.PreparedWrite(
+        resource_type=current.resource_type,
+        id=current.id,
+        version_id=current.version_id + 1,
+        last_updated=now,
+        interaction="delete",
+        body=None,
+        index=None,
+        run_id=ctx.run_id,
+    )
+
+
+def _result(write: storage.PreparedWrite, status: int) -> WriteResult:
+    return WriteResult(
+        status, write.resource_type, write.id, write.version_id, write.last_updated, write.body
+    )
+
+
+async def create(
+    ctx: FhirContext,
+    conn: asyncpg.Connection,
+    resource_type: str,
+    resource: Any,
+    *,
+    if_none_exist: str | None = None,
+) -> WriteResult:
+    check_type(resource_type)
+    if if_none_exist:
+        existing = await _conditional_match(ctx, conn, resource_type, if_none_exist)
+        if existing is not None:
+            return existing
+    write = prepare_write(
+        ctx, resource_type, _validate(resource_type, resource), new_resource_id(), 1, "create",
+        utcnow(),
+    )
+    await storage.write_versions(conn, ctx.tenant_id, [write])
+    return _result(write, 201)
+
+
+async def _conditional_match(
+    ctx: FhirContext, conn: asyncpg.Connection, resource_type: str, criteria: str
+) -> WriteResult | None:
+    from urllib.parse import parse_qsl
+
+    criteria = criteria.split("?", 1)[-1]
+    items = parse_qsl(criteria, keep_blank_values=True)
+    if not items:
+        raise BadRequest("If-None-Exist needs search criteria, e.g. identifier=sys|123")
+    query = _parse(resource_type, items, lenient=False)
+    query.count = 2
+    rows = await _search_rows(ctx, conn, query)
+    if not rows:
+        return None
+    if len(rows) > 1:
+        raise PreconditionFailed(
+            f"conditional create: {len(rows)} {resource_type} resources match '{criteria}'"
+        )
+    row = rows[0]
+    ctx.touch(f"{resource_type}/{row['id']}")
+    return WriteResult(
+        200, resource_type, row["id"], row["version_id"], row["last_updated"], row["resource"]
+    )
+
+
+async def read(
+    ctx: FhirContext, conn: asyncpg.Connection, resource_type: str, resource_id: str
+) -> storage.StoredResource:
+    check_type(resource_type)
+    ctx.touch(f"{resource_type}/{resource_id}")
+    current = await storage.fetch_current(conn, ctx.tenant_id, resource_type, resource_id)
+    _require_visible(ctx, current, resource_type, resource_id)
+    assert current is not None
+    if current.deleted:
+        raise Gone(f"{resource_type}/{resource_id} was deleted")
+    return current
+
+
+def _require_visible(
+    ctx: FhirContext,
+    current: storage.StoredResource | None,
+    resource_type: str,
+    resource_id: str,
+) -> None:
+    hidden = (
+        current is not None
+        and ctx.run_id is not None
+        and current.run_id is not None
+        and current.run_id != ctx.run_id
+    )
+    if current is None or hidden:
+        raise NotFound(f"{resource_type}/{resource_id} is not known")
+
+
+async def vread(
+    ctx: FhirContext,
+    conn: asyncpg.Connection,
+    resource_type: str,
+    resource_id: str,
+    version: str,
+) -> storage.StoredResource:
+    check_type(resource_type)
+    ctx.touch(f"{resource_type}/{resource_id}")
+    try:
+        version_id = int(version)
+    except ValueError:
+        raise NotFound(f"version '{version}' of {resource_type}/{resource_id} is not known") from None
+    found = await storage.fetch_version(conn, ctx.tenant_id, resource_type, resource_id, version_id)
+    _require_visible(ctx, found, resource_type, resource_id)
+    assert found is not None
+    if found.deleted:
+        raise Gone(f"version {version_id} of {resource_type}/{resource_id} is a deletion")
+    return found
+
+
+def parse_if_match(value: str | None) -> int | None:
+    if value is None:
+        return None
+    text = value.strip()
+    if text.startswith("W/"):
+        text = text[2:]
+    text = text.strip('"')
+    try:
+        return int(text)
+    except ValueError:
+        raise BadRequest(f"If-Match '{value}' is not a version ETag like W/\"3\"") from None
+
+
+async def update(
+    ctx: FhirContext,
+    conn: asyncpg.Connection,
+    resource_type: str,
+    resource_id: str,
+    resource: Any,
+    *,
+    if_match: str | None = None,
+) -> WriteResult:
+    check_type(resource_type)
+    check_id(resource_id)
+    resource = _validate(resource_type, resource)
+    body_id = resource.get("id")
+    if body_id is not None and body_id != resource_id:
+        raise BadRequest(
+            f"the body's id '{body_id}' does not match the URL's id '{resource_id}'",
+            [Issue("id does not match the URL", expression=f"{resource_type}.id")],
+        )
+    expected = parse_if_match(if_match)
+    async with conn.transaction():
+        current = await storage.fetch_current(
+            conn, ctx.tenant_id, resource_type, resource_id, for_update=True
+        )
+        if current is not None:
+            _require_visible(ctx, current, resource_type, resource_id)
+        previous = 0 if current is None else current.version_id
+        if expected is not None and expected != previous:
+            raise PreconditionFailed(
+                f"If-Match version {expected} is stale: {resource_type}/{resource_id} "
+                f"is at version {previous}"
+            )
+        created = current is None or current.deleted
+        write = prepare_write(
+            ctx,
+            resource_type,
+            resource,
+            resource_id,
+            previous + 1,
+            "create" if created else "update",
+            utcnow(),
+        )
+        await _write_or_conflict(conn, ctx, [write])
+    return _result(write, 201 if created else 200)
+
+
+async def _write_or_conflict(
+    conn: asyncpg.Connection, ctx: FhirContext, writes: list[storage.PreparedWrite]
+) -> None:
+    try:
+        await storage.write_versions(conn, ctx.tenant_id, writes)
+    except storage.VersionConflict:
+        raise Conflict("the resource was changed by another request; retry") from None
+
+
+async def patch(
+    ctx: FhirContext,
+    conn: asyncpg.Connection,
+    resource_type: str,
+    resource_id: str,
+    document: Any,
+    content_type: str,
+    *,
+    if_match: str | None = None,
+) -> WriteResult:
+    check_type(resource_type)
+    expected = parse_if_match(if_match)
+    async with conn.transaction():
+        current = await storage.fetch_current(
+            conn, ctx.tenant_id, resource_type, resource_id, for_update=True
+        )
+        _require_visible(ctx, current, resource_type, resource_id)
+        assert current is not None
+        if current.deleted or current.json is None:
+            raise Gone(f"{resource_type}/{resource_id} was deleted")
+        if expected is not None and expected != current.version_id:
+            raise PreconditionFailed(
+                f"If-Match version {expected} is stale: {resource_type}/{resource_id} "
+                f"is at version {current.version_id}"
+            )
+        original = jsontext.loads(current.json)
+        patched = apply_patch(original, document, content_type)
+        if not isinstance(patched, dict):
+            raise Unprocessable("the patch must leave a JSON object")
+        if patched.get("id") != resource_id or patched.get("resourceType") != resource_type:
+            raise Unprocessable("a patch may not change resourceType or id")
+        write = prepare_write(
+            ctx, resource_type, patched, resource_id, current.version_id + 1, "update", utcnow()
+        )
+        await _write_or_conflict(conn, ctx, [write])
+    return _result(write, 200)
+
+
+def apply_patch(original: dict[str, Any], document: Any, content_type: str) -> Any:
+    """JSON Patch (RFC 6902) for application/json-patch+json, else JSON merge patch."""
+    if "json-patch" in content_type or isinstance(document, list):
+        try:
+            return jsonpatch.apply_patch(original, document)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+            raise Unprocessable(f"the JSON Patch cannot be applied: {exc}") from None
+        except (TypeError, KeyError, AttributeError, ValueError) as exc:
+            raise BadRequest(f"malformed JSON Patch document: {exc}") from None
+    if not isinstance(document, dict):
+        raise BadRequest("a merge patch must be a JSON object")
+    merged: Any = json_merge_patch.merge(original, document)
+    return merged
+
+
+async def delete(
+    ctx: FhirContext, conn: asyncpg.Connection, resource_type: str, resource_id: str
+) -> None:
+    check_type(resource_type)
+    async with conn.transaction():
+        current = await storage.fetch_current(
+            conn, ctx.tenant_id, resource_type, resource_id, for_update=True
+        )
+        if current is not None:
+            _require_visible(ctx, current, resource_type, resource_id)
+        if current is None or current.deleted:
+            ctx.touch(f"{resource_type}/{resource_id}")
+            return  # deleting what is not there succeeds, as FHIR allows
+        await _write_or_conflict(conn, ctx, [deletion(ctx, current, utcnow())])
+
+
+# --- search -----------------------------------------------------------------------------
+
+def _parse(resource_type: str, items: list[tuple[str, str]], *, lenient: bool) -> SearchQuery:
+    try:
+        return parse_search(resource_type, items, lenient=lenient)
+    except SearchError as exc:
+        raise BadRequest(str(exc), exc.issues) from None
+
+
+_SELECT = "SELECT r.id, r.version_id, r.last_updated, r.resource, r.refs"
+
+
+async def _search_rows(
+    ctx: FhirContext, conn: asyncpg.Connection, query: SearchQuery
+) -> list[asyncpg.Record]:
+    compiled = compile_search(ctx.tenant_id, query, ctx.visibility)
+    return list(
+        await conn.fetch(
+            f"{_SELECT} FROM fhir_resource r WHERE {compiled.where} "
+            f"ORDER BY {compiled.order_by} LIMIT {query.count}",
+            *compiled.args,
+        )
+    )
+
+
+@dataclass
+class SearchPage:
+    total: int
+    rows: list[asyncpg.Record]
+    included: list[storage.StoredResource]
+    next_params: list[tuple[str, str]] | None
+    previous_params: list[tuple[str, str]] | None
+    query: SearchQuery
+
+
+async def search(
+    ctx: FhirContext,
+    conn: asyncpg.Connection,
+    resource_type: str,
+    items: list[tuple[str, str]],
+    *,
+    lenient: bool = False,
+) -> SearchPage:
+    check_type(resource_type)
+    query = _parse(resource_type, items, lenient=lenient)
+    _touch_query(ctx, items)
+    compiled = compile_search(ctx.tenant_id, query, ctx.visibility)
+    if query.summary_count or query.count == 0:
+        total = await _count(conn, compiled)
+        return SearchPage(total, [], [], None, None, query)
+    before = next((v for k, v in items if k == "_before"), None)
+    rows, total, has_more = await _fetch_page(conn, compiled, query, before)
+    ctx.touch(*(f"{resource_type}/{r['id']}" for r in rows))
+    included = await _includes(ctx, conn, query, rows)
+    base = [(k, v) for k, v in query.used if k not in ("_after", "_offset")]
+    next_params: list[tuple[str, str]] | None = None
+    previous_params: list[tuple[str, str]] | None = None
+    if compiled.keyset:
+        if rows and (has_more or before is not None):
+            next_params = [*base, ("_after", rows[-1]["id"])]
+        if rows and (query.after is not None or (before is not None and has_more)):
+            previous_params = [*base, ("_before", rows[0]["id"])]
+    else:
+        if has_more:
+            next_params = [*base, ("_offset", str(query.offset + query.count))]
+        if query.offset > 0:
+            previous_params = [*base, ("_offset", str(max(0, query.offset - query.count)))]
+    return SearchPage(total, rows, included, next_params, previous_params, query)
+
+
+async def _count(conn: asyncpg.Connection, compiled: CompiledSearch) -> int:
+    total: int = await conn.fetchval(
+        f"SELECT count(*) FROM fhir_resource r WHERE {compiled.where}", *compiled.args
+    )
+    return total
+
+
+async def _fetch_page(
+    conn: asyncpg.Connection,
+    compiled: CompiledSearch,
+    query: SearchQuery,
+    before: str | None,
+) -> tuple[list[asyncpg.Record], int, bool]:
+    """One page plus one row to know whether there is more; the total in the same trip
+    on a first page (a window count), by a second query on later pages."""
+    limit = query.count + 1
+    args = list(compiled.args)
+    where = compiled.where
+    order = compiled.order_by
+    if compiled.keyset and (query.after is not None or before is not None):
+        args.append(query.after if query.after is not None else before)
+        if query.after is not None:
+            where += f" AND r.id > ${len(args)}"
+        else:
+            where += f" AND r.id < ${len(args)}"
+            order = "r.id DESC"
+        rows = list(
+            await conn.fetch(
+                f"{_SELECT} FROM fhir_resource r WHERE {where} ORDER BY {order} LIMIT {limit}",
+                *args,
+            )
+        )
+        total = await _count(conn, compiled)
+        has_more = len(rows) > query.count
+        rows = rows[: query.count]
+        if before is not None:
+            rows.reverse()
+        return rows, total, has_more
+    offset = query.offset if not compiled.keyset else 0
+    rows = list(
+        await conn.fetch(
+            f"{_SELECT}, count(*) OVER () AS total FROM fhir_resource r WHERE {where} "
+            f"ORDER BY {order} LIMIT {limit} OFFSET {offset}",
+            *args,
+        )
+    )
+    if rows:
+        total = rows[0]["total"]
+    elif offset:
+        total = await _count(conn, compiled)
+    else:
+        total = 0
+    return rows[: query.count], total, len(rows) > query.count
+
+
+async def _includes(
+    ctx: FhirContext,
+    conn: asyncpg.Connection,
+    query: SearchQuery,
+    rows: list[asyncpg.Record],
+) -> list[storage.StoredResource]:
+    if not query.includes or not rows:
+        return []
+    wanted: list[tuple[str, str]] = []
+    found: list[storage.StoredResource] = []
+    for inc in query.includes:
+        if inc.reverse:
+            if inc.target_type not in (None, query.resource_type):
+                continue
+            refs = [f"{inc.param}={query.resource_type}/{r['id']}" for r in rows]
+            revs = await conn.fetch(
+                """SELECT id, version_id, last_updated, resource, run_id FROM fhir_resource
+                WHERE tenant_id = $1 AND resource_type = $2 AND NOT deleted
+                AND refs && $3::text[] LIMIT 1000""",
+                ctx.tenant_id,
+                inc.source_type,
+                refs,
+            )
+            found.extend(
+                storage.StoredResource(
+                    inc.source_type, r["id"], r["version_id"], r["last_updated"], False,
+                    r["resource"], r["run_id"],
+                )
+                for r in revs
+            )
+            continue
+        if inc.source_type != query.resource_type:
+            continue
+        prefix = f"{inc.param}="
+        for row in rows:
+            for entry in row["refs"] or ():
+                if not entry.startswith(prefix) or "/" not in entry:
+                    continue
+                rtype, _, rid = entry[len(prefix) :].partition("/")
+                if inc.target_type is None or inc.target_type == rtype:
+                    wanted.append((rtype, rid))
+    if wanted:
+        found.extend(await storage.fetch_many(conn, ctx.tenant_id, sorted(set(wanted))))
+    own = {(query.resource_type, r["id"]) for r in rows}
+    unique: dict[tuple[str, str], storage.StoredResource] = {}
+    for res in found:
+        key = (res.resource_type, res.id)
+        hidden = ctx.run_id is not None and res.run_id not in (None, ctx.run_id)
+        if key not in own and not hidden:
+            unique.setdefault(key, res)
+    ctx.touch(*(f"{t}/{i}" for t, i in unique))
+    return list(unique.values())
+
+
+def _touch_query(ctx: FhirContext, items: list[tuple[str, str]]) -> None:
+    for _, value in items:
+        for part in value.split(","):
+            if "/" in part and not part.startswith("http"):
+                ctx.touch(part)
+
+
+# --- history ----------------------------------------------------------------------------
+
+async def history(
+    ctx: FhirContext,
+    conn: asyncpg.Connection,
+    resource_type: str | None,
+    resource_id: str | None,
+    items: list[tuple[str, str]],
+) -> tuple[int, list[storage.HistoryEntry], int, int]:
+    if resource_type is not None:
+        check_type(resource_type)
+    count, offset, since = 20, 0, None
+    for key, value in items:
+        try:
+            if key == "_count":
+                count = min(max(int(value), 0), 500)
+            elif key == "_offset":
+                offset = max(int(value), 0)
+            elif key == "_since":
+                from app.fhir.search.index import parse_date_range
+
+                since = parse_date_range(value)[0]
+            elif key not in ("_format", "_pretty"):
+                raise BadRequest(
+                    f"unknown history parameter '{key}' (supported: _count, _since, _offset)",
+                    [Issue("unknown parameter", expression=key, code="not-supported")],
+                )
+        except ValueError as exc:
+            raise BadRequest(f"invalid value for '{key}': {exc}") from None
+    if resource_id is not None and resource_type is not None:
+        ctx.touch(f"{resource_type}/{resource_id}")
+        current = await storage.fetch_current(conn, ctx.tenant_id, resource_type, resource_id)
+        _require_visible(ctx, current, resource_type, resource_id)
+    total, entries = await storage.fetch_history(
+        conn,
+        ctx.tenant_id,
+        resource_type=resource_type,
+        resource_id=resource_id,
+        since=since,
+        limit=count,
+        offset=offset,
+    )
+    return total, entries, count, offset
+

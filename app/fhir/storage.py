@@ -1,0 +1,340 @@
+"""Versioned resource storage on asyncpg.
+
+Every write — one resource or a whole transaction Bundle — is a single statement:
+the new current rows (`fhir_resource`), their history rows, and their date-index rows
+go in together through data-modifying CTEs over `unnest`ed arrays. The upsert is
+guarded by the expected previous version, so two concurrent updates of one resource
+cannot both win: the loser sees fewer rows written and gets a conflict.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from app.fhir.search.index import IndexValues
+
+# Array elements travel joined by the ASCII unit separator: it never occurs in FHIR
+# search values, and `unnest` cannot take a ragged two-dimensional array.
+SEP = "\x1f"
+
+
+@dataclass(slots=True)
+class StoredResource:
+    resource_type: str
+    id: str
+    version_id: int
+    last_updated: datetime
+    deleted: bool
+    json: str | None
+    run_id: str | None = None
+
+
+@dataclass(slots=True)
+class PreparedWrite:
+    resource_type: str
+    id: str
+    version_id: int
+    last_updated: datetime
+    interaction: str  # create | update | delete
+    body: str | None  # the resource JSON, None for a delete
+    index: IndexValues | None
+    run_id: str | None = None
+
+
+class VersionConflict(Exception):
+    """Another writer changed a resource between our read and our write."""
+
+
+_WRITE_SQL = f"""
+WITH d AS (
+    SELECT * FROM unnest(
+        $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::text[], $7::text[],
+        $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[]
+    ) AS t(rtype, rid, vid, ts, interaction, body, tokens, refs, strings, all_refs, sort, run_id)
+), up AS (
+    INSERT INTO fhir_resource AS r (
+        tenant_id, resource_type, id, version_id, last_updated, deleted, resource,
+        tokens, refs, strings, all_refs, sort, run_id
+    )
+    SELECT $1, rtype, rid, vid, ts, body IS NULL, body::jsonb,
+        string_to_array(tokens, E'{SEP}'), string_to_array(refs, E'{SEP}'),
+        string_to_array(strings, E'{SEP}'), string_to_array(all_refs, E'{SEP}'),
+        coalesce(sort::jsonb, '{{}}'::jsonb), run_id
+    FROM d
+    ON CONFLICT (tenant_id, resource_type, id) DO UPDATE SET
+        version_id = excluded.version_id,
+        last_updated = excluded.last_updated,
+        deleted = excluded.deleted,
+        resource = excluded.resource,
+        tokens = excluded.tokens,
+        refs = excluded.refs,
+        strings = excluded.strings,
+        all_refs = excluded.all_refs,
+        sort = excluded.sort,
+        run_id = coalesce(r.run_id, excluded.run_id)
+    WHERE r.version_id = excluded.version_id - 1
+    RETURNING r.resource_type, r.id, r.version_id
+), hist AS (
+    INSERT INTO fhir_history (
+        tenant_id, resource_type, id, version_id, last_updated, interaction, run_id, resource
+    )
+    SELECT $1, d.rtype, d.rid, d.vid, d.ts, d.interaction, d.run_id, d.body::jsonb
+    FROM d JOIN up ON up.resource_type = d.rtype AND up.id = d.rid
+), old_dates AS (
+    DELETE FROM fhir_date fd USING up
+    WHERE fd.tenant_id = $1 AND fd.resource_type = up.resource_type AND fd.id = up.id
+        AND up.version_id > 1
+), new_dates AS (
+    INSERT INTO fhir_date (tenant_id, resource_type, id, param, low, high)
+    SELECT $1, x.rtype, x.rid, x.param, x.low, x.high
+    FROM unnest($14::text[], $15::text[], $16::text[], $17::timestamptz[], $18::timestamptz[])
+        AS x(rtype, rid, param, low, high)
+    JOIN up ON up.resource_type = x.rtype AND up.id = x.rid
+)
+SELECT count(*) FROM up
+"""
+
+
+def _joined(values: Sequence[str]) -> str:
+    return SEP.join(values)
+
+
+async def write_versions(
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, writes: Sequence[PreparedWrite]
+) -> None:
+    """Write new versions; raise VersionConflict unless every one was written.
+
+    Each write's `version_id` must be the current version + 1 (1 for a new resource;
+    a conflict on a brand-new id means it already exists). Run inside a transaction
+    when writing more than one row, so a conflict rolls back all of them.
+    """
+    if not writes:
+        return
+    rtypes: list[str] = []
+    ids: list[str] = []
+    vids: list[int] = []
+    stamps: list[datetime] = []
+    interactions: list[str] = []
+    bodies: list[str | None] = []
+    tokens: list[str] = []
+    refs: list[str] = []
+    strings: list[str] = []
+    all_refs: list[str] = []
+    sorts: list[str | None] = []
+    run_ids: list[str | None] = []
+    d_rtype: list[str] = []
+    d_id: list[str] = []
+    d_param: list[str] = []
+    d_low: list[datetime] = []
+    d_high: list[datetime] = []
+    for w in writes:
+        rtypes.append(w.resource_type)
+        ids.append(w.id)
+        vids.append(w.version_id)
+        stamps.append(w.last_updated)
+        interactions.append(w.interaction)
+        bodies.append(w.body)
+        run_ids.append(w.run_id)
+        idx = w.index
+        if idx is None:
+            tokens.append("")
+            refs.append("")
+            strings.append("")
+            all_refs.append("")
+            sorts.append(None)
+            continue
+        tokens.append(_joined(idx.tokens))
+        refs.append(_joined(idx.refs))
+        strings.append(_joined(idx.strings))
+        all_refs.append(_joined(idx.all_refs))
+        sorts.append(_sort_json(idx.sort))
+        for param, low, high in idx.dates:
+            d_rtype.append(w.resource_type)
+            d_id.append(w.id)
+            d_param.append(param)
+            d_low.append(low)
+            d_high.append(high)
+    written = await conn.fetchval(
+        _WRITE_SQL,
+        tenant_id,
+        rtypes,
+        ids,
+        vids,
+        stamps,
+        interactions,
+        bodies,
+        tokens,
+        refs,
+        strings,
+        all_refs,
+        sorts,
+        run_ids,
+        d_rtype,
+        d_id,
+        d_param,
+        d_low,
+        d_high,
+    )
+    if written != len(writes):
+        raise VersionConflict(f"{len(writes) - written} of {len(writes)} writes lost a race")
+
+
+def _sort_json(sort: dict[str, str]) -> str | None:
+    if not sort:
+        return None
+    from app.kit.jsontext import dumps
+
+    return dumps(sort)
+
+
+_CURRENT_SQL = """
+SELECT version_id, last_updated, deleted, resource, run_id FROM fhir_resource
+WHERE tenant_id = $1 AND resource_type = $2 AND id = $3
+"""
+_CURRENT_FOR_UPDATE_SQL = _CURRENT_SQL + " FOR UPDATE"
+
+
+async def fetch_current(
+    conn: asyncpg.Connection,
+    tenant_id: uuid.UUID,
+    resource_type: str,
+    resource_id: str,
+    *,
+    for_update: bool = False,
+) -> StoredResource | None:
+    row = await conn.fetchrow(
+        _CURRENT_FOR_UPDATE_SQL if for_update else _CURRENT_SQL,
+        tenant_id,
+        resource_type,
+        resource_id,
+    )
+    if row is None:
+        return None
+    return StoredResource(
+        resource_type,
+        resource_id,
+        row["version_id"],
+        row["last_updated"],
+        row["deleted"],
+        row["resource"],
+        row["run_id"],
+    )
+
+
+async def fetch_version(
+    conn: asyncpg.Connection,
+    tenant_id: uuid.UUID,
+    resource_type: str,
+    resource_id: str,
+    version_id: int,
+) -> StoredResource | None:
+    row = await conn.fetchrow(
+        """SELECT last_updated, interaction, resource, run_id FROM fhir_history
+        WHERE tenant_id = $1 AND resource_type = $2 AND id = $3 AND version_id = $4""",
+        tenant_id,
+        resource_type,
+        resource_id,
+        version_id,
+    )
+    if row is None:
+        return None
+    return StoredResource(
+        resource_type,
+        resource_id,
+        version_id,
+        row["last_updated"],
+        row["interaction"] == "delete",
+        row["resource"],
+        row["run_id"],
+    )
+
+
+@dataclass(slots=True)
+class HistoryEntry:
+    resource_type: str
+    id: str
+    version_id: int
+    last_updated: datetime
+    interaction: str
+    json: str | None
+
+
+async def fetch_history(
+    conn: asyncpg.Connection,
+    tenant_id: uuid.UUID,
+    *,
+    resource_type: str | None,
+    resource_id: str | None,
+    since: datetime | None,
+    limit: int,
+    offset: int,
+) -> tuple[int, list[HistoryEntry]]:
+    """Versions newest first, with the total count; scoped to a type or one resource."""
+    where = ["tenant_id = $1"]
+    args: list[Any] = [tenant_id]
+    if resource_type is not None:
+        args.append(resource_type)
+        where.append(f"resource_type = ${len(args)}")
+    if resource_id is not None:
+        args.append(resource_id)
+        where.append(f"id = ${len(args)}")
+    if since is not None:
+        args.append(since)
+        where.append(f"last_updated >= ${len(args)}")
+    clause = " AND ".join(where)
+    total = await conn.fetchval(f"SELECT count(*) FROM fhir_history WHERE {clause}", *args)
+    args.extend([limit, offset])
+    rows = await conn.fetch(
+        f"""SELECT resource_type, id, version_id, last_updated, interaction, resource
+        FROM fhir_history WHERE {clause}
+        ORDER BY last_updated DESC, version_id DESC
+        LIMIT ${len(args) - 1} OFFSET ${len(args)}""",
+        *args,
+    )
+    return total, [
+        HistoryEntry(
+            r["resource_type"],
+            r["id"],
+            r["version_id"],
+            r["last_updated"],
+            r["interaction"],
+            r["resource"],
+        )
+        for r in rows
+    ]
+
+
+async def fetch_many(
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, refs: Sequence[tuple[str, str]]
+) -> list[StoredResource]:
+    """Current, non-deleted versions of the given (type, id) pairs (for `_include`)."""
+    if not refs:
+        return []
+    rows = await conn.fetch(
+        """SELECT r.resource_type, r.id, r.version_id, r.last_updated, r.resource, r.run_id
+        FROM fhir_resource r
+        JOIN unnest($2::text[], $3::text[]) AS k(rtype, rid)
+            ON r.resource_type = k.rtype AND r.id = k.rid
+        WHERE r.tenant_id = $1 AND NOT r.deleted""",
+        tenant_id,
+        [t for t, _ in refs],
+        [i for _, i in refs],
+    )
+    return [
+        StoredResource(
+            r["resource_type"],
+            r["id"],
+            r["version_id"],
+            r["last_updated"],
+            False,
+            r["resource"],
+            r["run_id"],
+        )
+        for r in rows
+    ]

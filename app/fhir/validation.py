@@ -1,0 +1,925 @@
+"""Structural and terminology validation of incoming FHIR R4 resources.
+
+Pure module: no app imports, no I/O. ``validate_resource`` runs three passes and
+returns every problem found, as ``ValidationIssue``s ready for an
+OperationOutcome:
+
+1. A JSON walk over the raw dict, driven by the field tables of the
+   fhir.resources R4B models. It exists because pydantic (as configured by
+   fhir.resources) is lax: ``"birthDate": 0`` becomes 1970-01-01, ``"active":
+   "true"`` becomes True, ``"multipleBirthInteger": "3"`` becomes 3, and
+   ``strict=True`` is not passed down to nested models. The walk checks JSON
+   types of primitives, required elements at every depth (the model only
+   reports a missing required primitive when nothing else in the resource is
+   wrong), choice elements (``value[x]``) and contained resource types.
+2. ``model_validate`` of the R4B model: formats of dates/ids/uris, unknown
+   elements, nested structure.
+3. A table of REQUIRED terminology bindings (``_REQUIRED_BINDINGS``), because
+   fhir.resources checks no codes at all.
+
+Timing (Python 3.11, pydantic 2.14, fhir.resources 8.3, after first use of the
+type; first use of a type costs 10-60 ms of lazy imports):
+
+- typical Patient (id, meta, identifier, 2 names, 2 telecoms, address,
+  contact, gender, birthDate, 2 extensions), valid: ~105 µs
+  (walk ~20 µs + pydantic ~75 µs + bindings ~5 µs)
+- minimal Patient: ~25 µs; Appointment with 2 participants: ~70 µs
+- Patient with 3 errors: ~120 µs
+  (``model_validate_json(orjson.dumps(...))`` measured no faster than
+  ``model_validate`` on the dict, so the dict is validated directly.)
+
+R4 vs R4B: R4 JSON is checked against R4B (4.3.0) models because R4 (4.0.1)
+models are not shipped. For the resources this server serves (Patient,
+Practitioner, PractitionerRole, Organization, Location, Schedule, Slot,
+Appointment, Encounter, Task, Communication, ServiceRequest, MedicationRequest,
+MedicationStatement, Medication, Observation, DiagnosticReport, Condition,
+AllergyIntolerance, DocumentReference, QuestionnaireResponse, CarePlan,
+Coverage) realistic R4 content validated unchanged. Known differences:
+
+- R4-only resource types (MedicinalProduct*, EffectEvidenceSynthesis,
+  RiskEvidenceSynthesis, SubstanceSpecification, SubstancePolymer, ...) are
+  not known; R4B-only types (Citation, Ingredient, SubscriptionTopic, ...)
+  are accepted by ``is_known_type``.
+- Elements renamed or removed in R4B are rejected as unknown, e.g. R4
+  ``Medication.batch``, ``MedicationKnowledge`` and ``Evidence`` reworks; and
+  R4B additions (e.g. ``Encounter.appointment`` is R4 too, but
+  ``Citation``/``Evidence`` elements) would be accepted in R4 content.
+- Binding tables hold R4 code lists; fhir.resources has none of its own.
+
+Not checked (accepted silently): ``null`` values and empty arrays/objects
+(invalid FHIR JSON but harmless, and some clients send them), base64 and
+xhtml content, invariants (FHIRPath constraints), reference targets, and
+extensible/preferred bindings.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+import uuid
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = ["ValidationIssue", "is_known_type", "validate_resource"]
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationIssue:
+    expression: str
+    message: str
+    code: str = "invalid"
+
+
+# Resource types of fhir.resources.R4B (FHIR 4.3.0), minus the abstract
+# Resource and DomainResource. Hard-coded so that answering "is this a type?"
+# never imports the 141 model modules; tests keep it in sync with the package.
+_RESOURCE_TYPES: Final = frozenset(
+    {
+        "Account",
+        "ActivityDefinition",
+        "AdministrableProductDefinition",
+        "AdverseEvent",
+        "AllergyIntolerance",
+        "Appointment",
+        "AppointmentResponse",
+        "AuditEvent",
+        "Basic",
+        "Binary",
+        "BiologicallyDerivedProduct",
+        "BodyStructure",
+        "Bundle",
+        "CapabilityStatement",
+        "CarePlan",
+        "CareTeam",
+        "CatalogEntry",
+        "ChargeItem",
+        "ChargeItemDefinition",
+        "Citation",
+        "Claim",
+        "ClaimResponse",
+        "ClinicalImpression",
+        "ClinicalUseDefinition",
+        "CodeSystem",
+        "Communication",
+        "CommunicationRequest",
+        "CompartmentDefinition",
+        "Composition",
+        "ConceptMap",
+        "Condition",
+        "Consent",
+        "Contract",
+        "Coverage",
+        "CoverageEligibilityRequest",
+        "CoverageEligibilityResponse",
+        "DetectedIssue",
+        "Device",
+        "DeviceDefinition",
+        "DeviceMetric",
+        "DeviceRequest",
+        "DeviceUseStatement",
+        "DiagnosticReport",
+        "DocumentManifest",
+        "DocumentReference",
+        "Encounter",
+        "Endpoint",
+        "EnrollmentRequest",
+        "EnrollmentResponse",
+        "EpisodeOfCare",
+        "EventDefinition",
+        "Evidence",
+        "EvidenceReport",
+        "EvidenceVariable",
+        "ExampleScenario",
+        "ExplanationOfBenefit",
+        "FamilyMemberHistory",
+        "Flag",
+        "Goal",
+        "GraphDefinition",
+        "Group",
+        "GuidanceResponse",
+        "HealthcareService",
+        "ImagingStudy",
+        "Immunization",
+        "ImmunizationEvaluation",
+        "ImmunizationRecommendation",
+        "ImplementationGuide",
+        "Ingredient",
+        "InsurancePlan",
+        "Invoice",
+        "Library",
+        "Linkage",
+        "List",
+        "Location",
+        "ManufacturedItemDefinition",
+        "Measure",
+        "MeasureReport",
+        "Media",
+        "Medication",
+        "MedicationAdministration",
+        "MedicationDispense",
+        "MedicationKnowledge",
+        "MedicationRequest",
+        "MedicationStatement",
+        "MedicinalProductDefinition",
+        "MessageDefinition",
+        "MessageHeader",
+        "MolecularSequence",
+        "NamingSystem",
+        "NutritionOrder",
+        "NutritionProduct",
+        "Observation",
+        "ObservationDefinition",
+        "OperationDefinition",
+        "OperationOutcome",
+        "Organization",
+        "OrganizationAffiliation",
+        "PackagedProductDefinition",
+        "Parameters",
+        "Patient",
+        "PaymentNotice",
+        "PaymentReconciliation",
+        "Person",
+        "PlanDefinition",
+        "Practitioner",
+        "PractitionerRole",
+        "Procedure",
+        "Provenance",
+        "Questionnaire",
+        "QuestionnaireResponse",
+        "RegulatedAuthorization",
+        "RelatedPerson",
+        "RequestGroup",
+        "ResearchDefinition",
+        "ResearchElementDefinition",
+        "ResearchStudy",
+        "ResearchSubject",
+        "RiskAssessment",
+        "Schedule",
+        "SearchParameter",
+        "ServiceRequest",
+        "Slot",
+        "Specimen",
+        "SpecimenDefinition",
+        "StructureDefinition",
+        "StructureMap",
+        "Subscription",
+        "SubscriptionStatus",
+        "SubscriptionTopic",
+        "Substance",
+        "SubstanceDefinition",
+        "SupplyDelivery",
+        "SupplyRequest",
+        "Task",
+        "TerminologyCapabilities",
+        "TestReport",
+        "TestScript",
+        "ValueSet",
+        "VerificationResult",
+        "VisionPrescription",
+    }
+)
+
+
+def is_known_type(resource_type: str) -> bool:
+    return resource_type in _RESOURCE_TYPES
+
+
+# --------------------------------------------------------------------------
+# Required bindings (FHIR R4 4.0.1 value sets)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _ValueSet:
+    name: str
+    codes: tuple[str, ...]  # spec order, for messages
+    allowed: frozenset[str]
+    # Set for CodeableConcept bindings: only codings of this system are checked
+    # (others may be translations), and the binding path ends at ``coding``.
+    system: str | None = None
+
+
+def _vs(name: str, codes: str, system: str | None = None) -> _ValueSet:
+    listed = tuple(codes.split())
+    return _ValueSet(name, listed, frozenset(listed), system)
+
+
+_GENDER = _vs("administrative-gender", "male female other unknown")
+_NAME_USE = _vs("name-use", "usual official temp nickname anonymous old maiden")
+_CONTACT_POINT_SYSTEM = _vs("contact-point-system", "phone fax email pager url sms other")
+_CONTACT_POINT_USE = _vs("contact-point-use", "home work temp old mobile")
+_ADDRESS_USE = _vs("address-use", "home work temp old billing")
+_ADDRESS_TYPE = _vs("address-type", "postal physical both")
+_IDENTIFIER_USE = _vs("identifier-use", "usual official temp secondary old")
+_LINK_TYPE = _vs("link-type", "replaced-by replaces refer seealso")
+_APPOINTMENT_STATUS = _vs(
+    "appointmentstatus",
+    "proposed pending booked arrived fulfilled cancelled noshow entered-in-error"
+    " checked-in waitlist",
+)
+_PARTICIPATION_STATUS = _vs("participationstatus", "accepted declined tentative needs-action")
+_PARTICIPANT_REQUIRED = _vs("participantrequired", "required optional information-only")
+_SLOT_STATUS = _vs("slotstatus", "busy free busy-unavailable busy-tentative entered-in-error")
+_LOCATION_STATUS = _vs("location-status", "active suspended inactive")
+_LOCATION_MODE = _vs("location-mode", "instance kind")
+_TASK_STATUS = _vs(
+    "task-status",
+    "draft requested received accepted rejected ready cancelled in-progress on-hold failed"
+    " completed entered-in-error",
+)
+_TASK_INTENT = _vs(
+    "task-intent",
+    "unknown proposal plan order original-order reflex-order filler-order instance-order option",
+)
+_REQUEST_PRIORITY = _vs("request-priority", "routine urgent asap stat")
+_EVENT_STATUS = _vs(
+    "event-status",
+    "preparation in-progress not-done on-hold stopped completed entered-in-error unknown",
+)
+_REQUEST_STATUS = _vs(
+    "request-status", "draft active on-hold revoked completed entered-in-error unknown"
+)
+_REQUEST_INTENT = _vs(
+    "request-intent",
+    "proposal plan directive order original-order reflex-order filler-order instance-order option",
+)
+_CARE_PLAN_INTENT = _vs("care-plan-intent", "proposal plan order option")
+_MEDICATIONREQUEST_STATUS = _vs(
+    "medicationrequest-status",
+    "active on-hold cancelled completed entered-in-error stopped draft unknown",
+)
+_MEDICATIONREQUEST_INTENT = _vs(
+    "medicationrequest-intent",
+    "proposal plan order original-order reflex-order filler-order instance-order option",
+)
+_MEDICATION_STATEMENT_STATUS = _vs(
+    "medication-statement-status",
+    "active completed entered-in-error intended stopped on-hold unknown not-taken",
+)
+_MEDICATION_STATUS = _vs("medication-status", "active inactive entered-in-error")
+_OBSERVATION_STATUS = _vs(
+    "observation-status",
+    "registered preliminary final amended corrected cancelled entered-in-error unknown",
+)
+_DIAGNOSTIC_REPORT_STATUS = _vs(
+    "diagnostic-report-status",
+    "registered partial preliminary final amended corrected appended cancelled"
+    " entered-in-error unknown",
+)
+_FM_STATUS = _vs("fm-status", "active cancelled draft entered-in-error")
+_ENCOUNTER_STATUS = _vs(
+    "encounter-status",
+    "planned arrived triaged in-progress onleave finished cancelled entered-in-error unknown",
+)
+_CONDITION_CLINICAL = _vs(
+    "condition-clinical",
+    "active recurrence relapse inactive remission resolved",
+    "http://terminology.hl7.org/CodeSystem/condition-clinical",
+)
+_CONDITION_VER_STATUS = _vs(
+    "condition-ver-status",
+    "unconfirmed provisional differential confirmed refuted entered-in-error",
+    "http://terminology.hl7.org/CodeSystem/condition-ver-status",
+)
+_ALLERGY_CLINICAL = _vs(
+    "allergyintolerance-clinical",
+    "active inactive resolved",
+    "http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical",
+)
+_ALLERGY_VERIFICATION = _vs(
+    "allergyintolerance-verification",
+    "unconfirmed confirmed refuted entered-in-error",
+    "http://terminology.hl7.org/CodeSystem/allergyintolerance-verification",
+)
+_ALLERGY_TYPE = _vs("allergy-intolerance-type", "allergy intolerance")
+_ALLERGY_CATEGORY = _vs("allergy-intolerance-category", "food medication environment biologic")
+_ALLERGY_CRITICALITY = _vs("allergy-intolerance-criticality", "low high unable-to-assess")
+_DOCUMENT_REFERENCE_STATUS = _vs("document-reference-status", "current superseded entered-in-error")
+_COMPOSITION_STATUS = _vs("composition-status", "preliminary final amended entered-in-error")
+_QUESTIONNAIRE_ANSWERS_STATUS = _vs(
+    "questionnaire-answers-status", "in-progress completed amended entered-in-error stopped"
+)
+
+_Rows = tuple[tuple[str, _ValueSet], ...]
+
+# Datatype bindings, spliced into every resource element of that type below.
+_HUMAN_NAME: _Rows = (("use", _NAME_USE),)
+_CONTACT_POINT: _Rows = (("system", _CONTACT_POINT_SYSTEM), ("use", _CONTACT_POINT_USE))
+_ADDRESS: _Rows = (("use", _ADDRESS_USE), ("type", _ADDRESS_TYPE))
+_IDENTIFIER: _Rows = (("use", _IDENTIFIER_USE),)
+
+
+def _at(prefix: str, rows: _Rows) -> _Rows:
+    return tuple((f"{prefix}.{path}", vs) for path, vs in rows)
+
+
+# resource type -> (dotted path, value set). A path step that holds an array
+# fans out over all items, so "participant.status" covers every participant.
+_REQUIRED_BINDINGS: Final[dict[str, _Rows]] = {
+    "Patient": (
+        ("gender", _GENDER),
+        *_at("identifier", _IDENTIFIER),
+        *_at("name", _HUMAN_NAME),
+        *_at("telecom", _CONTACT_POINT),
+        *_at("address", _ADDRESS),
+        ("contact.gender", _GENDER),
+        *_at("contact.name", _HUMAN_NAME),
+        *_at("contact.telecom", _CONTACT_POINT),
+        *_at("contact.address", _ADDRESS),
+        ("link.type", _LINK_TYPE),
+    ),
+    "Practitioner": (
+        ("gender", _GENDER),
+        *_at("identifier", _IDENTIFIER),
+        *_at("name", _HUMAN_NAME),
+        *_at("telecom", _CONTACT_POINT),
+        *_at("address", _ADDRESS),
+        *_at("qualification.identifier", _IDENTIFIER),
+    ),
+    "PractitionerRole": (
+        *_at("identifier", _IDENTIFIER),
+        *_at("telecom", _CONTACT_POINT),
+    ),
+    "Organization": (
+        *_at("identifier", _IDENTIFIER),
+        *_at("telecom", _CONTACT_POINT),
+        *_at("address", _ADDRESS),
+        *_at("contact.name", _HUMAN_NAME),
+        *_at("contact.telecom", _CONTACT_POINT),
+        *_at("contact.address", _ADDRESS),
+    ),
+    "Location": (
+        ("status", _LOCATION_STATUS),
+        ("mode", _LOCATION_MODE),
+        *_at("identifier", _IDENTIFIER),
+        *_at("telecom", _CONTACT_POINT),
+        *_at("address", _ADDRESS),
+    ),
+    "Appointment": (
+        ("status", _APPOINTMENT_STATUS),
+        ("participant.status", _PARTICIPATION_STATUS),
+        ("participant.required", _PARTICIPANT_REQUIRED),
+    ),
+    "Slot": (("status", _SLOT_STATUS),),
+    "Task": (
+        ("status", _TASK_STATUS),
+        ("intent", _TASK_INTENT),
+        ("priority", _REQUEST_PRIORITY),
+    ),
+    "Communication": (
+        ("status", _EVENT_STATUS),
+        ("priority", _REQUEST_PRIORITY),
+    ),
+    "ServiceRequest": (
+        ("status", _REQUEST_STATUS),
+        ("intent", _REQUEST_INTENT),
+        ("priority", _REQUEST_PRIORITY),
+    ),
+    "MedicationRequest": (
+        ("status", _MEDICATIONREQUEST_STATUS),
+        ("intent", _MEDICATIONREQUEST_INTENT),
+        ("priority", _REQUEST_PRIORITY),
+    ),
+    "MedicationStatement": (("status", _MEDICATION_STATEMENT_STATUS),),
+    "Medication": (("status", _MEDICATION_STATUS),),
+    "Observation": (("status", _OBSERVATION_STATUS),),
+    "DiagnosticReport": (("status", _DIAGNOSTIC_REPORT_STATUS),),
+    "Coverage": (("status", _FM_STATUS),),
+    "Encounter": (("status", _ENCOUNTER_STATUS),),
+    "Condition": (
+        ("clinicalStatus.coding", _CONDITION_CLINICAL),
+        ("verificationStatus.coding", _CONDITION_VER_STATUS),
+    ),
+    "AllergyIntolerance": (
+        ("clinicalStatus.coding", _ALLERGY_CLINICAL),
+        ("verificationStatus.coding", _ALLERGY_VERIFICATION),
+        ("type", _ALLERGY_TYPE),
+        ("category", _ALLERGY_CATEGORY),
+        ("criticality", _ALLERGY_CRITICALITY),
+    ),
+    "DocumentReference": (
+        ("status", _DOCUMENT_REFERENCE_STATUS),
+        ("docStatus", _COMPOSITION_STATUS),
+    ),
+    "QuestionnaireResponse": (("status", _QUESTIONNAIRE_ANSWERS_STATUS),),
+    "CarePlan": (
+        ("status", _REQUEST_STATUS),
+        ("intent", _CARE_PLAN_INTENT),
+    ),
+}
+
+# Split once: the hot path should not re-split dotted paths on every write.
+_BINDING_STEPS: Final[dict[str, tuple[tuple[tuple[str, ...], _ValueSet], ...]]] = {
+    rt: tuple((tuple(path.split(".")), vs) for path, vs in rows)
+    for rt, rows in _REQUIRED_BINDINGS.items()
+}
+
+
+def _check_bindings(
+    resource_type: str, resource: dict[str, Any], root: str, out: list[ValidationIssue]
+) -> None:
+    for steps, vs in _BINDING_STEPS.get(resource_type, ()):
+        frontier: list[tuple[Any, str]] = [(resource, root)]
+        for step in steps:
+            nxt: list[tuple[Any, str]] = []
+            for node, expr in frontier:
+                if not isinstance(node, dict):
+                    continue
+                value = node.get(step)
+                if value is None:
+                    continue
+                sub = f"{expr}.{step}"
+                if isinstance(value, list):
+                    nxt.extend((item, f"{sub}[{i}]") for i, item in enumerate(value))
+                else:
+                    nxt.append((value, sub))
+            frontier = nxt
+            if not frontier:
+                break
+        allowed = vs.allowed
+        for value, expr in frontier:
+            code, where = value, expr
+            if vs.system is not None:
+                if not isinstance(value, dict) or value.get("system") != vs.system:
+                    continue
+                code, where = value.get("code"), f"{expr}.code"
+            # Non-strings are type errors, reported by the structural passes.
+            if isinstance(code, str) and code not in allowed:
+                out.append(
+                    ValidationIssue(
+                        where,
+                        f"{code!r} is not a valid code for {where} "
+                        f"(value set {vs.name}; allowed: {', '.join(vs.codes)})",
+                        "code-invalid",
+                    )
+                )
+
+
+# --------------------------------------------------------------------------
+# Model field tables (shapes) for the JSON walk
+# --------------------------------------------------------------------------
+
+# JSON kinds of a field's value
+_ANY, _STRING, _BOOLEAN, _INTEGER, _DECIMAL, _OBJECT, _RESOURCE = range(7)
+_KIND_NAMES: Final = {
+    _STRING: "string",
+    _BOOLEAN: "boolean",
+    _INTEGER: "number without a fraction",
+    _DECIMAL: "number",
+    _OBJECT: "object",
+    _RESOURCE: "object",
+}
+_INTEGER_TYPES: Final = frozenset({"integer", "unsignedInt", "positiveInt"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    element: str  # FHIRPath name: the JSON key without the "_" of primitive extensions
+    kind: int
+    fhir_type: str  # primitive type name ("date", "boolean", ...) or the model name
+    is_list: bool
+    target: Any  # fhir_core FhirBase type of a complex field, resolved lazily
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    fields: dict[str, _Field]  # by JSON key
+    names: dict[str, str]  # python field name -> JSON key, for names like class_fhir
+    required: tuple[tuple[str, str | None], ...]  # (key, key of its "_" extension)
+    choices: tuple[tuple[str, tuple[str, ...], bool], ...]  # (element, keys, required)
+
+
+_SHAPES: dict[Any, _Shape] = {}
+_MODEL_CLASSES: dict[str, Any] = {}
+
+
+def _model_class(resource_type: str) -> Any:
+    cls = _MODEL_CLASSES.get(resource_type)
+    if cls is None:
+        # Lazy: importing fhir.resources.R4B as a whole costs ~1.5 s and ~110 MB.
+        from fhir.resources.R4B import get_fhir_model_class
+
+        cls = get_fhir_model_class(resource_type)
+        _MODEL_CLASSES[resource_type] = cls
+    return cls
+
+
+def _strip_none(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else Any
+    return annotation
+
+
+def _classify(annotation: Any) -> tuple[int, str, bool, Any]:
+    from fhir_core.types import FhirBase, FhirElementOrResourceBase
+
+    ann = _strip_none(annotation)
+    is_list = typing.get_origin(ann) is list
+    if is_list:
+        ann = _strip_none(typing.get_args(ann)[0])
+    if ann is bool:
+        return _BOOLEAN, "boolean", is_list, None
+    if typing.get_origin(ann) is typing.Annotated:
+        if typing.get_args(ann)[0] is uuid.UUID:  # fhir_core maps uuid to pydantic's UUID4
+            return _STRING, "uuid", is_list, None
+        for meta in ann.__metadata__:
+            cls = type(meta)
+            if cls.__module__ == "fhir_core.types":
+                name = cls.__name__[0].lower() + cls.__name__[1:]
+                if name in _INTEGER_TYPES:
+                    return _INTEGER, name, is_list, None
+                if name == "decimal":
+                    return _DECIMAL, name, is_list, None
+                if name == "integer64":  # a JSON string in R5; absent from R4B
+                    return _ANY, name, is_list, None
+                return _STRING, name, is_list, None
+        return _ANY, "", is_list, None
+    if isinstance(ann, type) and issubclass(ann, FhirBase):
+        model_name = ann._model_klass.rsplit(".", 1)[-1]
+        if issubclass(ann, FhirElementOrResourceBase) and model_name == "Resource":
+            return _RESOURCE, "Resource", is_list, None
+        return _OBJECT, model_name, is_list, ann
+    return _ANY, "", is_list, None
+
+
+def _build_shape(cls: Any) -> _Shape:
+    fields: dict[str, _Field] = {}
+    names: dict[str, str] = {}
+    for name, info in cls.model_fields.items():
+        key = info.alias or name
+        if name != key:
+            names[name] = key
+        if name == "fhir_comments":
+            continue
+        kind, fhir_type, is_list, target = _classify(info.annotation)
+        element = key[1:] if key.startswith("_") else key
+        fields[key] = _Field(element, kind, fhir_type, is_list, target)
+
+    required: list[tuple[str, str | None]] = []
+    choices: list[tuple[str, tuple[str, ...], bool]] = []
+    for name, info in cls.model_fields.items():
+        if info.is_required():
+            required.append((info.alias or name, None))
+    try:
+        # Instance methods that return class-level constants.
+        probe = cls.model_construct()
+        for name, ext in probe.get_required_fields():
+            required.append((names.get(name, name), names.get(ext, ext) if ext else None))
+        for element, members in probe.get_one_of_many_fields().items():
+            extra = cls.model_fields[members[0]].json_schema_extra or {}
+            keys = tuple(names.get(m, m) for m in members)
+            choices.append((element, keys, extra.get("one_of_many_required") is True))
+    except Exception:  # the model fills these in for us; losing them is not fatal
+        pass
+    return _Shape(fields, names, tuple(dict.fromkeys(required)), tuple(choices))
+
+
+def _shape(cls: Any) -> _Shape:
+    shape = _SHAPES.get(cls)
+    if shape is None:
+        shape = _SHAPES[cls] = _build_shape(cls)
+    return shape
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, dict | list):
+        return _json_type(value)
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _kind_ok(kind: int, value: Any) -> bool:
+    if kind == _STRING:
+        return isinstance(value, str)
+    if kind == _BOOLEAN:
+        return isinstance(value, bool)
+    if kind == _INTEGER:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == _DECIMAL:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind in (_OBJECT, _RESOURCE):
+        return isinstance(value, dict)
+    return True
+
+
+class _Walk:
+    """One JSON walk; ``fatal`` means the model must not be run (it would crash)."""
+
+    __slots__ = ("fatal", "issues")
+
+    def __init__(self) -> None:
+        self.issues: list[ValidationIssue] = []
+        self.fatal = False
+
+    def resource(self, node: dict[str, Any], expr: str, resource_type: str) -> None:
+        self.element(node, _shape(_model_class(resource_type)), expr)
+        _check_bindings(resource_type, node, expr, self.issues)
+
+    def element(self, node: dict[str, Any], shape: _Shape, expr: str) -> None:
+        fields = shape.fields
+        for key, value in node.items():
+            field = fields.get(key)
+            if field is None or value is None:
+                continue  # unknown keys are reported by the model
+            sub = f"{expr}.{field.element}"
+            if field.is_list:
+                if not isinstance(value, list):
+                    self._type_issue(sub, field, value, "array")
+                    continue
+                for i, item in enumerate(value):
+                    # nulls are positional placeholders in primitive arrays; in
+                    # complex arrays the model reports them
+                    if item is not None:
+                        self.value(item, field, f"{sub}[{i}]")
+            else:
+                self.value(value, field, sub)
+
+        for key, ext in shape.required:
+            value = node.get(key)
+            if value is None or value == []:
+                extension = node.get(ext) if ext else None
+                if isinstance(extension, dict) and extension.get("extension"):
+                    continue  # a data-absent-reason style extension stands in
+                element = key[1:] if key.startswith("_") else key
+                self.issues.append(
+                    ValidationIssue(
+                        f"{expr}.{element}",
+                        f"{expr}.{element}: required element is missing",
+                        "required",
+                    )
+                )
+        for element, keys, required in shape.choices:
+            present = [k for k in keys if node.get(k) is not None]
+            if len(present) > 1:
+                self.issues.append(
+                    ValidationIssue(
+                        f"{expr}.{element}",
+                        f"{expr}.{element}[x]: only one of {', '.join(present)} may be present",
+                        "structure",
+                    )
+                )
+            elif required and not present:
+                self.issues.append(
+                    ValidationIssue(
+                        f"{expr}.{element}",
+                        f"{expr}.{element}[x]: required element is missing "
+                        f"(one of {', '.join(keys)})",
+                        "required",
+                    )
+                )
+
+    def value(self, value: Any, field: _Field, expr: str) -> None:
+        kind = field.kind
+        if not _kind_ok(kind, value):
+            self._type_issue(expr, field, value, _KIND_NAMES[kind])
+        elif kind == _OBJECT:
+            self.element(value, _shape(field.target.get_model_klass()), expr)
+        elif kind == _RESOURCE:
+            resource_type = value.get("resourceType")
+            if not isinstance(resource_type, str) or not is_known_type(resource_type):
+                self.fatal = self.fatal or resource_type is not None
+                self.issues.append(
+                    ValidationIssue(
+                        f"{expr}.resourceType",
+                        f"{expr}.resourceType: "
+                        + (
+                            "required element is missing"
+                            if resource_type is None
+                            else f"unknown resource type {_show(resource_type)}"
+                        ),
+                        "required" if resource_type is None else "structure",
+                    )
+                )
+            else:
+                self.resource(value, expr, resource_type)
+
+    def _type_issue(self, expr: str, field: _Field, value: Any, expected: str) -> None:
+        what = f"{field.fhir_type} " if field.fhir_type else ""
+        if expected == "array":
+            what = f"array of {what}"
+        self.issues.append(
+            ValidationIssue(
+                expr,
+                f"{expr}: expected {what}(JSON {expected}), got {_json_type(value)} {_show(value)}"
+                if not isinstance(value, dict | list)
+                else f"{expr}: expected {what}(JSON {expected}), got {_json_type(value)}",
+                "structure",
+            )
+        )
+
+
+# --------------------------------------------------------------------------
+# pydantic errors -> issues
+# --------------------------------------------------------------------------
+
+# The model's choice-element checks report on the parent with no field in
+# ``loc``; the JSON walk reports them on the element itself, so these go.
+_CHOICE_MESSAGES: Final = (
+    "Any of one field value is expected from this list",
+    "Expect any of field value from this list",
+)
+
+
+def _locate(
+    resource_type: str, resource: dict[str, Any], loc: tuple[int | str, ...]
+) -> tuple[str, _Field | None]:
+    """Map a pydantic ``loc`` to a FHIRPath expression and the field it ends on.
+
+    Parts are matched against the model's field tables while walking the JSON
+    in parallel, so pydantic's internal parts (``root``, ``function-after[...]``,
+    union member tags) are dropped and contained resources resolve their type.
+    """
+    parts = [resource_type]
+    shape: _Shape | None = _shape(_model_class(resource_type))
+    node: Any = resource
+    field: _Field | None = None
+    last = len(loc) - 1
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+            node = node[part] if isinstance(node, list) and -len(node) <= part < len(node) else None
+        elif shape is not None and (part in shape.fields or part in shape.names):
+            key = shape.names.get(part, part)
+            field = shape.fields[key]
+            parts.append(f".{field.element}")
+            node = node.get(key) if isinstance(node, dict) else None
+            shape = None
+            if field.kind == _OBJECT:
+                try:
+                    shape = _shape(field.target.get_model_klass())
+                except Exception:
+                    shape = None
+        elif shape is not None and i == last and part.isidentifier() and part != "root":
+            parts.append(f".{part.removesuffix('_')}")  # an unknown element
+            field = None
+            continue
+        else:
+            continue  # pydantic-internal part
+        if field is not None and field.kind == _RESOURCE and isinstance(node, dict):
+            contained_type = node.get("resourceType")
+            if isinstance(contained_type, str) and is_known_type(contained_type):
+                shape = _shape(_model_class(contained_type))
+    return "".join(parts), field
+
+
+def _issue_from_error(
+    resource_type: str, resource: dict[str, Any], error: Any
+) -> ValidationIssue | None:
+    message = str(error.get("msg", ""))
+    kind = str(error.get("type", ""))
+    # fhir_core types uuid as pydantic's UUID4, but FHIR allows any version.
+    if kind == "uuid_version" or any(m in message for m in _CHOICE_MESSAGES):
+        return None
+    expr, field = _locate(resource_type, resource, tuple(error.get("loc", ())))
+    detail = message.removeprefix("Value error, ").rstrip(".")
+    if kind in ("missing", "model_field_validation.missing"):
+        return ValidationIssue(expr, f"{expr}: required element is missing", "required")
+    if kind == "extra_forbidden":
+        return ValidationIssue(expr, f"{expr}: unknown element", "structure")
+    if (
+        field is not None
+        and field.kind not in (_OBJECT, _RESOURCE, _ANY)
+        and not (kind.endswith("_type") or kind == "model_validation_format")
+    ):
+        shown = _show(error.get("input"))
+        return ValidationIssue(
+            expr, f"{expr}: invalid {field.fhir_type} {shown} ({detail})", "value"
+        )
+    if kind.endswith("_type"):
+        return ValidationIssue(expr, f"{expr}: {detail}", "structure")
+    return ValidationIssue(expr, f"{expr}: {detail}", "invalid")
+
+
+# --------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------
+
+
+def validate_resource(resource_type: str, resource: dict[str, Any]) -> list[ValidationIssue]:
+    """Validate parsed FHIR JSON as ``resource_type``; an empty list means valid."""
+    if not isinstance(resource, dict):
+        return [
+            ValidationIssue(
+                str(resource_type),
+                f"expected a {resource_type} resource (JSON object), got {_json_type(resource)}",
+                "structure",
+            )
+        ]
+    found = resource.get("resourceType")
+    if found != resource_type:
+        what = "is missing" if found is None else f"is {_show(found)}"
+        return [
+            ValidationIssue(
+                str(resource_type),
+                f"resourceType {what}, expected {resource_type!r}",
+                "invalid",
+            )
+        ]
+    if not is_known_type(resource_type):
+        return [
+            ValidationIssue(resource_type, f"unknown resource type {resource_type!r}", "structure")
+        ]
+    try:
+        return _validate(resource_type, resource)
+    except Exception as exc:  # a validator bug must not become a 500
+        return [
+            ValidationIssue(
+                resource_type,
+                f"{resource_type} could not be validated ({type(exc).__name__}: {exc})",
+                "invalid",
+            )
+        ]
+
+
+def _validate(resource_type: str, resource: dict[str, Any]) -> list[ValidationIssue]:
+    from pydantic import ValidationError
+
+    walk = _Walk()
+    walk.resource(resource, resource_type, resource_type)
+
+    issues: list[ValidationIssue] = []
+    if not walk.fatal:
+        try:
+            _model_class(resource_type).model_validate(resource)
+        except ValidationError as exc:
+            for error in exc.errors(include_url=False, include_context=False):
+                issue = _issue_from_error(resource_type, resource, error)
+                if issue is not None:
+                    issues.append(issue)
+        except Exception as exc:
+            # fhir.resources crashes on some malformed input (e.g. a number
+            # where an Extension url belongs); the walk has then already said
+            # what is wrong.
+            if not walk.issues:
+                issues.append(
+                    ValidationIssue(
+                        resource_type,
+                        f"{resource_type} could not be validated ({type(exc).__name__}: {exc})",
+                        "invalid",
+                    )
+                )
+
+    if not issues:
+        return walk.issues
+    # The walk and the model often see the same problem; keep one per element,
+    # preferring the walk's wording ("expected date (JSON string), got number 0"
+    # over pydantic's "Datetimes provided to dates should have zero time").
+    seen = {issue.expression for issue in walk.issues}
+    return walk.issues + [issue for issue in issues if issue.expression not in seen]

@@ -1,0 +1,117 @@
+"""The FastAPI application: lifespan, middleware, routers and error handlers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.db import open_database
+from app.errors import AppError, Issue
+from app.fhir.outcomes import operation_outcome
+from app.fhir.router import FHIR_JSON, eligibility_router
+from app.fhir.router import router as fhir_router
+from app.kit import jsontext
+from app.settings import Settings
+from app.trace.recorder import TraceMiddleware, TraceRecorder
+
+log = logging.getLogger("understudy.api")
+
+VERSION = "0.1.0"
+
+
+def _is_fhir_path(path: str) -> bool:
+    return "/fhir/r4" in path
+
+
+def _error_response(request: Request, status: int, issues: list[Issue], title: str,
+                    headers: dict[str, str] | None = None) -> Response:
+    if _is_fhir_path(request.url.path):
+        return Response(
+            jsontext.dumpb(operation_outcome(issues)),
+            status_code=status,
+            media_type=FHIR_JSON,
+            headers=headers,
+        )
+    body: dict[str, Any] = {"title": title, "status": status, "detail": title}
+    if issues and (len(issues) > 1 or issues[0].expression):
+        body["errors"] = [{"path": i.expression or "", "message": i.message} for i in issues]
+    return JSONResponse(body, status_code=status, media_type="application/problem+json",
+                        headers=headers)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    if settings.database_url is None:
+        raise ValueError("create_app needs settings.database_url (resolve endpoints first)")
+    database_url = settings.database_url
+    recorder_ref: dict[str, Any] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = await open_database(database_url, settings.db_pool_size)
+        recorder = TraceRecorder(db.pool)
+        recorder.start()
+        recorder_ref["recorder"] = recorder
+        app.state.db = db
+        app.state.recorder = recorder
+        try:
+            yield
+        finally:
+            await recorder.stop()
+            await db.close()
+
+    app = FastAPI(
+        title="Understudy",
+        version=VERSION,
+        description="A FHIR R4 sandbox with a testing API for clinical agents and automations.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.add_middleware(TraceMiddleware, recorder_ref=recorder_ref)
+
+    @app.exception_handler(AppError)
+    async def app_error(request: Request, exc: AppError) -> Response:
+        return _error_response(request, exc.status, exc.issues, exc.message, exc.headers or None)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
+        issues = [
+            Issue(
+                str(e.get("msg", "invalid")),
+                expression=".".join(str(p) for p in e.get("loc", ()) if p != "body") or None,
+            )
+            for e in exc.errors()
+        ]
+        return _error_response(request, 422, issues, "the request is not valid")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        message = str(exc.detail)
+        if exc.status_code == 404:
+            message = f"no such endpoint: {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        code = {404: "not-found", 405: "not-supported"}.get(exc.status_code, "processing")
+        return _error_response(request, exc.status_code, [Issue(message, code=code)], message)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled_error path=%s", request.url.path)
+        return _error_response(
+            request, 500, [Issue("internal error; it has been logged", code="exception")],
+            "internal error",
+        )
+
+    @app.get("/health", tags=["Service"], summary="Liveness (no key needed)")
+    async def health() -> dict[str, str]:
+        return {"status": "ok", "version": VERSION}
+
+    app.include_router(fhir_router)
+    app.include_router(eligibility_router)
+    return app

@@ -1,0 +1,8 @@
+"""ORM models; importing this package registers every table on `Base.metadata`."""
+
+from app.models.base import Base
+from app.models.fhir import FhirDate, FhirHistory, FhirResource
+from app.models.tenant import ApiKey, Tenant
+from app.models.trace import TraceCall
+
+__all__ = ["ApiKey", "Base", "FhirDate", "FhirHistory", "FhirResource", "Tenant", "TraceCall"]

@@ -1,0 +1,56 @@
+"""Settings, read once from `UNDERSTUDY_*` environment variables and passed in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="UNDERSTUDY_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL (postgresql://user@host:port/db). Unset: a local server on "
+        "127.0.0.1:LOCAL_POSTGRES_PORT if one answers, else an embedded server.",
+    )
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis URL (redis://host:port/db). Unset: a local server on "
+        "127.0.0.1:LOCAL_REDIS_PORT if one answers, else an embedded server.",
+    )
+    local_postgres_port: int = Field(
+        default=5432, description="Port probed for a local PostgreSQL when no URL is set."
+    )
+    local_redis_port: int = Field(
+        default=6379, description="Port probed for a local Redis when no URL is set."
+    )
+    local_database: str = Field(
+        default="understudy", description="Database created and used on a probed local server."
+    )
+    data_dir: Path = Field(
+        default=Path(".understudy"), description="Where embedded servers keep their data."
+    )
+    host: str = Field(default="127.0.0.1", description="Address `serve` binds.")
+    port: int = Field(default=8000, description="Port `serve` binds.")
+    public_url: str | None = Field(
+        default=None,
+        description="Base URL clients use (for absolute links); default: taken from each request.",
+    )
+    db_pool_size: int = Field(default=10, description="PostgreSQL connections per process.")
+    max_body_bytes: int = Field(default=1024 * 1024, description="Largest request body accepted.")
+    trace_default: bool = Field(
+        default=True, description="Whether new tenants record a request trace."
+    )
+    slot_weeks: int = Field(
+        default=8, description="Weeks of free canonical Slots kept ahead of today."
+    )
+    dev_tenant: str = Field(
+        default="dev", description="Name of the development tenant `serve --dev` prints a key for."
+    )
+    log_level: str = Field(default="info", description="Log level of API and worker.")
+
+    def clone(self, **changes: object) -> Settings:
+        return self.model_copy(update=changes)

@@ -1,0 +1,163 @@
+"""Request trace: a pure ASGI middleware and a buffered writer.
+
+Recording must cost little on the hot path, so a request only appends a tuple to an
+in-process buffer; a background task COPYs the buffer into `trace_call` every
+`FLUSH_SECONDS` (or sooner when it fills). The handler tells the middleware which
+resources it touched through `scope["state"]`, so nothing re-parses bodies here.
+Trade-off: a process killed hard loses at most the last flush interval of trace rows;
+`flush()` runs on shutdown and whenever a reader needs the trace to be complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.kit.clock import utcnow
+
+log = logging.getLogger("understudy.trace")
+
+FLUSH_SECONDS = 0.2
+FLUSH_ROWS = 1000
+# Beyond this many unflushed rows (the database is down), the oldest are dropped and
+# logged rather than growing memory without bound.
+MAX_BUFFERED = 100_000
+COLUMNS = (
+    "tenant_id",
+    "run_id",
+    "at",
+    "method",
+    "path",
+    "query",
+    "status",
+    "duration_ms",
+    "transport",
+    "refs",
+)
+# Requests under these path prefixes are recorded.
+RECORDED_PREFIXES = ("/api/fhir/r4", "/api/eligibility", "/api/testing/runs/")
+NOT_RECORDED = ("/api/fhir/r4/metadata",)
+
+TraceRow = tuple[uuid.UUID, str | None, datetime, str, str, str, int, float, str, list[str]]
+
+
+class TraceRecorder:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self._rows: list[TraceRow] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    def add(self, row: TraceRow) -> None:
+        self._rows.append(row)
+        if len(self._rows) >= FLUSH_ROWS:
+            self._wake.set()
+        if len(self._rows) > MAX_BUFFERED:
+            dropped = len(self._rows) - MAX_BUFFERED
+            del self._rows[:dropped]
+            log.warning("trace_rows_dropped count=%d", dropped)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="trace-flusher")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        await self.flush()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), FLUSH_SECONDS)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await self.flush()
+            except Exception:
+                log.exception("trace_flush_failed")
+                await asyncio.sleep(1.0)
+
+    async def flush(self) -> None:
+        async with self._lock:
+            if not self._rows:
+                return
+            rows, self._rows = self._rows, []
+            try:
+                async with self._pool.acquire() as conn:
+                    await conn.copy_records_to_table("trace_call", records=rows, columns=COLUMNS)
+            except Exception:
+                self._rows[:0] = rows  # keep them for the next attempt
+                raise
+
+
+def record_refs(scope: Scope, refs: list[str]) -> None:
+    """Called by handlers: the resources this request touched."""
+    scope.setdefault("state", {})["trace_refs"] = refs
+
+
+def set_trace_tenant(scope: Scope, tenant_id: uuid.UUID, enabled: bool, run_id: str | None) -> None:
+    state = scope.setdefault("state", {})
+    state["trace_tenant"] = (tenant_id, enabled, run_id)
+
+
+class TraceMiddleware:
+    def __init__(self, app: ASGIApp, recorder_ref: dict[str, Any], transport: str = "rest") -> None:
+        self.app = app
+        # The recorder is created in the lifespan, after the middleware stack is built.
+        self.recorder_ref = recorder_ref
+        self.transport = transport
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope.get("path", "")
+        if (
+            scope["type"] != "http"
+            or not path.startswith(RECORDED_PREFIXES)
+            or path.startswith(NOT_RECORDED)
+        ):
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        at = utcnow()
+        status = 500
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            state = scope.get("state") or {}
+            tenant = state.get("trace_tenant")
+            recorder: TraceRecorder | None = self.recorder_ref.get("recorder")
+            if tenant is not None and tenant[1] and recorder is not None:
+                recorder.add(
+                    (
+                        tenant[0],
+                        tenant[2],
+                        at,
+                        scope["method"],
+                        path,
+                        scope.get("query_string", b"").decode("latin-1"),
+                        status,
+                        (time.perf_counter() - started) * 1000.0,
+                        self.transport,
+                        list(dict.fromkeys(state.get("trace_refs") or ())),
+                    )
+                )

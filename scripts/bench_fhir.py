@@ -1,0 +1,1098 @@
+#!/usr/bin/env python3
+"""Load and throughput benchmark for any FHIR R4 server on this machine.
+
+Usage:
+    scripts/bench_fhir.py BASE [KEY] [--pid PID] [--duration 15] [--connections 8]
+        [--patients 10000] [--appointments 20000] [--bundle-size N]
+        [--ops read,search-family,search-appt,create] [--json-out FILE]
+
+    scripts/bench_fhir.py http://127.0.0.1:8000/api/fhir/r4 "$KEY" --pid "$SERVER_PID"
+    scripts/bench_fhir.py http://127.0.0.1:8080/fhir          # another server, no auth
+
+BASE is a FHIR R4 base URL; KEY, when given, is sent as `Authorization: Bearer KEY`
+(without it no Authorization header is sent). Only loopback hosts are accepted: this
+is a load generator and it sends its traffic to this machine only.
+
+What it does:
+1. Load: POSTs transaction Bundles to BASE (a few in flight at once): first
+   --patients Patients (names drawn from ~500 family x ~200 given names, so a
+   family search matches a handful to a few dozen), then --appointments Appointments
+   referencing those Patients by the ids read from each `transaction-response`
+   entry's `response.location`. Each phase is timed separately.
+2. Checks one request of each operation and warns about non-2xx answers or empty
+   searches, then drives `wrk` (Debian package `wrk`) with a generated Lua script
+   per operation: a ~1 s warm-up call (not reported), then --duration seconds with
+   --connections connections. The Lua script pre-builds a few thousand request
+   strings from values (ids, family names, bodies) written into it, counts every
+   non-2xx answer per status code and prints one machine-readable line at done().
+3. Prints a text table (requests/s, p50/p90/p99 ms, errors, goal and whether it is
+   met) and the same figures as JSON on stdout (and in --json-out FILE). With --pid,
+   the server process's peak memory (VmHWM) and RSS after the run, also summed over
+   its child processes.
+
+Operations: read (GET Patient/{id}), search-family (GET Patient?family=...),
+search-appt (GET Appointment?patient=Patient/{id}&status=booked), create
+(POST Patient). An operation with more than 1% failed requests is flagged.
+
+Exit status: 0 done; 1 the server failed (unreachable, load rejected); 2 usage
+error or wrk missing; 3 done, but an operation was flagged for errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, date, datetime, timedelta
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+import orjson
+
+FHIR_JSON = "application/fhir+json"
+MRN_SYSTEM = "urn:bench:mrn"
+PRACTITIONER_REF = "Practitioner/demo-canonical-prac-chen"
+CREATE_FAMILY = "Benchcreated"  # not a prefix of / prefixed by any loaded family name
+OPS = ("read", "search-family", "search-appt", "create")
+REQUESTS_PER_SCRIPT = 4096  # request strings pre-built per wrk thread, cycled through
+CREATE_BODIES = 1000
+FLAG_ERROR_RATE = 0.01
+LOAD_TIMEOUT_S = 300.0  # per transaction bundle
+WRK_TIMEOUT_S = 5  # wrk's per-request timeout; slower answers count as socket errors
+
+# --------------------------------------------------------------------------- names
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+_FAMILY_PREFIXES = _words(
+    "Ash Black Brad Brook Cald Clay Cole Dal Den East Fair Glen Green Hal Hart Hay "
+    "Kings Lang Mar Mill North Oak Pen Red Stan Thorn West Whit"
+)
+_FAMILY_SUFFIXES = _words(
+    "ford wood ton ley field man well by more worth ridge brook son ham stead wick "
+    "hurst dale croft gate"
+)
+
+_FEMALE_GIVEN = _words(
+    "Mary Patricia Jennifer Linda Elizabeth Barbara Susan Jessica Sarah Karen Lisa Nancy "
+    "Betty Sandra Margaret Ashley Kimberly Emily Donna Michelle Carol Amanda Melissa Deborah "
+    "Stephanie Dorothy Rebecca Sharon Laura Cynthia Amy Kathleen Angela Shirley Brenda Emma "
+    "Anna Pamela Nicole Samantha Katherine Christine Helen Debra Rachel Carolyn Janet Maria "
+    "Catherine Heather Diane Olivia Julie Joyce Victoria Ruth Virginia Lauren Kelly Christina "
+    "Joan Evelyn Judith Andrea Hannah Megan Cheryl Jacqueline Martha Madison Teresa Gloria "
+    "Sara Janice Ann Kathryn Abigail Sophia Frances Jean Alice Judy Isabella Julia Grace "
+    "Amber Denise Danielle Marilyn Beverly Charlotte Natalie Theresa Diana Brittany Doris "
+    "Kayla Alexis Lori Marie Rose Ingrid Priya Mei Fatima Aisha"
+)
+_MALE_GIVEN = _words(
+    "James Robert John Michael David William Richard Joseph Thomas Christopher Charles "
+    "Daniel Matthew Anthony Mark Donald Steven Andrew Paul Joshua Kenneth Kevin Brian George "
+    "Timothy Ronald Jason Edward Jeffrey Ryan Jacob Gary Nicholas Eric Jonathan Stephen "
+    "Larry Justin Scott Brandon Benjamin Samuel Gregory Alexander Patrick Frank Raymond Jack "
+    "Dennis Jerry Tyler Aaron Jose Adam Nathan Henry Zachary Douglas Peter Kyle Noah Ethan "
+    "Jeremy Walter Christian Keith Roger Terry Austin Sean Gerald Carl Harold Dylan Arthur "
+    "Lawrence Jordan Jesse Bryan Billy Bruce Gabriel Joe Logan Albert Willie Alan Eugene "
+    "Russell Vincent Philip Bobby Johnny Bradley Roy Ralph Louis Randy Wayne Howard Omar "
+    "Ravi Wei Hiroshi Mateo"
+)
+
+
+def family_names(count: int = 500) -> list[str]:
+    """`count` surname-like names, none a prefix of another (FHIR string search is
+    a case-insensitive prefix match, so this keeps each family search exact)."""
+    combos = sorted(
+        {p + s for p in _FAMILY_PREFIXES for s in _FAMILY_SUFFIXES},
+        key=lambda n: (len(n), n),
+    )
+    chosen: list[str] = []
+    for name in combos:
+        low = name.lower()
+        if any(low.startswith(c.lower()) or c.lower().startswith(low) for c in chosen):
+            continue
+        chosen.append(name)
+    random.Random(7).shuffle(chosen)
+    return chosen[:count]
+
+
+@cache
+def given_names() -> tuple[list[str], list[str]]:
+    female = list(dict.fromkeys(_FEMALE_GIVEN))[:100]
+    male = list(dict.fromkeys(_MALE_GIVEN))[:100]
+    return female, male
+
+
+# --------------------------------------------------------------------------- data
+
+
+def make_patient(rng: random.Random, run_tag: str, index: int, families: Sequence[str]) -> Any:
+    female, male = given_names()
+    roll = rng.random()
+    gender = "female" if roll < 0.495 else "male" if roll < 0.99 else "unknown"
+    pool = female if gender == "female" else male if gender == "male" else female + male
+    given = [rng.choice(pool)]
+    if rng.random() < 0.3:
+        given.append(rng.choice(pool))
+    birth = date(1930, 1, 1) + timedelta(days=rng.randrange(0, 365 * 94))
+    return {
+        "resourceType": "Patient",
+        "identifier": [{"system": MRN_SYSTEM, "value": f"{run_tag}-{index:06d}"}],
+        "active": True,
+        "name": [{"use": "official", "family": rng.choice(families), "given": given}],
+        "telecom": [
+            {
+                "system": "phone",
+                "value": f"555-{rng.randrange(100, 1000)}-{rng.randrange(0, 10000):04d}",
+                "use": "home",
+            }
+        ],
+        "gender": gender,
+        "birthDate": birth.isoformat(),
+    }
+
+
+_APPT_STATUSES = (("booked", 0.80), ("fulfilled", 0.10), ("cancelled", 0.06), ("noshow", 0.04))
+_APPT_TYPES = ("ROUTINE", "FOLLOWUP", "CHECKUP", "WALKIN")
+
+
+def make_appointment(rng: random.Random, patient_id: str) -> Any:
+    roll, status = rng.random(), "booked"
+    for name, weight in _APPT_STATUSES:
+        if roll < weight:
+            status = name
+            break
+        roll -= weight
+    day = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(days=rng.randrange(0, 3 * 365))
+    start = day + timedelta(hours=rng.randrange(8, 17), minutes=rng.choice((0, 15, 30, 45)))
+    minutes = rng.choice((15, 20, 30, 30, 45, 60))
+    appt_type = rng.choice(_APPT_TYPES)
+    return {
+        "resourceType": "Appointment",
+        "status": status,
+        "appointmentType": {
+            "coding": [
+                {"system": "http://terminology.hl7.org/CodeSystem/v2-0276", "code": appt_type}
+            ]
+        },
+        "description": f"{appt_type.title()} visit",
+        "start": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "end": (start + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "minutesDuration": minutes,
+        "participant": [
+            {"actor": {"reference": f"Patient/{patient_id}"}, "status": "accepted"},
+            {"actor": {"reference": PRACTITIONER_REF}, "status": "accepted"},
+        ],
+    }
+
+
+def make_create_body(rng: random.Random, run_tag: str, index: int) -> bytes:
+    female, male = given_names()
+    gender = rng.choice(("female", "male"))
+    return orjson.dumps(
+        {
+            "resourceType": "Patient",
+            "identifier": [{"system": MRN_SYSTEM, "value": f"{run_tag}-c{index:05d}"}],
+            "name": [
+                {
+                    "family": CREATE_FAMILY,
+                    "given": [rng.choice(female if gender == "female" else male)],
+                }
+            ],
+            "gender": gender,
+            "birthDate": (
+                date(1940, 1, 1) + timedelta(days=rng.randrange(0, 365 * 80))
+            ).isoformat(),
+        }
+    )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class BenchError(Exception):
+    """A failure that ends the run (printed without a traceback)."""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def ensure_loopback(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BenchError(f"BASE must be an http(s) URL, got {url!r}")
+    host = parts.hostname
+    try:
+        addresses = [ipaddress.ip_address(host)]
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)
+        except socket.gaierror as exc:
+            raise BenchError(f"cannot resolve {host!r}: {exc}") from exc
+        addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+    if not addresses or not all(a.is_loopback for a in addresses):
+        raise BenchError(
+            f"{host!r} is not a loopback address: this benchmark only targets servers "
+            "on this machine (127.0.0.0/8, ::1, localhost)"
+        )
+
+
+def request_headers(key: str | None, *, body: bool = False) -> dict[str, str]:
+    headers = {"Accept": FHIR_JSON}
+    if body:
+        headers["Content-Type"] = FHIR_JSON
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def id_from_location(location: str, resource_type: str) -> str | None:
+    """'Patient/123/_history/1' (relative or absolute) -> '123'."""
+    parts = [p for p in location.split("?", 1)[0].split("/") if p]
+    for i in range(len(parts) - 2, -1, -1):
+        if parts[i] == resource_type and parts[i + 1] != "_history":
+            return parts[i + 1]
+    return None
+
+
+def snippet(text: str, limit: int = 400) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# --------------------------------------------------------------------------- load
+
+
+@dataclass
+class LoadPhase:
+    resource_type: str
+    count: int
+    seconds: float
+    per_second: float
+    bundles: int
+
+
+def build_bundle(resources: Sequence[Any], resource_type: str) -> bytes:
+    return orjson.dumps(
+        {
+            "resourceType": "Bundle",
+            "type": "transaction",
+            "entry": [
+                {
+                    "fullUrl": f"urn:uuid:{uuid.uuid4()}",
+                    "resource": resource,
+                    "request": {"method": "POST", "url": resource_type},
+                }
+                for resource in resources
+            ],
+        }
+    )
+
+
+def parse_transaction_response(
+    resp: httpx.Response, expected: int, resource_type: str, index: int
+) -> list[str]:
+    where = f"{resource_type} bundle #{index + 1}"
+    if not resp.is_success:
+        raise BenchError(f"{where}: HTTP {resp.status_code}: {snippet(resp.text)}")
+    try:
+        body = orjson.loads(resp.content)
+    except orjson.JSONDecodeError as exc:
+        raise BenchError(f"{where}: response is not JSON: {snippet(resp.text)}") from exc
+    if not isinstance(body, dict) or body.get("resourceType") != "Bundle":
+        raise BenchError(f"{where}: response is not a Bundle: {snippet(resp.text)}")
+    if body.get("type") != "transaction-response":
+        log(f"warning: {where}: Bundle.type is {body.get('type')!r}, not transaction-response")
+    entries = body.get("entry")
+    if not isinstance(entries, list) or len(entries) != expected:
+        got = len(entries) if isinstance(entries, list) else 0
+        raise BenchError(f"{where}: expected {expected} response entries, got {got}")
+    ids: list[str] = []
+    for n, entry in enumerate(entries):
+        response = entry.get("response") if isinstance(entry, dict) else None
+        status = str(response.get("status", "")) if isinstance(response, dict) else ""
+        if status and not status.startswith("2"):
+            raise BenchError(f"{where}: entry {n} has status {status!r}")
+        found: str | None = None
+        location = response.get("location") if isinstance(response, dict) else None
+        if isinstance(location, str):
+            found = id_from_location(location, resource_type)
+        if found is None and isinstance(entry, dict):
+            resource = entry.get("resource")
+            if isinstance(resource, dict) and isinstance(resource.get("id"), str):
+                found = resource["id"]
+        if found is None:
+            raise BenchError(f"{where}: entry {n} has no usable response.location")
+        ids.append(found)
+    return ids
+
+
+async def load_resources(
+    base: str,
+    key: str | None,
+    resource_type: str,
+    resources: Sequence[Any],
+    bundle_size: int,
+    concurrency: int,
+) -> tuple[list[str], LoadPhase]:
+    chunks = [resources[i : i + bundle_size] for i in range(0, len(resources), bundle_size)]
+    bodies = [build_bundle(chunk, resource_type) for chunk in chunks]
+    largest = max((len(b) for b in bodies), default=0)
+    log(
+        f"loading {len(resources)} {resource_type} in {len(bodies)} transaction bundles "
+        f"(<= {bundle_size} entries, largest {largest / 1024:.0f} KiB, {concurrency} in flight)"
+    )
+    results: list[list[str]] = [[] for _ in bodies]
+    done = 0
+    semaphore = asyncio.Semaphore(concurrency)
+    headers = request_headers(key, body=True)
+    timeout = httpx.Timeout(LOAD_TIMEOUT_S, connect=10.0)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+
+    async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers) as client:
+
+        async def post(index: int) -> None:
+            nonlocal done
+            async with semaphore:
+                try:
+                    resp = await client.post(base, content=bodies[index])
+                except httpx.HTTPError as exc:
+                    raise BenchError(f"{resource_type} bundle #{index + 1}: {exc!r}") from exc
+            results[index] = parse_transaction_response(
+                resp, len(chunks[index]), resource_type, index
+            )
+            done += len(chunks[index])
+            if len(bodies) > 1:
+                log(f"  {resource_type}: {done}/{len(resources)}")
+
+        started = time.perf_counter()
+        try:
+            async with asyncio.TaskGroup() as group:
+                for index in range(len(bodies)):
+                    group.create_task(post(index))
+        except* BenchError as failures:
+            raise failures.exceptions[0] from None
+        seconds = time.perf_counter() - started
+
+    ids = [rid for chunk_ids in results for rid in chunk_ids]
+    phase = LoadPhase(
+        resource_type=resource_type,
+        count=len(ids),
+        seconds=round(seconds, 3),
+        per_second=round(len(ids) / seconds, 1) if seconds > 0 else 0.0,
+        bundles=len(bodies),
+    )
+    return ids, phase
+
+
+# --------------------------------------------------------------------------- wrk + Lua
+
+LUA_TEMPLATE = r"""-- Generated by scripts/bench_fhir.py for operation "@@OP@@"; do not edit.
+-- Pre-builds request strings from the values below in init() and cycles through
+-- them; counts answers per status code; done() prints one BENCH_RESULT JSON line.
+local method = @@METHOD@@
+local path_prefix = @@PATH_PREFIX@@
+local path_suffix = @@PATH_SUFFIX@@
+local value_is_body = @@VALUE_IS_BODY@@
+local host_header = @@HOST@@
+local authorization = @@AUTHORIZATION@@
+local content_type = @@CONTENT_TYPE@@
+local n_requests = @@N_REQUESTS@@
+local seed = @@SEED@@
+local values_blob = @@VALUES@@
+
+local threads = {}
+
+function setup(thread)
+  threads[#threads + 1] = thread
+  thread:set("thread_index", #threads)
+end
+
+non2xx = 0
+status_counts = {}
+local prepared = {}
+local n_prepared = 0
+local cursor = 0
+
+function init(args)
+  local values = {}
+  for v in string.gmatch(values_blob, "[^\n]+") do
+    values[#values + 1] = v
+  end
+  if #values == 0 then
+    error("bench script has no values")
+  end
+  math.randomseed(seed + 7919 * (thread_index or 1))
+  for i = 1, n_requests do
+    local v = values[math.random(#values)]
+    local headers = { ["Host"] = host_header, ["Accept"] = "application/fhir+json" }
+    if authorization then
+      headers["Authorization"] = authorization
+    end
+    local path, body
+    if value_is_body then
+      path = path_prefix .. path_suffix
+      body = v
+      headers["Content-Type"] = content_type
+    else
+      path = path_prefix .. v .. path_suffix
+    end
+    prepared[i] = wrk.format(method, path, headers, body)
+  end
+  n_prepared = n_requests
+end
+
+function request()
+  cursor = cursor + 1
+  if cursor > n_prepared then
+    cursor = 1
+  end
+  return prepared[cursor]
+end
+
+function response(status, headers, body)
+  status_counts[status] = (status_counts[status] or 0) + 1
+  if status < 200 or status > 299 then
+    non2xx = non2xx + 1
+  end
+end
+
+function done(summary, latency, requests)
+  local bad = 0
+  local merged = {}
+  for _, t in ipairs(threads) do
+    bad = bad + (t:get("non2xx") or 0)
+    local counts = t:get("status_counts")
+    if counts then
+      for code, n in pairs(counts) do
+        merged[code] = (merged[code] or 0) + n
+      end
+    end
+  end
+  local parts = {}
+  for code, n in pairs(merged) do
+    parts[#parts + 1] = string.format('"%.0f":%.0f', code, n)
+  end
+  local e = summary.errors
+  local lmin = 0
+  if summary.requests > 0 then
+    lmin = latency.min
+  end
+  io.write(string.format(
+    'BENCH_RESULT {"requests":%.0f,"duration_us":%.0f,"bytes":%.0f,"non2xx":%.0f,' ..
+    '"errors":{"connect":%.0f,"read":%.0f,"write":%.0f,"timeout":%.0f,"status":%.0f},' ..
+    '"latency_us":{"min":%.0f,"mean":%.1f,"max":%.0f,"stdev":%.1f,' ..
+    '"p50":%.0f,"p75":%.0f,"p90":%.0f,"p99":%.0f,"p999":%.0f},"statuses":{%s}}\n',
+    summary.requests, summary.duration, summary.bytes, bad,
+    e.connect, e.read, e.write, e.timeout, e.status,
+    lmin, latency.mean, latency.max, latency.stdev,
+    latency:percentile(50), latency:percentile(75), latency:percentile(90),
+    latency:percentile(99), latency:percentile(99.9), table.concat(parts, ",")))
+end
+"""
+
+
+def lua_string(value: str | None) -> str:
+    """A Lua string literal (or nil) for `value`."""
+    if value is None:
+        return "nil"
+    out = ['"']
+    for ch in value:
+        code = ord(ch)
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif 32 <= code < 127:
+            out.append(ch)
+        else:
+            out.extend(f"\\{byte}" for byte in ch.encode("utf-8"))
+    out.append('"')
+    return "".join(out)
+
+
+def lua_long_string(value: str) -> str:
+    level = 0
+    while f"]{'=' * level}]" in value:
+        level += 1
+    eq = "=" * level
+    return f"[{eq}[\n{value}]{eq}]"
+
+
+@dataclass
+class OpSpec:
+    name: str
+    method: str
+    path_prefix: str
+    path_suffix: str
+    values: list[str]
+    value_is_body: bool = False
+
+
+def render_lua(spec: OpSpec, base: str, key: str | None, seed: int) -> str:
+    parts = urlsplit(base)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    for value in spec.values:
+        if not value or "\n" in value or "\r" in value:
+            raise BenchError(f"{spec.name}: unusable value {value!r}")
+    replacements = {
+        "@@OP@@": spec.name,
+        "@@METHOD@@": lua_string(spec.method),
+        "@@PATH_PREFIX@@": lua_string(spec.path_prefix),
+        "@@PATH_SUFFIX@@": lua_string(spec.path_suffix),
+        "@@VALUE_IS_BODY@@": "true" if spec.value_is_body else "false",
+        "@@HOST@@": lua_string(host),
+        "@@AUTHORIZATION@@": lua_string(f"Bearer {key}" if key else None),
+        "@@CONTENT_TYPE@@": lua_string(FHIR_JSON if spec.value_is_body else None),
+        "@@N_REQUESTS@@": str(REQUESTS_PER_SCRIPT),
+        "@@SEED@@": str(seed),
+    }
+    text = LUA_TEMPLATE
+    for token, replacement in replacements.items():
+        text = text.replace(token, replacement)
+    # Values last: they are data and must not be scanned for tokens.
+    return text.replace("@@VALUES@@", lua_long_string("\n".join(spec.values) + "\n"))
+
+
+def build_specs(
+    base: str,
+    patient_ids: Sequence[str],
+    families: Sequence[str],
+    create_bodies: Sequence[str],
+) -> dict[str, OpSpec]:
+    path = urlsplit(base).path.rstrip("/")
+    ids = [quote(i, safe="") for i in patient_ids]
+    return {
+        "read": OpSpec("read", "GET", f"{path}/Patient/", "", ids),
+        "search-family": OpSpec(
+            "search-family",
+            "GET",
+            f"{path}/Patient?family=",
+            "",
+            [quote(f, safe="") for f in families],
+        ),
+        "search-appt": OpSpec(
+            "search-appt", "GET", f"{path}/Appointment?patient=Patient/", "&status=booked", ids
+        ),
+        "create": OpSpec("create", "POST", f"{path}/Patient", "", list(create_bodies), True),
+    }
+
+
+@dataclass
+class OpResult:
+    name: str
+    requests: int
+    duration_s: float
+    requests_per_s: float
+    ok_per_s: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    mean_ms: float
+    max_ms: float
+    non2xx: int
+    socket_errors: dict[str, int]
+    statuses: dict[str, int]
+    errors: int
+    error_rate: float
+    flagged: bool
+    goal: dict[str, float] | None = None
+    meets_goal: bool | None = None
+
+
+def run_wrk(
+    wrk: str,
+    script: Path,
+    url: str,
+    *,
+    threads: int,
+    connections: int,
+    duration: int,
+) -> dict[str, Any]:
+    cmd = [
+        wrk,
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{duration}s",
+        "--latency",
+        "--timeout",
+        f"{WRK_TIMEOUT_S}s",
+        "-s",
+        str(script),
+        url,
+    ]
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=duration + WRK_TIMEOUT_S + 60, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise BenchError(f"wrk did not finish in time: {' '.join(cmd)}") from exc
+    for line in proc.stdout.splitlines():
+        if line.startswith("BENCH_RESULT "):
+            try:
+                parsed = orjson.loads(line.removeprefix("BENCH_RESULT "))
+            except orjson.JSONDecodeError as exc:
+                raise BenchError(f"unreadable wrk result line: {line!r}") from exc
+            if isinstance(parsed, dict):
+                return parsed
+    raise BenchError(
+        f"wrk exited {proc.returncode} without a result line.\n"
+        f"stdout: {snippet(proc.stdout, 2000)}\nstderr: {snippet(proc.stderr, 2000)}"
+    )
+
+
+def to_result(name: str, raw: dict[str, Any]) -> OpResult:
+    lat = raw["latency_us"]
+    sock = {k: int(raw["errors"][k]) for k in ("connect", "read", "write", "timeout")}
+    requests = int(raw["requests"])
+    duration_s = max(float(raw["duration_us"]) / 1e6, 1e-9)
+    non2xx = int(raw["non2xx"])
+    socket_total = sum(sock.values())
+    attempts = requests + socket_total
+    errors = non2xx + socket_total
+    rate = errors / attempts if attempts else 1.0
+    statuses = {str(k): int(v) for k, v in sorted(raw.get("statuses", {}).items())}
+    return OpResult(
+        name=name,
+        requests=requests,
+        duration_s=round(duration_s, 3),
+        requests_per_s=round(requests / duration_s, 1),
+        ok_per_s=round((requests - non2xx) / duration_s, 1),
+        p50_ms=round(float(lat["p50"]) / 1000, 3),
+        p90_ms=round(float(lat["p90"]) / 1000, 3),
+        p99_ms=round(float(lat["p99"]) / 1000, 3),
+        mean_ms=round(float(lat["mean"]) / 1000, 3),
+        max_ms=round(float(lat["max"]) / 1000, 3),
+        non2xx=non2xx,
+        socket_errors=sock,
+        statuses=statuses,
+        errors=errors,
+        error_rate=round(rate, 5),
+        flagged=rate > FLAG_ERROR_RATE or requests == 0,
+    )
+
+
+# --------------------------------------------------------------------------- checks
+
+
+async def preflight(
+    base: str, key: str | None, specs: dict[str, OpSpec], ops: Sequence[str], samples: int = 5
+) -> dict[str, Any]:
+    """A few plain requests per operation: warn early about errors and empty searches."""
+    report: dict[str, Any] = {}
+    async with httpx.AsyncClient(timeout=30.0, headers=request_headers(key)) as client:
+        root = urlsplit(base)
+        origin = f"{root.scheme}://{root.netloc}"
+        for op in ops:
+            spec = specs[op]
+            statuses: list[int] = []
+            matches: list[int] = []
+            for value in random.Random(99).sample(spec.values, min(samples, len(spec.values))):
+                try:
+                    if spec.value_is_body:
+                        # Creating is what the benchmark measures; one sample is enough.
+                        if statuses:
+                            break
+                        resp = await client.post(
+                            origin + spec.path_prefix + spec.path_suffix,
+                            content=value.encode(),
+                            headers={"Content-Type": FHIR_JSON},
+                        )
+                    else:
+                        url = origin + spec.path_prefix + value + spec.path_suffix
+                        resp = await client.get(url)
+                except httpx.HTTPError as exc:
+                    raise BenchError(f"{op}: sample request failed: {exc!r}") from exc
+                statuses.append(resp.status_code)
+                if resp.is_success and op.startswith("search"):
+                    try:
+                        body = orjson.loads(resp.content)
+                    except orjson.JSONDecodeError:
+                        body = None
+                    entries = body.get("entry") if isinstance(body, dict) else None
+                    matches.append(len(entries) if isinstance(entries, list) else 0)
+                elif not resp.is_success:
+                    log(
+                        f"warning: {op}: sample request got HTTP {resp.status_code}: "
+                        f"{snippet(resp.text, 200)}"
+                    )
+            report[op] = {"statuses": statuses}
+            if matches:
+                report[op]["entries_per_page"] = matches
+                if max(matches) == 0:
+                    log(f"warning: {op}: sample searches returned no entries")
+    return report
+
+
+def read_metadata(base: str, key: str | None) -> dict[str, Any]:
+    try:
+        resp = httpx.get(base.rstrip("/") + "/metadata", headers=request_headers(key), timeout=30)
+    except httpx.HTTPError as exc:
+        raise BenchError(f"cannot reach {base}: {exc!r}") from exc
+    info: dict[str, Any] = {"status": resp.status_code}
+    if resp.is_success:
+        try:
+            body = orjson.loads(resp.content)
+        except orjson.JSONDecodeError:
+            body = None
+        if isinstance(body, dict):
+            software = body.get("software")
+            if isinstance(software, dict):
+                info["software"] = " ".join(
+                    str(software[k]) for k in ("name", "version") if k in software
+                )
+            info["fhirVersion"] = body.get("fhirVersion")
+    else:
+        log(f"warning: GET {base}/metadata answered HTTP {resp.status_code}")
+    return info
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def proc_status_kb(pid: int) -> dict[str, int]:
+    values: dict[str, int] = {}
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return values
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            values[name] = int(rest.split()[0])
+    return values
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: list[int] = []
+    queue = list(children.get(pid, []))
+    while queue and len(found) < 10_000:
+        child = queue.pop()
+        found.append(child)
+        queue.extend(children.get(child, []))
+    return found
+
+
+def memory_report(pid: int) -> dict[str, Any]:
+    main = proc_status_kb(pid)
+    if not main:
+        return {"pid": pid, "error": f"no /proc/{pid}/status (process gone or not local)"}
+    kids = {child: proc_status_kb(child) for child in descendants(pid)}
+    kids = {k: v for k, v in kids.items() if v}
+    mb = 1024.0
+    return {
+        "pid": pid,
+        "children": len(kids),
+        "peak_mb": round(main.get("VmHWM", 0) / mb, 1),
+        "rss_mb": round(main.get("VmRSS", 0) / mb, 1),
+        "peak_mb_with_children": round(
+            (main.get("VmHWM", 0) + sum(v.get("VmHWM", 0) for v in kids.values())) / mb, 1
+        ),
+        "rss_mb_with_children": round(
+            (main.get("VmRSS", 0) + sum(v.get("VmRSS", 0) for v in kids.values())) / mb, 1
+        ),
+    }
+
+
+# --------------------------------------------------------------------------- goals + output
+
+GOALS: dict[str, dict[str, float]] = {
+    "read": {"min_rps": 2000, "max_p99_ms": 10},
+    "search-family": {"min_rps": 1000, "max_p99_ms": 20},
+    "search-appt": {"min_rps": 1500, "max_p99_ms": 15},
+    "create": {"min_rps": 600, "max_p99_ms": 25},
+}
+LOAD_GOAL_PATIENTS_PER_S = 1000.0  # 10k Patients in <= 10 s
+
+
+def mark(ok: bool) -> str:
+    return "✓" if ok else "✗"
+
+
+def render_table(
+    load: dict[str, LoadPhase], results: Sequence[OpResult], goals: bool, memory: Any
+) -> str:
+    lines: list[str] = []
+    head = f"{'load':<14} {'resources':>9} {'seconds':>8} {'res/s':>9}"
+    lines.append(head + ("  goal" if goals else ""))
+    for label, phase in load.items():
+        row = f"{label:<14} {phase.count:>9} {phase.seconds:>8.2f} {phase.per_second:>9.1f}"
+        if goals and label == "patients":
+            limit = phase.count / LOAD_GOAL_PATIENTS_PER_S
+            row += f"  ≤ {limit:.1f} s {mark(phase.seconds <= limit)}"
+        lines.append(row)
+    lines.append("")
+    head = (
+        f"{'operation':<14} {'req/s':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'errors':>16}"
+    )
+    lines.append(head + ("  goal" if goals else ""))
+    for r in results:
+        err = f"{r.errors} ({r.error_rate * 100:.2f}%)"
+        row = (
+            f"{r.name:<14} {r.requests_per_s:>9.1f} {r.p50_ms:>8.2f} {r.p90_ms:>8.2f} "
+            f"{r.p99_ms:>8.2f} {err:>16}"
+        )
+        if goals and r.goal is not None:
+            rps_ok = r.requests_per_s >= r.goal["min_rps"]
+            p99_ok = r.p99_ms <= r.goal["max_p99_ms"]
+            row += (
+                f"  ≥ {r.goal['min_rps']:.0f} req/s {mark(rps_ok)}"
+                f"  p99 ≤ {r.goal['max_p99_ms']:.0f} ms {mark(p99_ok)}"
+            )
+        if r.flagged:
+            row += "  FLAGGED: >1% failed"
+        lines.append(row)
+    flagged = [r for r in results if r.flagged]
+    for r in flagged:
+        lines.append(f"  {r.name}: statuses {r.statuses}, socket errors {r.socket_errors}")
+    if isinstance(memory, dict) and "peak_mb" in memory:
+        lines.append("")
+        lines.append(
+            f"server pid {memory['pid']}: peak (VmHWM) {memory['peak_mb']:.1f} MB, "
+            f"RSS after run {memory['rss_mb']:.1f} MB"
+            + (
+                f"; with {memory['children']} child process(es): peak "
+                f"{memory['peak_mb_with_children']:.1f} MB, RSS "
+                f"{memory['rss_mb_with_children']:.1f} MB"
+                if memory["children"]
+                else ""
+            )
+        )
+    elif isinstance(memory, dict):
+        lines.append("")
+        lines.append(f"server memory: {memory.get('error')}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Load a FHIR R4 server with Patients and Appointments, then measure "
+        "read/search/create throughput and latency with wrk.",
+        epilog="Example: scripts/bench_fhir.py http://127.0.0.1:8000/api/fhir/r4 KEY --pid 1234",
+    )
+    parser.add_argument("base", metavar="BASE", help="FHIR R4 base URL (loopback hosts only)")
+    parser.add_argument(
+        "key", metavar="KEY", nargs="?", default=None, help="API key, sent as a Bearer token"
+    )
+    parser.add_argument("--pid", type=int, help="server process id, to report its memory")
+    parser.add_argument("--duration", type=int, default=15, help="seconds per operation")
+    parser.add_argument("--connections", type=int, default=8, help="concurrent connections")
+    parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
+    parser.add_argument("--patients", type=int, default=10_000)
+    parser.add_argument("--appointments", type=int, default=20_000)
+    parser.add_argument(
+        "--bundle-size", type=int, default=500, help="entries per transaction Bundle"
+    )
+    parser.add_argument(
+        "--load-concurrency", type=int, default=4, help="transaction Bundles in flight at once"
+    )
+    parser.add_argument(
+        "--ops",
+        default=",".join(OPS),
+        help=f"comma-separated operations to measure (default {','.join(OPS)})",
+    )
+    parser.add_argument("--warmup", type=int, default=1, help="warm-up seconds per op (0: none)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed for generated data")
+    parser.add_argument("--json-out", type=Path, help="also write the JSON results here")
+    parser.add_argument("--no-goals", action="store_true", help="do not compare with goals")
+    args = parser.parse_args(argv)
+    ops = [op.strip() for op in args.ops.split(",") if op.strip()]
+    unknown = [op for op in ops if op not in OPS]
+    if unknown or not ops:
+        parser.error(f"--ops: unknown {unknown}; choose from {','.join(OPS)}")
+    args.ops = ops
+    limits = {
+        "--duration": (args.duration, 1, 3600),
+        "--connections": (args.connections, 1, 10_000),
+        "--threads": (args.threads, 1, 64),
+        "--patients": (args.patients, 1, 1_000_000),
+        "--appointments": (args.appointments, 0, 2_000_000),
+        "--bundle-size": (args.bundle_size, 1, 10_000),
+        "--load-concurrency": (args.load_concurrency, 1, 64),
+        "--warmup": (args.warmup, 0, 60),
+    }
+    for flag, (value, low, high) in limits.items():
+        if not low <= value <= high:
+            parser.error(f"{flag} must be between {low} and {high}")
+    if args.connections < args.threads:
+        parser.error("--connections must be at least --threads")
+    return args
+
+
+def run(args: argparse.Namespace) -> int:
+    base: str = args.base.rstrip("/")
+    key: str | None = args.key or None
+    ensure_loopback(base)
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        log(
+            "wrk is not installed (Debian package `wrk`). Install it with:\n"
+            "    apt-get install -y wrk"
+        )
+        return 2
+
+    memory_before = memory_report(args.pid) if args.pid else None
+    metadata = read_metadata(base, key)
+    log(f"server: {metadata.get('software', 'unknown')} (metadata HTTP {metadata['status']})")
+
+    rng = random.Random(args.seed)
+    run_tag = f"bench-{uuid.uuid4().hex[:8]}"
+    families_all = family_names()
+    patients = [make_patient(rng, run_tag, i, families_all) for i in range(args.patients)]
+    family_counts = Counter(p["name"][0]["family"] for p in patients)
+
+    load: dict[str, LoadPhase] = {}
+    patient_ids, load["patients"] = asyncio.run(
+        load_resources(base, key, "Patient", patients, args.bundle_size, args.load_concurrency)
+    )
+    log(f"patients: {load['patients'].seconds:.2f} s ({load['patients'].per_second:.0f}/s)")
+    appointments = [
+        make_appointment(rng, rng.choice(patient_ids)) for _ in range(args.appointments)
+    ]
+    if appointments:
+        _, load["appointments"] = asyncio.run(
+            load_resources(
+                base, key, "Appointment", appointments, args.bundle_size, args.load_concurrency
+            )
+        )
+        log(
+            f"appointments: {load['appointments'].seconds:.2f} s "
+            f"({load['appointments'].per_second:.0f}/s)"
+        )
+
+    families = sorted(family_counts)
+    sizes = sorted(family_counts.values())
+    family_stats = {
+        "families": len(families),
+        "min": sizes[0],
+        "median": statistics.median(sizes),
+        "max": sizes[-1],
+    }
+    create_rng = random.Random(args.seed + 1)
+    create_bodies = [
+        make_create_body(create_rng, run_tag, i).decode() for i in range(CREATE_BODIES)
+    ]
+    specs = build_specs(base, patient_ids, families, create_bodies)
+    checks = asyncio.run(preflight(base, key, specs, args.ops))
+
+    results: list[OpResult] = []
+    with tempfile.TemporaryDirectory(prefix="bench_fhir_") as tmp:
+        for op in args.ops:
+            script = Path(tmp) / f"{op}.lua"
+            script.write_text(render_lua(specs[op], base, key, args.seed))
+            if args.warmup:
+                log(f"{op}: warm-up {args.warmup} s")
+                run_wrk(
+                    wrk,
+                    script,
+                    base,
+                    threads=args.threads,
+                    connections=args.connections,
+                    duration=args.warmup,
+                )
+            log(f"{op}: {args.duration} s with {args.connections} connections")
+            raw = run_wrk(
+                wrk,
+                script,
+                base,
+                threads=args.threads,
+                connections=args.connections,
+                duration=args.duration,
+            )
+            result = to_result(op, raw)
+            if not args.no_goals:
+                result.goal = GOALS[op]
+                result.meets_goal = (
+                    not result.flagged
+                    and result.requests_per_s >= GOALS[op]["min_rps"]
+                    and result.p99_ms <= GOALS[op]["max_p99_ms"]
+                )
+            log(
+                f"  {result.requests_per_s:.1f} req/s, p99 {result.p99_ms:.2f} ms, "
+                f"{result.errors} errors"
+            )
+            results.append(result)
+
+    memory = memory_report(args.pid) if args.pid else None
+    table = render_table(load, results, not args.no_goals, memory)
+    report: dict[str, Any] = {
+        "base": base,
+        "server": metadata,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "config": {
+            "duration_s": args.duration,
+            "connections": args.connections,
+            "wrk_threads": args.threads,
+            "patients": args.patients,
+            "appointments": args.appointments,
+            "bundle_size": args.bundle_size,
+            "load_concurrency": args.load_concurrency,
+            "ops": args.ops,
+            "authorization": bool(key),
+            "seed": args.seed,
+            "run_tag": run_tag,
+        },
+        "load": {label: asdict(phase) for label, phase in load.items()},
+        "family_search_expected_matches": family_stats,
+        "preflight": checks,
+        "ops": {r.name: asdict(r) for r in results},
+    }
+    if not args.no_goals and "patients" in load:
+        limit = load["patients"].count / LOAD_GOAL_PATIENTS_PER_S
+        report["load"]["patients"]["goal_max_s"] = round(limit, 2)
+        report["load"]["patients"]["meets_goal"] = load["patients"].seconds <= limit
+    if args.pid:
+        report["memory"] = {"before": memory_before, "after": memory}
+
+    print(table)
+    print()
+    text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
+    print(text)
+    if args.json_out:
+        args.json_out.write_text(text + "\n")
+    return 3 if any(r.flagged for r in results) else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except BenchError as exc:
+        log(f"error: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
