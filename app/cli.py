@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from app.embedded import Endpoints, close_endpoints, resolve_endpoints
@@ -76,6 +79,12 @@ async def _serve(settings: Settings, with_worker: bool) -> None:
     from app.main import create_app
     from app.worker import build_worker
 
+    class Server(uvicorn.Server):
+        # We own SIGINT/SIGTERM so API and worker stop together and exit cleanly.
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
     app = create_app(settings)
     config = uvicorn.Config(
         app,
@@ -85,25 +94,31 @@ async def _serve(settings: Settings, with_worker: bool) -> None:
         proxy_headers=True,
         access_log=False,
     )
-    server = uvicorn.Server(config)
-    tasks = [asyncio.create_task(server.serve(), name="api")]
-    worker = None
-    if with_worker:
-        # One process for local use: the worker shares the API's event loop.
-        worker = build_worker(settings, handle_signals=False)
-        tasks.append(asyncio.create_task(worker.async_run(), name="worker"))
+    server = Server(config)
+    worker = build_worker(settings, handle_signals=False) if with_worker else None
+
+    def stop() -> None:
+        server.should_exit = True
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop)
+    api = asyncio.create_task(server.serve(), name="api")
+    background = (
+        asyncio.create_task(worker.async_run(), name="worker") if worker is not None else None
+    )
     try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Task[None]] = {api} | ({background} if background else set())
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
             task.result()
     finally:
         server.should_exit = True
-        if worker is not None:
+        await asyncio.gather(api, return_exceptions=True)
+        if worker is not None and background is not None:
+            background.cancel()
+            await asyncio.gather(background, return_exceptions=True)
             await worker.close()
-        for task in tasks:
-            if not task.done():
-                task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -172,7 +187,9 @@ def cmd_tenants_create(args: argparse.Namespace) -> int:
         db = await open_database(settings.database_url, pool_size=2)
         try:
             tenant, key = await tenants.create_tenant(
-                db.pool, args.name, trace_enabled=settings.trace_default,
+                db.pool,
+                args.name,
+                trace_enabled=settings.trace_default,
                 slot_weeks=settings.slot_weeks,
             )
         except AppError as exc:
@@ -230,7 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to bind (default 8000)")
     serve.add_argument("--no-worker", action="store_true", help="do not run the worker in-process")
-    serve.add_argument("--dev", action="store_true", help="ensure a development tenant; print its key")
+    serve.add_argument(
+        "--dev", action="store_true", help="ensure a development tenant; print its key"
+    )
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="run the background worker")
@@ -253,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TZ", "UTC")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     result: int = args.func(args)
     return result

@@ -10,10 +10,24 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+
+if TYPE_CHECKING:
+    from asyncpg.pool import PoolConnectionProxy
+
+    # A connection as handed out by the pool, or a bare one: both speak the same API.
+    Conn: TypeAlias = asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]
+else:
+    Conn = asyncpg.Connection
 
 
 def sqlalchemy_url(url: str) -> str:

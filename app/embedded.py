@@ -8,6 +8,7 @@ with their data under `settings.data_dir`, so `understudy serve` works on a bare
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 from dataclasses import dataclass, field
@@ -46,10 +47,9 @@ async def ensure_database(server_url: str, name: str) -> None:
     try:
         exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
         if not exists:
-            try:
+            # Another process may create it between our look and our create.
+            with contextlib.suppress(asyncpg.DuplicateDatabaseError):
                 await conn.execute(f'CREATE DATABASE "{name}"')
-            except asyncpg.DuplicateDatabaseError:
-                pass  # created concurrently by another process
     finally:
         await conn.close()
 
@@ -59,7 +59,7 @@ def _embedded_postgres(data_dir: Path) -> tuple[str, Any]:
 
     pgdata = data_dir / "pgdata"
     pgdata.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    server = pgserver.get_server(pgdata, cleanup_mode="stop")  # type: ignore[attr-defined]
     uri: str = server.get_uri()
     return uri, server
 
@@ -108,6 +108,6 @@ def close_endpoints(endpoints: Endpoints) -> None:
                 handle.shutdown()
             elif hasattr(handle, "cleanup"):
                 handle.cleanup()
-        except Exception:  # noqa: BLE001 - best effort on the way out
+        except Exception:
             log.warning("embedded_server_stop_failed", exc_info=True)
     endpoints.handles.clear()

@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.db import open_database
 from app.errors import AppError, Issue
+from app.fhir.maintenance import AutoAnalyze
 from app.fhir.outcomes import operation_outcome
 from app.fhir.router import FHIR_JSON, eligibility_router
 from app.fhir.router import router as fhir_router
@@ -30,8 +31,13 @@ def _is_fhir_path(path: str) -> bool:
     return "/fhir/r4" in path
 
 
-def _error_response(request: Request, status: int, issues: list[Issue], title: str,
-                    headers: dict[str, str] | None = None) -> Response:
+def _error_response(
+    request: Request,
+    status: int,
+    issues: list[Issue],
+    title: str,
+    headers: dict[str, str] | None = None,
+) -> Response:
     if _is_fhir_path(request.url.path):
         return Response(
             jsontext.dumpb(operation_outcome(issues)),
@@ -42,8 +48,9 @@ def _error_response(request: Request, status: int, issues: list[Issue], title: s
     body: dict[str, Any] = {"title": title, "status": status, "detail": title}
     if issues and (len(issues) > 1 or issues[0].expression):
         body["errors"] = [{"path": i.expression or "", "message": i.message} for i in issues]
-    return JSONResponse(body, status_code=status, media_type="application/problem+json",
-                        headers=headers)
+    return JSONResponse(
+        body, status_code=status, media_type="application/problem+json", headers=headers
+    )
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -60,9 +67,11 @@ def create_app(settings: Settings) -> FastAPI:
         recorder_ref["recorder"] = recorder
         app.state.db = db
         app.state.recorder = recorder
+        app.state.autoanalyze = AutoAnalyze(db.pool)
         try:
             yield
         finally:
+            await app.state.autoanalyze.stop()
             await recorder.stop()
             await db.close()
 
@@ -104,7 +113,9 @@ def create_app(settings: Settings) -> FastAPI:
     async def unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled_error path=%s", request.url.path)
         return _error_response(
-            request, 500, [Issue("internal error; it has been logged", code="exception")],
+            request,
+            500,
+            [Issue("internal error; it has been logged", code="exception")],
             "internal error",
         )
 

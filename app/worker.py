@@ -16,6 +16,7 @@ from arq.connections import RedisSettings
 from arq.worker import Worker
 
 from app.db import Database, open_database
+from app.fhir import maintenance
 from app.kit.clock import utcnow
 from app.settings import Settings
 from app.tenants import service as tenants_service
@@ -62,6 +63,12 @@ async def purge_trace(ctx: dict[str, Any]) -> int:
     return deleted
 
 
+async def refresh_statistics(ctx: dict[str, Any]) -> int:
+    """Autovacuum may be off: keep planner statistics fresh and dead rows in check."""
+    db: Database = ctx["db"]
+    return len(await maintenance.refresh_statistics(db.pool, vacuum=True))
+
+
 async def startup(ctx: dict[str, Any]) -> None:
     settings: Settings = ctx["settings"]
     assert settings.database_url is not None
@@ -77,10 +84,11 @@ async def shutdown(ctx: dict[str, Any]) -> None:
 def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool = False) -> Worker:
     assert settings.redis_url is not None
     return Worker(
-        functions=[roll_directory, purge_trace],
+        functions=[roll_directory, purge_trace, refresh_statistics],
         cron_jobs=[
             cron(roll_directory, hour={0}, minute={5}, run_at_startup=True, unique=True),
             cron(purge_trace, hour={3}, minute={17}, unique=True),
+            cron(refresh_statistics, minute=set(range(0, 60, 5)), unique=True),
         ],
         redis_settings=redis_settings(settings.redis_url),
         queue_name=QUEUE_NAME,

@@ -61,8 +61,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import httpx
-import orjson
+try:
+    import httpx
+    import orjson
+except ImportError as _missing:  # pragma: no cover - environment hint
+    sys.exit(
+        f"bench_fhir.py needs httpx and orjson ({_missing}): run it from the project's "
+        "virtualenv (. .venv/bin/activate)"
+    )
 
 FHIR_JSON = "application/fhir+json"
 MRN_SYSTEM = "urn:bench:mrn"
@@ -904,16 +910,27 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "key", metavar="KEY", nargs="?", default=None, help="API key, sent as a Bearer token"
     )
     parser.add_argument("--pid", type=int, help="server process id, to report its memory")
-    parser.add_argument("--duration", type=int, default=15, help="seconds per operation")
-    parser.add_argument("--connections", type=int, default=8, help="concurrent connections")
-    parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
-    parser.add_argument("--patients", type=int, default=10_000)
-    parser.add_argument("--appointments", type=int, default=20_000)
     parser.add_argument(
-        "--bundle-size", type=int, default=500, help="entries per transaction Bundle"
+        "--duration", type=int, default=15, help="seconds per operation (default 15)"
     )
     parser.add_argument(
-        "--load-concurrency", type=int, default=4, help="transaction Bundles in flight at once"
+        "--connections", type=int, default=8, help="concurrent connections (default 8)"
+    )
+    parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
+    parser.add_argument(
+        "--patients", type=int, default=10_000, help="Patients to load (default 10000)"
+    )
+    parser.add_argument(
+        "--appointments", type=int, default=20_000, help="Appointments to load (default 20000)"
+    )
+    parser.add_argument(
+        "--bundle-size", type=int, default=500, help="entries per transaction Bundle (default 500)"
+    )
+    parser.add_argument(
+        "--load-concurrency",
+        type=int,
+        default=4,
+        help="transaction Bundles in flight at once (default 4)",
     )
     parser.add_argument(
         "--ops",

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-import asyncpg
 import orjson
 
-from app.errors import AppError, BadRequest, Issue
+from app.db import Conn
+from app.errors import AppError, BadRequest, Conflict, Issue, PreconditionFailed
 from app.fhir import service, storage
 from app.fhir.outcomes import operation_outcome
 from app.kit import jsontext
@@ -39,15 +39,16 @@ def _subset(text: str, elements: tuple[str, ...]) -> orjson.Fragment:
     meta = dict(subset.get("meta") or {})
     meta["tag"] = [
         *meta.get("tag", []),
-        {"system": "http://terminology.hl7.org/CodeSystem/v3-ObservationValue", "code": "SUBSETTED"},
+        {
+            "system": "http://terminology.hl7.org/CodeSystem/v3-ObservationValue",
+            "code": "SUBSETTED",
+        },
     ]
     subset["meta"] = meta
     return orjson.Fragment(jsontext.dumpb(subset))
 
 
-def search_bundle(
-    ctx: service.FhirContext, resource_type: str, page: service.SearchPage
-) -> bytes:
+def search_bundle(ctx: service.FhirContext, resource_type: str, page: service.SearchPage) -> bytes:
     type_url = f"{ctx.base_url}/{resource_type}"
 
     def link(relation: str, params: list[tuple[str, str]]) -> dict[str, str]:
@@ -164,7 +165,8 @@ def _entry_error(index: int, exc: AppError) -> AppError:
     issues = [
         Issue(
             f"entry[{index}]: {i.message}",
-            expression=f"Bundle.entry[{index}]" + (f".resource.{i.expression}" if i.expression else ""),
+            expression=f"Bundle.entry[{index}]"
+            + (f".resource.{i.expression}" if i.expression else ""),
             code=i.code,
         )
         for i in exc.issues
@@ -193,7 +195,9 @@ def _parse_entries(ctx: service.FhirContext, bundle: dict[str, Any]) -> list[_En
             )
         url = request.get("url")
         if not isinstance(url, str) or not url:
-            raise BadRequest(f"{where}.request.url is missing", [Issue("missing", f"{where}.request.url")])
+            raise BadRequest(
+                f"{where}.request.url is missing", [Issue("missing", f"{where}.request.url")]
+            )
         if url.startswith(ctx.base_url):
             url = url[len(ctx.base_url) :]
         url = url.lstrip("/")
@@ -205,7 +209,9 @@ def _parse_entries(ctx: service.FhirContext, bundle: dict[str, Any]) -> list[_En
             raise BadRequest(f"{where}.request.url '{url}' is not Type or Type/id")
         resource = item.get("resource")
         if method in ("POST", "PUT") and resource is None:
-            raise BadRequest(f"{where}.resource is missing", [Issue("missing", f"{where}.resource")])
+            raise BadRequest(
+                f"{where}.resource is missing", [Issue("missing", f"{where}.resource")]
+            )
         if method in ("PUT", "PATCH", "DELETE") and resource_id is None:
             raise BadRequest(
                 f"{where}: {method} needs a url of the form Type/id (conditional forms are not "
@@ -276,7 +282,7 @@ def _response_entry(
 
 
 async def process_bundle(
-    ctx: service.FhirContext, conn: asyncpg.Connection, bundle: Any, *, minimal: bool
+    ctx: service.FhirContext, conn: Conn, bundle: Any, *, minimal: bool
 ) -> bytes:
     if not isinstance(bundle, dict) or bundle.get("resourceType") != "Bundle":
         raise BadRequest(
@@ -306,7 +312,7 @@ async def process_bundle(
 
 
 async def _transaction(
-    ctx: service.FhirContext, conn: asyncpg.Connection, entries: list[_Entry], minimal: bool
+    ctx: service.FhirContext, conn: Conn, entries: list[_Entry], minimal: bool
 ) -> list[dict[str, Any]]:
     mapping: dict[str, str] = {}
     results: dict[int, dict[str, Any]] = {}
@@ -353,8 +359,13 @@ async def _transaction(
             if e.method == "POST":
                 rid = new_ids[e.index]
                 write = service.prepare_write(
-                    ctx, e.resource_type, service._validate(e.resource_type, resource), rid, 1,
-                    "create", now,
+                    ctx,
+                    e.resource_type,
+                    service._validate(e.resource_type, resource),
+                    rid,
+                    1,
+                    "create",
+                    now,
                 )
                 writes.append(write)
                 write_status.append((e.index, 201, write))
@@ -374,13 +385,18 @@ async def _transaction(
                 previous = 0 if current is None else current.version_id
                 expected = service.parse_if_match(e.if_match)
                 if expected is not None and expected != previous:
-                    raise service.PreconditionFailed(
+                    raise PreconditionFailed(
                         f"ifMatch version {expected} is stale (current {previous})"
                     )
                 created = current is None or current.deleted
                 write = service.prepare_write(
-                    ctx, e.resource_type, resource, e.resource_id, previous + 1,
-                    "create" if created else "update", now,
+                    ctx,
+                    e.resource_type,
+                    resource,
+                    e.resource_id,
+                    previous + 1,
+                    "create" if created else "update",
+                    now,
                 )
                 writes.append(write)
                 write_status.append((e.index, 201 if created else 200, write))
@@ -405,19 +421,26 @@ async def _transaction(
     try:
         await storage.write_versions(conn, ctx.tenant_id, writes)
     except storage.VersionConflict:
-        raise service.Conflict("a resource in the transaction was changed concurrently") from None
+        raise Conflict("a resource in the transaction was changed concurrently") from None
     for index, status, w in write_status:
         results[index] = _response_entry(
             ctx,
-            service.WriteResult(status, w.resource_type, w.id, w.version_id, w.last_updated, w.body),
+            service.WriteResult(
+                status, w.resource_type, w.id, w.version_id, w.last_updated, w.body
+            ),
             minimal,
         )
     for e in patches:
         try:
             assert e.resource_id is not None
             result = await service.patch(
-                ctx, conn, e.resource_type, e.resource_id,
-                _patch_document(e.resource), "application/json-patch+json", if_match=e.if_match,
+                ctx,
+                conn,
+                e.resource_type,
+                e.resource_id,
+                _patch_document(e.resource),
+                "application/json-patch+json",
+                if_match=e.if_match,
             )
         except AppError as exc:
             raise _entry_error(e.index, exc) from None
@@ -445,9 +468,7 @@ def _patch_document(resource: Any) -> Any:
     raise BadRequest("a PATCH entry needs a Binary resource holding a JSON Patch document")
 
 
-async def _get_entry(
-    ctx: service.FhirContext, conn: asyncpg.Connection, e: _Entry
-) -> dict[str, Any]:
+async def _get_entry(ctx: service.FhirContext, conn: Conn, e: _Entry) -> dict[str, Any]:
     if e.resource_id is not None and not e.query:
         found = await service.read(ctx, conn, e.resource_type, e.resource_id)
         return {
@@ -467,7 +488,7 @@ async def _get_entry(
 
 
 async def _batch(
-    ctx: service.FhirContext, conn: asyncpg.Connection, entries: list[_Entry], minimal: bool
+    ctx: service.FhirContext, conn: Conn, entries: list[_Entry], minimal: bool
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for e in entries:
@@ -487,7 +508,7 @@ async def _batch(
 
 
 async def _batch_entry(
-    ctx: service.FhirContext, conn: asyncpg.Connection, e: _Entry, minimal: bool
+    ctx: service.FhirContext, conn: Conn, e: _Entry, minimal: bool
 ) -> dict[str, Any]:
     if e.method == "POST":
         result = await service.create(
@@ -503,8 +524,13 @@ async def _batch_entry(
     if e.method == "PATCH":
         assert e.resource_id is not None
         result = await service.patch(
-            ctx, conn, e.resource_type, e.resource_id, _patch_document(e.resource),
-            "application/json-patch+json", if_match=e.if_match,
+            ctx,
+            conn,
+            e.resource_type,
+            e.resource_id,
+            _patch_document(e.resource),
+            "application/json-patch+json",
+            if_match=e.if_match,
         )
         return _response_entry(ctx, result, minimal)
     if e.method == "DELETE":
@@ -512,4 +538,3 @@ async def _batch_entry(
         await service.delete(ctx, conn, e.resource_type, e.resource_id)
         return {"response": {"status": "204 No Content"}}
     return await _get_entry(ctx, conn, e)
-

@@ -41,7 +41,11 @@ def _resource_entry(resource_type: str) -> dict[str, Any]:
     params = [
         *_COMMON,
         *(
-            {"name": p.name, "type": str(p.kind), **({"documentation": p.description} if p.description else {})}
+            {
+                "name": p.name,
+                "type": str(p.kind),
+                **({"documentation": p.description} if p.description else {}),
+            }
             for p in params_for(resource_type).values()
         ),
     ]

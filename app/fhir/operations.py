@@ -6,13 +6,14 @@ import datetime as dt
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-import asyncpg
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app.db import Conn
 from app.errors import BadRequest, Issue, NotFound
 from app.fhir import service
 from app.fhir.search.index import normalize_reference, parse_date_range
+from app.fhir.storage import index_keys
 from app.kit.clock import fhir_instant, utcnow
 
 DEFAULT_FIND_DAYS = 7
@@ -50,7 +51,9 @@ def _practitioner_ref(value: str | None) -> str:
         value = f"Practitioner/{value}"
     ref = normalize_reference(value)
     if ref is None or not ref.startswith("Practitioner/"):
-        raise BadRequest(f"'{value}' is not a Practitioner reference", [Issue("bad", "practitioner")])
+        raise BadRequest(
+            f"'{value}' is not a Practitioner reference", [Issue("bad", "practitioner")]
+        )
     return ref
 
 
@@ -67,9 +70,7 @@ def _parse_instant(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
 
 
-async def find_appointments(
-    ctx: service.FhirContext, conn: asyncpg.Connection, params: dict[str, str]
-) -> bytes:
+async def find_appointments(ctx: service.FhirContext, conn: Conn, params: dict[str, str]) -> bytes:
     practitioner = _practitioner_ref(params.get("practitioner"))
     now = utcnow()
     start = _moment(params.get("start"), "start", now)
@@ -79,7 +80,9 @@ async def find_appointments(
     if end <= start:
         raise BadRequest("'end' must be after 'start'", [Issue("end before start", "end")])
     if end - start > timedelta(days=MAX_FIND_DAYS):
-        raise BadRequest(f"the range may span at most {MAX_FIND_DAYS} days", [Issue("too long", "end")])
+        raise BadRequest(
+            f"the range may span at most {MAX_FIND_DAYS} days", [Issue("too long", "end")]
+        )
     try:
         duration = int(params.get("duration") or 30)
     except ValueError:
@@ -102,19 +105,20 @@ async def find_appointments(
             """SELECT id FROM fhir_resource WHERE tenant_id = $1 AND resource_type = 'Schedule'
             AND NOT deleted AND refs && $2::text[]""",
             ctx.tenant_id,
-            [f"actor={practitioner}"],
+            index_keys(ctx.tenant_id, "Schedule", [f"actor={practitioner}"]),
         )
     ]
     slots = await conn.fetch(
         """SELECT r.id, r.resource FROM fhir_resource r WHERE r.tenant_id = $1
         AND r.resource_type = 'Slot' AND NOT r.deleted AND r.refs && $2::text[]
-        AND r.tokens @> ARRAY['status=free'] AND r.id IN (
+        AND r.tokens @> $5::text[] AND r.id IN (
             SELECT id FROM fhir_date WHERE tenant_id = $1 AND resource_type = 'Slot'
             AND param = 'start' AND low >= $3 AND low < $4)""",
         ctx.tenant_id,
-        schedules,
+        index_keys(ctx.tenant_id, "Slot", schedules),
         start,
         end,
+        index_keys(ctx.tenant_id, "Slot", ["status=free"]),
     )
     busy = [
         (_parse_instant(b["s"]), _parse_instant(b["e"]))
@@ -124,8 +128,12 @@ async def find_appointments(
             AND refs && $2::text[] AND NOT tokens && $3::text[]
             AND resource ? 'start' AND resource ? 'end'""",
             ctx.tenant_id,
-            [f"practitioner={practitioner}", f"actor={practitioner}"],
-            [f"status={s}" for s in _NOT_HOLDING],
+            index_keys(
+                ctx.tenant_id,
+                "Appointment",
+                [f"practitioner={practitioner}", f"actor={practitioner}"],
+            ),
+            index_keys(ctx.tenant_id, "Appointment", [f"status={s}" for s in _NOT_HOLDING]),
         )
     ]
     free: list[tuple[datetime, datetime, str]] = []
@@ -232,7 +240,7 @@ def _covers_service(coverage: dict[str, Any], service_type: str | None) -> bool:
 
 
 async def check_eligibility(
-    ctx: service.FhirContext, conn: asyncpg.Connection, request: EligibilityRequest
+    ctx: service.FhirContext, conn: Conn, request: EligibilityRequest
 ) -> EligibilityResponse:
     patient = request.patient
     ctx.touch(patient)
@@ -250,7 +258,7 @@ async def check_eligibility(
         AND ($3::text IS NULL OR run_id IS NULL OR run_id = $3)
         ORDER BY id""",
         ctx.tenant_id,
-        [f"beneficiary={patient}", f"patient={patient}"],
+        index_keys(ctx.tenant_id, "Coverage", [f"beneficiary={patient}", f"patient={patient}"]),
         ctx.run_id,
     )
     if not rows:

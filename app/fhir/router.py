@@ -6,14 +6,13 @@ straight from PostgreSQL, so nothing is parsed or validated on the way out.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated
 from urllib.parse import parse_qsl
 
 import asyncpg
 from fastapi import APIRouter, Depends, Request, Response
 
-from app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
+from app.errors import PayloadTooLarge, UnsupportedMediaType
 from app.fhir import bundles, operations, service
 from app.fhir.capability import capability_statement
 from app.fhir.outcomes import operation_outcome
@@ -33,7 +32,9 @@ _JSON_TYPES = (
 )
 
 
-def fhir_response(body: bytes | str, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+def fhir_response(
+    body: bytes | str, status: int = 200, headers: dict[str, str] | None = None
+) -> Response:
     return Response(content=body, status_code=status, media_type=FHIR_JSON, headers=headers)
 
 
@@ -91,9 +92,14 @@ def prefers(request: Request, token: str) -> bool:
     return token in request.headers.get("prefer", "").replace(" ", "")
 
 
+def note_writes(request: Request, count: int) -> None:
+    request.app.state.autoanalyze.note_writes(count)
+
+
 def write_response(
     request: Request, ctx: service.FhirContext, result: service.WriteResult
 ) -> Response:
+    note_writes(request, 1)
     headers = result.headers(ctx.base_url)
     if prefers(request, "return=minimal"):
         return Response(status_code=result.status, headers=headers)
@@ -101,14 +107,6 @@ def write_response(
         outcome = operation_outcome([])
         return fhir_response(jsontext.dumpb(outcome), result.status, headers)
     return fhir_response(result.json or b"", result.status, headers)
-
-
-Handler = Callable[[asyncpg.Connection], Awaitable[Response]]
-
-
-async def with_conn(request: Request, handler: Handler) -> Response:
-    async with pool_of(request).acquire() as conn:
-        return await handler(conn)
 
 
 router = APIRouter(prefix=FHIR_PREFIX, tags=["FHIR R4"])
@@ -125,17 +123,11 @@ async def transaction(request: Request, tenant: Tenant) -> Response:
     ctx = context(request, tenant)
     bundle = service.parse_body(await read_body(request))
     minimal = prefers(request, "return=minimal")
-    body = await with_conn(
-        request,
-        lambda conn: _bundle(ctx, conn, bundle, minimal),
-    )
-    return body
-
-
-async def _bundle(
-    ctx: service.FhirContext, conn: asyncpg.Connection, bundle: Any, minimal: bool
-) -> Response:
-    return fhir_response(await bundles.process_bundle(ctx, conn, bundle, minimal=minimal))
+    async with pool_of(request).acquire() as conn:
+        body = await bundles.process_bundle(ctx, conn, bundle, minimal=minimal)
+    entries = bundle.get("entry") if isinstance(bundle, dict) else None
+    note_writes(request, len(entries) if isinstance(entries, list) else 1)
+    return fhir_response(body)
 
 
 @router.get("/_history", summary="History of every resource in the tenant")
@@ -148,18 +140,22 @@ async def system_history(request: Request, tenant: Tenant) -> Response:
     return fhir_response(bundles.history_bundle(ctx, "/_history", total, entries, count, offset))
 
 
-@router.api_route(
-    "/Appointment/$find",
-    methods=["GET", "POST"],
-    summary="Free slots of a practitioner as proposed Appointments",
-)
+@router.get("/Appointment/$find", summary="Free slots of a practitioner as proposed Appointments")
 async def find_appointments(request: Request, tenant: Tenant) -> Response:
-    ctx = context(request, tenant)
+    return await _find(request, tenant, dict(query_items(request)))
+
+
+@router.post("/Appointment/$find", summary="$find with a Parameters body")
+async def find_appointments_post(request: Request, tenant: Tenant) -> Response:
     params = dict(query_items(request))
-    if request.method == "POST":
-        raw = await read_body(request)
-        if raw.strip():
-            params.update(operations.parameters_from_body(service.parse_body(raw)))
+    raw = await read_body(request)
+    if raw.strip():
+        params.update(operations.parameters_from_body(service.parse_body(raw)))
+    return await _find(request, tenant, params)
+
+
+async def _find(request: Request, tenant: TenantInfo, params: dict[str, str]) -> Response:
+    ctx = context(request, tenant)
     async with pool_of(request).acquire() as conn:
         bundle = await operations.find_appointments(ctx, conn, params)
     return fhir_response(bundle)
@@ -232,7 +228,11 @@ async def update(
     resource = service.parse_body(await read_body(request))
     async with pool_of(request).acquire() as conn:
         result = await service.update(
-            ctx, conn, resource_type, resource_id, resource,
+            ctx,
+            conn,
+            resource_type,
+            resource_id,
+            resource,
             if_match=request.headers.get("if-match"),
         )
     return write_response(request, ctx, result)
@@ -245,7 +245,12 @@ async def patch(request: Request, resource_type: str, resource_id: str, tenant: 
     content_type = request.headers.get("content-type", "application/json")
     async with pool_of(request).acquire() as conn:
         result = await service.patch(
-            ctx, conn, resource_type, resource_id, document, content_type,
+            ctx,
+            conn,
+            resource_type,
+            resource_id,
+            document,
+            content_type,
             if_match=request.headers.get("if-match"),
         )
     return write_response(request, ctx, result)
@@ -258,6 +263,7 @@ async def delete(
     ctx = context(request, tenant)
     async with pool_of(request).acquire() as conn:
         await service.delete(ctx, conn, resource_type, resource_id)
+    note_writes(request, 1)
     return Response(status_code=204)
 
 
@@ -304,8 +310,3 @@ async def eligibility_check(
     record_refs(request.scope, ctx.touched)
     async with pool_of(request).acquire() as conn:
         return await operations.check_eligibility(ctx, conn, body)
-
-
-def ensure_no_extra(items: list[tuple[str, str]]) -> None:
-    if items:
-        raise BadRequest("unexpected parameters")

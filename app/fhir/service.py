@@ -14,9 +14,10 @@ from email.utils import format_datetime
 from typing import Any
 
 import asyncpg
-import jsonpatch
 import json_merge_patch
+import jsonpatch
 
+from app.db import Conn
 from app.errors import (
     BadRequest,
     Conflict,
@@ -174,7 +175,7 @@ def _result(write: storage.PreparedWrite, status: int) -> WriteResult:
 
 async def create(
     ctx: FhirContext,
-    conn: asyncpg.Connection,
+    conn: Conn,
     resource_type: str,
     resource: Any,
     *,
@@ -186,7 +187,12 @@ async def create(
         if existing is not None:
             return existing
     write = prepare_write(
-        ctx, resource_type, _validate(resource_type, resource), new_resource_id(), 1, "create",
+        ctx,
+        resource_type,
+        _validate(resource_type, resource),
+        new_resource_id(),
+        1,
+        "create",
         utcnow(),
     )
     await storage.write_versions(conn, ctx.tenant_id, [write])
@@ -194,7 +200,7 @@ async def create(
 
 
 async def _conditional_match(
-    ctx: FhirContext, conn: asyncpg.Connection, resource_type: str, criteria: str
+    ctx: FhirContext, conn: Conn, resource_type: str, criteria: str
 ) -> WriteResult | None:
     from urllib.parse import parse_qsl
 
@@ -219,7 +225,7 @@ async def _conditional_match(
 
 
 async def read(
-    ctx: FhirContext, conn: asyncpg.Connection, resource_type: str, resource_id: str
+    ctx: FhirContext, conn: Conn, resource_type: str, resource_id: str
 ) -> storage.StoredResource:
     check_type(resource_type)
     ctx.touch(f"{resource_type}/{resource_id}")
@@ -249,7 +255,7 @@ def _require_visible(
 
 async def vread(
     ctx: FhirContext,
-    conn: asyncpg.Connection,
+    conn: Conn,
     resource_type: str,
     resource_id: str,
     version: str,
@@ -259,7 +265,9 @@ async def vread(
     try:
         version_id = int(version)
     except ValueError:
-        raise NotFound(f"version '{version}' of {resource_type}/{resource_id} is not known") from None
+        raise NotFound(
+            f"version '{version}' of {resource_type}/{resource_id} is not known"
+        ) from None
     found = await storage.fetch_version(conn, ctx.tenant_id, resource_type, resource_id, version_id)
     _require_visible(ctx, found, resource_type, resource_id)
     assert found is not None
@@ -283,7 +291,7 @@ def parse_if_match(value: str | None) -> int | None:
 
 async def update(
     ctx: FhirContext,
-    conn: asyncpg.Connection,
+    conn: Conn,
     resource_type: str,
     resource_id: str,
     resource: Any,
@@ -327,7 +335,7 @@ async def update(
 
 
 async def _write_or_conflict(
-    conn: asyncpg.Connection, ctx: FhirContext, writes: list[storage.PreparedWrite]
+    conn: Conn, ctx: FhirContext, writes: list[storage.PreparedWrite]
 ) -> None:
     try:
         await storage.write_versions(conn, ctx.tenant_id, writes)
@@ -337,7 +345,7 @@ async def _write_or_conflict(
 
 async def patch(
     ctx: FhirContext,
-    conn: asyncpg.Connection,
+    conn: Conn,
     resource_type: str,
     resource_id: str,
     document: Any,
@@ -388,9 +396,7 @@ def apply_patch(original: dict[str, Any], document: Any, content_type: str) -> A
     return merged
 
 
-async def delete(
-    ctx: FhirContext, conn: asyncpg.Connection, resource_type: str, resource_id: str
-) -> None:
+async def delete(ctx: FhirContext, conn: Conn, resource_type: str, resource_id: str) -> None:
     check_type(resource_type)
     async with conn.transaction():
         current = await storage.fetch_current(
@@ -406,6 +412,7 @@ async def delete(
 
 # --- search -----------------------------------------------------------------------------
 
+
 def _parse(resource_type: str, items: list[tuple[str, str]], *, lenient: bool) -> SearchQuery:
     try:
         return parse_search(resource_type, items, lenient=lenient)
@@ -413,16 +420,20 @@ def _parse(resource_type: str, items: list[tuple[str, str]], *, lenient: bool) -
         raise BadRequest(str(exc), exc.issues) from None
 
 
-_SELECT = "SELECT r.id, r.version_id, r.last_updated, r.resource, r.refs"
+_SELECT = "SELECT r.id, r.version_id, r.last_updated, r.resource"
+# The extracted references ride along only when `_include` needs them.
+_SELECT_WITH_REFS = _SELECT + ", r.refs"
 
 
-async def _search_rows(
-    ctx: FhirContext, conn: asyncpg.Connection, query: SearchQuery
-) -> list[asyncpg.Record]:
+def _select(query: SearchQuery) -> str:
+    return _SELECT_WITH_REFS if any(not i.reverse for i in query.includes) else _SELECT
+
+
+async def _search_rows(ctx: FhirContext, conn: Conn, query: SearchQuery) -> list[asyncpg.Record]:
     compiled = compile_search(ctx.tenant_id, query, ctx.visibility)
     return list(
         await conn.fetch(
-            f"{_SELECT} FROM fhir_resource r WHERE {compiled.where} "
+            f"{_select(query)} FROM fhir_resource r WHERE {compiled.where} "
             f"ORDER BY {compiled.order_by} LIMIT {query.count}",
             *compiled.args,
         )
@@ -441,7 +452,7 @@ class SearchPage:
 
 async def search(
     ctx: FhirContext,
-    conn: asyncpg.Connection,
+    conn: Conn,
     resource_type: str,
     items: list[tuple[str, str]],
     *,
@@ -474,7 +485,7 @@ async def search(
     return SearchPage(total, rows, included, next_params, previous_params, query)
 
 
-async def _count(conn: asyncpg.Connection, compiled: CompiledSearch) -> int:
+async def _count(conn: Conn, compiled: CompiledSearch) -> int:
     total: int = await conn.fetchval(
         f"SELECT count(*) FROM fhir_resource r WHERE {compiled.where}", *compiled.args
     )
@@ -482,7 +493,7 @@ async def _count(conn: asyncpg.Connection, compiled: CompiledSearch) -> int:
 
 
 async def _fetch_page(
-    conn: asyncpg.Connection,
+    conn: Conn,
     compiled: CompiledSearch,
     query: SearchQuery,
     before: str | None,
@@ -502,7 +513,8 @@ async def _fetch_page(
             order = "r.id DESC"
         rows = list(
             await conn.fetch(
-                f"{_SELECT} FROM fhir_resource r WHERE {where} ORDER BY {order} LIMIT {limit}",
+                f"{_select(query)} FROM fhir_resource r WHERE {where} "
+                f"ORDER BY {order} LIMIT {limit}",
                 *args,
             )
         )
@@ -515,7 +527,7 @@ async def _fetch_page(
     offset = query.offset if not compiled.keyset else 0
     rows = list(
         await conn.fetch(
-            f"{_SELECT}, count(*) OVER () AS total FROM fhir_resource r WHERE {where} "
+            f"{_select(query)}, count(*) OVER () AS total FROM fhir_resource r WHERE {where} "
             f"ORDER BY {order} LIMIT {limit} OFFSET {offset}",
             *args,
         )
@@ -531,7 +543,7 @@ async def _fetch_page(
 
 async def _includes(
     ctx: FhirContext,
-    conn: asyncpg.Connection,
+    conn: Conn,
     query: SearchQuery,
     rows: list[asyncpg.Record],
 ) -> list[storage.StoredResource]:
@@ -543,7 +555,11 @@ async def _includes(
         if inc.reverse:
             if inc.target_type not in (None, query.resource_type):
                 continue
-            refs = [f"{inc.param}={query.resource_type}/{r['id']}" for r in rows]
+            refs = storage.index_keys(
+                ctx.tenant_id,
+                inc.source_type,
+                [f"{inc.param}={query.resource_type}/{r['id']}" for r in rows],
+            )
             revs = await conn.fetch(
                 """SELECT id, version_id, last_updated, resource, run_id FROM fhir_resource
                 WHERE tenant_id = $1 AND resource_type = $2 AND NOT deleted
@@ -554,8 +570,13 @@ async def _includes(
             )
             found.extend(
                 storage.StoredResource(
-                    inc.source_type, r["id"], r["version_id"], r["last_updated"], False,
-                    r["resource"], r["run_id"],
+                    inc.source_type,
+                    r["id"],
+                    r["version_id"],
+                    r["last_updated"],
+                    False,
+                    r["resource"],
+                    r["run_id"],
                 )
                 for r in revs
             )
@@ -564,7 +585,8 @@ async def _includes(
             continue
         prefix = f"{inc.param}="
         for row in rows:
-            for entry in row["refs"] or ():
+            for key in row["refs"] or ():
+                entry = storage.strip_key(key)
                 if not entry.startswith(prefix) or "/" not in entry:
                     continue
                 rtype, _, rid = entry[len(prefix) :].partition("/")
@@ -592,9 +614,10 @@ def _touch_query(ctx: FhirContext, items: list[tuple[str, str]]) -> None:
 
 # --- history ----------------------------------------------------------------------------
 
+
 async def history(
     ctx: FhirContext,
-    conn: asyncpg.Connection,
+    conn: Conn,
     resource_type: str | None,
     resource_id: str | None,
     items: list[tuple[str, str]],
@@ -633,4 +656,3 @@ async def history(
         offset=offset,
     )
     return total, entries, count, offset
-

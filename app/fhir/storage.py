@@ -15,13 +15,35 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import asyncpg
-
+from app.db import Conn
 from app.fhir.search.index import IndexValues
 
 # Array elements travel joined by the ASCII unit separator: it never occurs in FHIR
 # search values, and `unnest` cannot take a ragged two-dimensional array.
 SEP = "\x1f"
+
+
+def key_prefix(tenant_id: uuid.UUID, resource_type: str | None) -> str:
+    """The scope every stored search key starts with.
+
+    The GIN indexes cover the key arrays alone, and each key carries its tenant (the
+    first 32 bits of its id) and resource type, so a lookup touches only its own
+    tenant's and type's postings: a multi-column GIN over (tenant_id, …) would scan a
+    posting list as long as the tenant on every query. A prefix clash between two
+    tenants costs only a recheck; `tenant_id = $1` stays in every WHERE clause.
+    """
+    return f"{tenant_id.hex[:8]}{resource_type or ''}|"
+
+
+def index_keys(
+    tenant_id: uuid.UUID, resource_type: str | None, entries: Sequence[str]
+) -> list[str]:
+    prefix = key_prefix(tenant_id, resource_type)
+    return [prefix + e for e in entries]
+
+
+def strip_key(key: str) -> str:
+    return key.split("|", 1)[1]
 
 
 @dataclass(slots=True)
@@ -101,13 +123,11 @@ SELECT count(*) FROM up
 """
 
 
-def _joined(values: Sequence[str]) -> str:
-    return SEP.join(values)
+def _joined(prefix: str, values: Sequence[str]) -> str:
+    return SEP.join(prefix + v for v in values)
 
 
-async def write_versions(
-    conn: asyncpg.Connection, tenant_id: uuid.UUID, writes: Sequence[PreparedWrite]
-) -> None:
+async def write_versions(conn: Conn, tenant_id: uuid.UUID, writes: Sequence[PreparedWrite]) -> None:
     """Write new versions; raise VersionConflict unless every one was written.
 
     Each write's `version_id` must be the current version + 1 (1 for a new resource;
@@ -149,10 +169,11 @@ async def write_versions(
             all_refs.append("")
             sorts.append(None)
             continue
-        tokens.append(_joined(idx.tokens))
-        refs.append(_joined(idx.refs))
-        strings.append(_joined(idx.strings))
-        all_refs.append(_joined(idx.all_refs))
+        scoped = key_prefix(tenant_id, w.resource_type)
+        tokens.append(_joined(scoped, idx.tokens))
+        refs.append(_joined(scoped, idx.refs))
+        strings.append(_joined(scoped, idx.strings))
+        all_refs.append(_joined(key_prefix(tenant_id, None), idx.all_refs))
         sorts.append(_sort_json(idx.sort))
         for param, low, high in idx.dates:
             d_rtype.append(w.resource_type)
@@ -201,7 +222,7 @@ _CURRENT_FOR_UPDATE_SQL = _CURRENT_SQL + " FOR UPDATE"
 
 
 async def fetch_current(
-    conn: asyncpg.Connection,
+    conn: Conn,
     tenant_id: uuid.UUID,
     resource_type: str,
     resource_id: str,
@@ -228,7 +249,7 @@ async def fetch_current(
 
 
 async def fetch_version(
-    conn: asyncpg.Connection,
+    conn: Conn,
     tenant_id: uuid.UUID,
     resource_type: str,
     resource_id: str,
@@ -266,7 +287,7 @@ class HistoryEntry:
 
 
 async def fetch_history(
-    conn: asyncpg.Connection,
+    conn: Conn,
     tenant_id: uuid.UUID,
     *,
     resource_type: str | None,
@@ -311,7 +332,7 @@ async def fetch_history(
 
 
 async def fetch_many(
-    conn: asyncpg.Connection, tenant_id: uuid.UUID, refs: Sequence[tuple[str, str]]
+    conn: Conn, tenant_id: uuid.UUID, refs: Sequence[tuple[str, str]]
 ) -> list[StoredResource]:
     """Current, non-deleted versions of the given (type, id) pairs (for `_include`)."""
     if not refs:

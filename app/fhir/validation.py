@@ -54,6 +54,8 @@ extensible/preferred bindings.
 
 from __future__ import annotations
 
+import datetime
+import re
 import types
 import typing
 import uuid
@@ -448,55 +450,161 @@ _REQUIRED_BINDINGS: Final[dict[str, _Rows]] = {
     ),
 }
 
-# Split once: the hot path should not re-split dotted paths on every write.
-_BINDING_STEPS: Final[dict[str, tuple[tuple[tuple[str, ...], _ValueSet], ...]]] = {
-    rt: tuple((tuple(path.split(".")), vs) for path, vs in rows)
-    for rt, rows in _REQUIRED_BINDINGS.items()
+
+@dataclass(frozen=True, slots=True)
+class _BindingNode:
+    """The binding table of one resource type as a trie of path steps.
+
+    Shared prefixes ("contact.name.use", "contact.telecom.system") are then
+    looked up once per write rather than once per row.
+    """
+
+    children: dict[str, _BindingNode]
+    value_sets: tuple[_ValueSet, ...]  # bindings whose path ends here
+
+
+def _trie(
+    rows: typing.Iterable[tuple[str, _ValueSet]], value_sets: tuple[_ValueSet, ...] = ()
+) -> _BindingNode:
+    deeper: dict[str, list[tuple[str, _ValueSet]]] = {}
+    ending: dict[str, list[_ValueSet]] = {}
+    for path, vs in rows:
+        step, _, rest = path.partition(".")
+        deeper.setdefault(step, [])
+        ending.setdefault(step, [])
+        if rest:
+            deeper[step].append((rest, vs))
+        else:
+            ending[step].append(vs)
+    return _BindingNode(
+        {step: _trie(deeper[step], tuple(ending[step])) for step in deeper}, value_sets
+    )
+
+
+_BINDING_TRIES: Final[dict[str, _BindingNode]] = {
+    rt: _trie(rows) for rt, rows in _REQUIRED_BINDINGS.items()
 }
 
 
 def _check_bindings(
     resource_type: str, resource: dict[str, Any], root: str, out: list[ValidationIssue]
 ) -> None:
-    for steps, vs in _BINDING_STEPS.get(resource_type, ()):
-        frontier: list[tuple[Any, str]] = [(resource, root)]
-        for step in steps:
-            nxt: list[tuple[Any, str]] = []
-            for node, expr in frontier:
-                if not isinstance(node, dict):
-                    continue
-                value = node.get(step)
-                if value is None:
-                    continue
-                sub = f"{expr}.{step}"
-                if isinstance(value, list):
-                    nxt.extend((item, f"{sub}[{i}]") for i, item in enumerate(value))
-                else:
-                    nxt.append((value, sub))
-            frontier = nxt
-            if not frontier:
-                break
-        allowed = vs.allowed
-        for value, expr in frontier:
-            code, where = value, expr
-            if vs.system is not None:
-                if not isinstance(value, dict) or value.get("system") != vs.system:
-                    continue
-                code, where = value.get("code"), f"{expr}.code"
-            # Non-strings are type errors, reported by the structural passes.
-            if isinstance(code, str) and code not in allowed:
-                out.append(
-                    ValidationIssue(
-                        where,
-                        f"{code!r} is not a valid code for {where} "
-                        f"(value set {vs.name}; allowed: {', '.join(vs.codes)})",
-                        "code-invalid",
-                    )
-                )
+    trie = _BINDING_TRIES.get(resource_type)
+    if trie is not None:
+        _check_node(trie, resource, root, out)
+
+
+def _check_node(
+    trie: _BindingNode, node: dict[str, Any], expr: str, out: list[ValidationIssue]
+) -> None:
+    for step, child in trie.children.items():
+        value = node.get(step)
+        if value is None:
+            continue
+        sub = f"{expr}.{step}"
+        items = (
+            [(item, f"{sub}[{i}]") for i, item in enumerate(value)]
+            if isinstance(value, list)
+            else [(value, sub)]
+        )
+        for item, where in items:
+            for vs in child.value_sets:
+                _check_code(vs, item, where, out)
+            if child.children and isinstance(item, dict):
+                _check_node(child, item, where, out)
+
+
+def _check_code(vs: _ValueSet, value: Any, expr: str, out: list[ValidationIssue]) -> None:
+    if vs.system is not None:
+        if not isinstance(value, dict) or value.get("system") != vs.system:
+            return
+        value, expr = value.get("code"), f"{expr}.code"
+    # Non-strings are type errors, reported by the structural walk.
+    if isinstance(value, str) and value not in vs.allowed:
+        out.append(
+            ValidationIssue(
+                expr,
+                f"{value!r} is not a valid code for {expr} "
+                f"(value set {vs.name}; allowed: {', '.join(vs.codes)})",
+                "code-invalid",
+            )
+        )
 
 
 # --------------------------------------------------------------------------
-# Model field tables (shapes) for the JSON walk
+# Primitive formats (FHIR R4 datatype regexes)
+# --------------------------------------------------------------------------
+
+_YEAR = r"([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)"
+_TIME = r"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?"
+_ZONE = r"(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]|14:00))"
+_DAY = r"(0[1-9]|[1-2][0-9]|3[0-1])"
+_MONTH = r"(0[1-9]|1[0-2])"
+
+# fhir_type -> (pattern, what a valid value looks like)
+_PATTERNS: Final[dict[str, tuple[re.Pattern[str], str]]] = {
+    "date": (
+        re.compile(rf"{_YEAR}(-{_MONTH}(-{_DAY})?)?"),
+        "expected YYYY, YYYY-MM or YYYY-MM-DD",
+    ),
+    "dateTime": (
+        re.compile(rf"{_YEAR}(-{_MONTH}(-{_DAY}(T{_TIME}{_ZONE})?)?)?"),
+        "expected YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDThh:mm:ss[.fff] with Z or ±hh:mm;"
+        " a time needs seconds and a timezone",
+    ),
+    "instant": (
+        re.compile(rf"{_YEAR}-{_MONTH}-{_DAY}T{_TIME}{_ZONE}"),
+        "expected YYYY-MM-DDThh:mm:ss[.fff] with Z or ±hh:mm",
+    ),
+    "time": (re.compile(_TIME), "expected hh:mm:ss[.fff]"),
+    "code": (
+        re.compile(r"[^\s]+(\s[^\s]+)*"),
+        "no leading, trailing or repeated whitespace allowed",
+    ),
+    "id": (re.compile(r"[A-Za-z0-9\-.]{1,64}"), "expected 1-64 of A-Z, a-z, 0-9, '-' and '.'"),
+    "oid": (re.compile(r"urn:oid:[0-2](\.(0|[1-9][0-9]*))+"), "expected urn:oid:1.2.3"),
+    "uuid": (
+        re.compile(r"urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I),
+        "expected urn:uuid:xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx",
+    ),
+    "uri": (re.compile(r"\S*"), "whitespace is not allowed"),
+    "url": (re.compile(r"\S*"), "whitespace is not allowed"),
+    "canonical": (re.compile(r"\S*"), "whitespace is not allowed"),
+    "base64Binary": (re.compile(r"(\s*([0-9a-zA-Z+/=]){4}\s*)+"), "expected base64"),
+}
+_CALENDAR_TYPES: Final = frozenset({"date", "dateTime", "instant"})
+_INTEGER_RANGES: Final = {
+    "integer": (-2147483648, 2147483647),
+    "unsignedInt": (0, 2147483647),
+    "positiveInt": (1, 2147483647),
+}
+_MAX_STRING = 1024 * 1024
+
+
+def _format_problem(fhir_type: str, value: Any) -> str | None:
+    """What is wrong with a primitive whose JSON type is already right, if anything."""
+    if isinstance(value, str):
+        if not value:
+            return "empty strings are not allowed"
+        if len(value) > _MAX_STRING:
+            return "longer than 1,048,576 characters"
+        entry = _PATTERNS.get(fhir_type)
+        if entry is not None and entry[0].fullmatch(value) is None:
+            return entry[1]
+        if fhir_type in _CALENDAR_TYPES and len(value) >= 10:
+            try:
+                datetime.date.fromisoformat(value[:10])
+            except ValueError:
+                return "no such day in the calendar"
+        return None
+    bounds = _INTEGER_RANGES.get(fhir_type)
+    if bounds is not None and not bounds[0] <= value <= bounds[1]:
+        return f"out of range {bounds[0]}..{bounds[1]}"
+    return None
+
+
+# --------------------------------------------------------------------------
+# Element tables ("shapes") read from the R4B models
 # --------------------------------------------------------------------------
 
 # JSON kinds of a field's value
@@ -509,7 +617,7 @@ _KIND_NAMES: Final = {
     _OBJECT: "object",
     _RESOURCE: "object",
 }
-_INTEGER_TYPES: Final = frozenset({"integer", "unsignedInt", "positiveInt"})
+_PRIMITIVE_KINDS: Final = frozenset({_STRING, _BOOLEAN, _INTEGER, _DECIMAL})
 
 
 @dataclass(frozen=True, slots=True)
@@ -518,15 +626,21 @@ class _Field:
     kind: int
     fhir_type: str  # primitive type name ("date", "boolean", ...) or the model name
     is_list: bool
+    # Arrays of primitives and of their "_" extensions use null as a
+    # placeholder to keep the two arrays aligned; other arrays may not.
+    nulls_allowed: bool
+    choice: str | None  # "value" for valueString etc.
     target: Any  # fhir_core FhirBase type of a complex field, resolved lazily
 
 
 @dataclass(frozen=True, slots=True)
 class _Shape:
     fields: dict[str, _Field]  # by JSON key
-    names: dict[str, str]  # python field name -> JSON key, for names like class_fhir
     required: tuple[tuple[str, str | None], ...]  # (key, key of its "_" extension)
-    choices: tuple[tuple[str, tuple[str, ...], bool], ...]  # (element, keys, required)
+    # Required choice elements as (element, its JSON keys), e.g. MedicationRequest
+    # ("medication", ("medicationCodeableConcept", "medicationReference")).
+    required_choices: tuple[tuple[str, tuple[str, ...]], ...]
+    is_resource: bool
 
 
 _SHAPES: dict[Any, _Shape] = {}
@@ -567,7 +681,7 @@ def _classify(annotation: Any) -> tuple[int, str, bool, Any]:
             cls = type(meta)
             if cls.__module__ == "fhir_core.types":
                 name = cls.__name__[0].lower() + cls.__name__[1:]
-                if name in _INTEGER_TYPES:
+                if name in _INTEGER_RANGES:
                     return _INTEGER, name, is_list, None
                 if name == "decimal":
                     return _DECIMAL, name, is_list, None
@@ -584,35 +698,42 @@ def _classify(annotation: Any) -> tuple[int, str, bool, Any]:
 
 
 def _build_shape(cls: Any) -> _Shape:
+    # Instance methods that return per-class constants.
+    probe = cls.model_construct()
+    choice_of = {
+        member: element
+        for element, members in probe.get_one_of_many_fields().items()
+        for member in members
+    }
     fields: dict[str, _Field] = {}
-    names: dict[str, str] = {}
+    keys: dict[str, str] = {}  # python field name -> JSON key (class_fhir -> class)
     for name, info in cls.model_fields.items():
         key = info.alias or name
-        if name != key:
-            names[name] = key
-        if name == "fhir_comments":
-            continue
+        keys[name] = key
         kind, fhir_type, is_list, target = _classify(info.annotation)
-        element = key[1:] if key.startswith("_") else key
-        fields[key] = _Field(element, kind, fhir_type, is_list, target)
+        is_extension = key.startswith("_")
+        fields[key] = _Field(
+            element=key[1:] if is_extension else key,
+            kind=kind,
+            fhir_type=fhir_type,
+            is_list=is_list,
+            nulls_allowed=is_extension or kind in _PRIMITIVE_KINDS,
+            choice=choice_of.get(name),
+            target=target,
+        )
 
-    required: list[tuple[str, str | None]] = []
-    choices: list[tuple[str, tuple[str, ...], bool]] = []
-    for name, info in cls.model_fields.items():
-        if info.is_required():
-            required.append((info.alias or name, None))
-    try:
-        # Instance methods that return class-level constants.
-        probe = cls.model_construct()
-        for name, ext in probe.get_required_fields():
-            required.append((names.get(name, name), names.get(ext, ext) if ext else None))
-        for element, members in probe.get_one_of_many_fields().items():
-            extra = cls.model_fields[members[0]].json_schema_extra or {}
-            keys = tuple(names.get(m, m) for m in members)
-            choices.append((element, keys, extra.get("one_of_many_required") is True))
-    except Exception:  # the model fills these in for us; losing them is not fatal
-        pass
-    return _Shape(fields, names, tuple(dict.fromkeys(required)), tuple(choices))
+    required = [(keys[name], None) for name, info in cls.model_fields.items() if info.is_required()]
+    for name, ext in probe.get_required_fields():
+        required.append((keys.get(name, name), keys.get(ext, ext) if ext else None))
+    required_choices = tuple(
+        (element, tuple(keys.get(m, m) for m in members))
+        for element, members in probe.get_one_of_many_fields().items()
+        if (cls.model_fields[members[0]].json_schema_extra or {}).get("one_of_many_required")
+        is True
+    )
+    return _Shape(
+        fields, tuple(dict.fromkeys(required)), required_choices, bool(cls.has_resource_base())
+    )
 
 
 def _shape(cls: Any) -> _Shape:
@@ -620,6 +741,11 @@ def _shape(cls: Any) -> _Shape:
     if shape is None:
         shape = _SHAPES[cls] = _build_shape(cls)
     return shape
+
+
+# --------------------------------------------------------------------------
+# The walk
+# --------------------------------------------------------------------------
 
 
 def _json_type(value: Any) -> str:
@@ -639,34 +765,35 @@ def _json_type(value: Any) -> str:
 
 
 def _show(value: Any) -> str:
-    if isinstance(value, dict | list):
+    if isinstance(value, dict | list) or value is None:
         return _json_type(value)
     text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    return f"{_json_type(value)} {shown}"
 
 
 def _kind_ok(kind: int, value: Any) -> bool:
     if kind == _STRING:
-        return isinstance(value, str)
+        return type(value) is str
     if kind == _BOOLEAN:
-        return isinstance(value, bool)
+        return type(value) is bool
     if kind == _INTEGER:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return type(value) is int
     if kind == _DECIMAL:
-        return isinstance(value, int | float) and not isinstance(value, bool)
+        return type(value) is int or type(value) is float
     if kind in (_OBJECT, _RESOURCE):
         return isinstance(value, dict)
     return True
 
 
 class _Walk:
-    """One JSON walk; ``fatal`` means the model must not be run (it would crash)."""
-
-    __slots__ = ("fatal", "issues")
+    __slots__ = ("issues",)
 
     def __init__(self) -> None:
         self.issues: list[ValidationIssue] = []
-        self.fatal = False
+
+    def add(self, expr: str, message: str, code: str) -> None:
+        self.issues.append(ValidationIssue(expr, f"{expr}: {message}", code))
 
     def resource(self, node: dict[str, Any], expr: str, resource_type: str) -> None:
         self.element(node, _shape(_model_class(resource_type)), expr)
@@ -674,177 +801,86 @@ class _Walk:
 
     def element(self, node: dict[str, Any], shape: _Shape, expr: str) -> None:
         fields = shape.fields
+        chosen: dict[str, list[str]] | None = None
         for key, value in node.items():
             field = fields.get(key)
-            if field is None or value is None:
-                continue  # unknown keys are reported by the model
+            if field is None:
+                if not (key == "resourceType" and shape.is_resource):
+                    self.add(f"{expr}.{key}", "unknown element", "structure")
+                continue
+            if value is None:
+                continue  # invalid FHIR JSON, but harmless: treated as absent
+            if field.choice is not None:
+                if chosen is None:
+                    chosen = {}
+                chosen.setdefault(field.choice, []).append(key)
             sub = f"{expr}.{field.element}"
-            if field.is_list:
-                if not isinstance(value, list):
-                    self._type_issue(sub, field, value, "array")
-                    continue
+            if not field.is_list:
+                self.value(value, field, sub)
+            elif not isinstance(value, list):
+                self._wrong_type(sub, field, value, "array")
+            else:
                 for i, item in enumerate(value):
-                    # nulls are positional placeholders in primitive arrays; in
-                    # complex arrays the model reports them
                     if item is not None:
                         self.value(item, field, f"{sub}[{i}]")
-            else:
-                self.value(value, field, sub)
+                    elif not field.nulls_allowed:
+                        self.add(f"{sub}[{i}]", "null is not allowed here", "structure")
 
         for key, ext in shape.required:
             value = node.get(key)
             if value is None or value == []:
                 extension = node.get(ext) if ext else None
                 if isinstance(extension, dict) and extension.get("extension"):
-                    continue  # a data-absent-reason style extension stands in
+                    continue  # e.g. a data-absent-reason extension stands in for the value
                 element = key[1:] if key.startswith("_") else key
-                self.issues.append(
-                    ValidationIssue(
+                self.add(f"{expr}.{element}", "required element is missing", "required")
+        if chosen is not None:
+            for element, present in chosen.items():
+                if len(present) > 1:
+                    self.add(
                         f"{expr}.{element}",
-                        f"{expr}.{element}: required element is missing",
-                        "required",
-                    )
-                )
-        for element, keys, required in shape.choices:
-            present = [k for k in keys if node.get(k) is not None]
-            if len(present) > 1:
-                self.issues.append(
-                    ValidationIssue(
-                        f"{expr}.{element}",
-                        f"{expr}.{element}[x]: only one of {', '.join(present)} may be present",
+                        f"only one of {', '.join(present)} may be present",
                         "structure",
                     )
-                )
-            elif required and not present:
-                self.issues.append(
-                    ValidationIssue(
-                        f"{expr}.{element}",
-                        f"{expr}.{element}[x]: required element is missing "
-                        f"(one of {', '.join(keys)})",
-                        "required",
-                    )
+        for element, keys in shape.required_choices:
+            if chosen is None or element not in chosen:
+                self.add(
+                    f"{expr}.{element}",
+                    f"required element is missing (one of {', '.join(keys)})",
+                    "required",
                 )
 
     def value(self, value: Any, field: _Field, expr: str) -> None:
         kind = field.kind
         if not _kind_ok(kind, value):
-            self._type_issue(expr, field, value, _KIND_NAMES[kind])
+            self._wrong_type(expr, field, value, _KIND_NAMES[kind])
         elif kind == _OBJECT:
+            if not value and field.fhir_type == "FHIRPrimitiveExtension":
+                # "_birthDate": {} says nothing; fhir.resources rejects it too
+                self.add(expr, "primitive extension needs an id or extension", "structure")
             self.element(value, _shape(field.target.get_model_klass()), expr)
+        elif kind in _PRIMITIVE_KINDS:
+            problem = _format_problem(field.fhir_type, value)
+            if problem is not None:
+                self.add(expr, f"invalid {field.fhir_type} {value!r} ({problem})", "value")
         elif kind == _RESOURCE:
             resource_type = value.get("resourceType")
-            if not isinstance(resource_type, str) or not is_known_type(resource_type):
-                self.fatal = self.fatal or resource_type is not None
-                self.issues.append(
-                    ValidationIssue(
-                        f"{expr}.resourceType",
-                        f"{expr}.resourceType: "
-                        + (
-                            "required element is missing"
-                            if resource_type is None
-                            else f"unknown resource type {_show(resource_type)}"
-                        ),
-                        "required" if resource_type is None else "structure",
-                    )
+            if resource_type is None:
+                self.add(f"{expr}.resourceType", "required element is missing", "required")
+            elif not isinstance(resource_type, str) or not is_known_type(resource_type):
+                self.add(
+                    f"{expr}.resourceType",
+                    f"unknown resource type ({_show(resource_type)})",
+                    "structure",
                 )
             else:
                 self.resource(value, expr, resource_type)
 
-    def _type_issue(self, expr: str, field: _Field, value: Any, expected: str) -> None:
+    def _wrong_type(self, expr: str, field: _Field, value: Any, expected: str) -> None:
         what = f"{field.fhir_type} " if field.fhir_type else ""
         if expected == "array":
-            what = f"array of {what}"
-        self.issues.append(
-            ValidationIssue(
-                expr,
-                f"{expr}: expected {what}(JSON {expected}), got {_json_type(value)} {_show(value)}"
-                if not isinstance(value, dict | list)
-                else f"{expr}: expected {what}(JSON {expected}), got {_json_type(value)}",
-                "structure",
-            )
-        )
-
-
-# --------------------------------------------------------------------------
-# pydantic errors -> issues
-# --------------------------------------------------------------------------
-
-# The model's choice-element checks report on the parent with no field in
-# ``loc``; the JSON walk reports them on the element itself, so these go.
-_CHOICE_MESSAGES: Final = (
-    "Any of one field value is expected from this list",
-    "Expect any of field value from this list",
-)
-
-
-def _locate(
-    resource_type: str, resource: dict[str, Any], loc: tuple[int | str, ...]
-) -> tuple[str, _Field | None]:
-    """Map a pydantic ``loc`` to a FHIRPath expression and the field it ends on.
-
-    Parts are matched against the model's field tables while walking the JSON
-    in parallel, so pydantic's internal parts (``root``, ``function-after[...]``,
-    union member tags) are dropped and contained resources resolve their type.
-    """
-    parts = [resource_type]
-    shape: _Shape | None = _shape(_model_class(resource_type))
-    node: Any = resource
-    field: _Field | None = None
-    last = len(loc) - 1
-    for i, part in enumerate(loc):
-        if isinstance(part, int):
-            parts.append(f"[{part}]")
-            node = node[part] if isinstance(node, list) and -len(node) <= part < len(node) else None
-        elif shape is not None and (part in shape.fields or part in shape.names):
-            key = shape.names.get(part, part)
-            field = shape.fields[key]
-            parts.append(f".{field.element}")
-            node = node.get(key) if isinstance(node, dict) else None
-            shape = None
-            if field.kind == _OBJECT:
-                try:
-                    shape = _shape(field.target.get_model_klass())
-                except Exception:
-                    shape = None
-        elif shape is not None and i == last and part.isidentifier() and part != "root":
-            parts.append(f".{part.removesuffix('_')}")  # an unknown element
-            field = None
-            continue
-        else:
-            continue  # pydantic-internal part
-        if field is not None and field.kind == _RESOURCE and isinstance(node, dict):
-            contained_type = node.get("resourceType")
-            if isinstance(contained_type, str) and is_known_type(contained_type):
-                shape = _shape(_model_class(contained_type))
-    return "".join(parts), field
-
-
-def _issue_from_error(
-    resource_type: str, resource: dict[str, Any], error: Any
-) -> ValidationIssue | None:
-    message = str(error.get("msg", ""))
-    kind = str(error.get("type", ""))
-    # fhir_core types uuid as pydantic's UUID4, but FHIR allows any version.
-    if kind == "uuid_version" or any(m in message for m in _CHOICE_MESSAGES):
-        return None
-    expr, field = _locate(resource_type, resource, tuple(error.get("loc", ())))
-    detail = message.removeprefix("Value error, ").rstrip(".")
-    if kind in ("missing", "model_field_validation.missing"):
-        return ValidationIssue(expr, f"{expr}: required element is missing", "required")
-    if kind == "extra_forbidden":
-        return ValidationIssue(expr, f"{expr}: unknown element", "structure")
-    if (
-        field is not None
-        and field.kind not in (_OBJECT, _RESOURCE, _ANY)
-        and not (kind.endswith("_type") or kind == "model_validation_format")
-    ):
-        shown = _show(error.get("input"))
-        return ValidationIssue(
-            expr, f"{expr}: invalid {field.fhir_type} {shown} ({detail})", "value"
-        )
-    if kind.endswith("_type"):
-        return ValidationIssue(expr, f"{expr}: {detail}", "structure")
-    return ValidationIssue(expr, f"{expr}: {detail}", "invalid")
+            what = f"an array of {what}"
+        self.add(expr, f"expected {what}(JSON {expected}), got {_show(value)}", "structure")
 
 
 # --------------------------------------------------------------------------
@@ -867,59 +903,16 @@ def validate_resource(resource_type: str, resource: dict[str, Any]) -> list[Vali
         what = "is missing" if found is None else f"is {_show(found)}"
         return [
             ValidationIssue(
-                str(resource_type),
-                f"resourceType {what}, expected {resource_type!r}",
-                "invalid",
+                str(resource_type), f"resourceType {what}, expected {resource_type!r}", "invalid"
             )
         ]
     if not is_known_type(resource_type):
         return [
             ValidationIssue(resource_type, f"unknown resource type {resource_type!r}", "structure")
         ]
-    try:
-        return _validate(resource_type, resource)
-    except Exception as exc:  # a validator bug must not become a 500
-        return [
-            ValidationIssue(
-                resource_type,
-                f"{resource_type} could not be validated ({type(exc).__name__}: {exc})",
-                "invalid",
-            )
-        ]
-
-
-def _validate(resource_type: str, resource: dict[str, Any]) -> list[ValidationIssue]:
-    from pydantic import ValidationError
-
     walk = _Walk()
-    walk.resource(resource, resource_type, resource_type)
-
-    issues: list[ValidationIssue] = []
-    if not walk.fatal:
-        try:
-            _model_class(resource_type).model_validate(resource)
-        except ValidationError as exc:
-            for error in exc.errors(include_url=False, include_context=False):
-                issue = _issue_from_error(resource_type, resource, error)
-                if issue is not None:
-                    issues.append(issue)
-        except Exception as exc:
-            # fhir.resources crashes on some malformed input (e.g. a number
-            # where an Extension url belongs); the walk has then already said
-            # what is wrong.
-            if not walk.issues:
-                issues.append(
-                    ValidationIssue(
-                        resource_type,
-                        f"{resource_type} could not be validated ({type(exc).__name__}: {exc})",
-                        "invalid",
-                    )
-                )
-
-    if not issues:
-        return walk.issues
-    # The walk and the model often see the same problem; keep one per element,
-    # preferring the walk's wording ("expected date (JSON string), got number 0"
-    # over pydantic's "Datetimes provided to dates should have zero time").
-    seen = {issue.expression for issue in walk.issues}
-    return walk.issues + [issue for issue in issues if issue.expression not in seen]
+    try:
+        walk.resource(resource, resource_type, resource_type)
+    except Exception as exc:  # a validator bug (or absurd nesting) must not become a 500
+        walk.add(resource_type, f"could not be validated ({type(exc).__name__}: {exc})", "invalid")
+    return walk.issues

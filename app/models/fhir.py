@@ -23,22 +23,33 @@ from app.models.base import Base
 class FhirResource(Base):
     __tablename__ = "fhir_resource"
     __table_args__ = (
+        # GIN over the key arrays alone: every key embeds its tenant and type (see
+        # app.fhir.storage.key_prefix), which keeps lookups tenant-scoped without a
+        # multi-column GIN. fastupdate off: no pending list for searches to scan.
         Index(
             "ix_fhir_resource_tokens",
-            "tenant_id",
-            "resource_type",
             "tokens",
             postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
         ),
-        Index("ix_fhir_resource_refs", "tenant_id", "resource_type", "refs", postgresql_using="gin"),
+        Index(
+            "ix_fhir_resource_refs",
+            "refs",
+            postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
+        ),
         Index(
             "ix_fhir_resource_strings",
-            "tenant_id",
-            "resource_type",
             "strings",
             postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
         ),
-        Index("ix_fhir_resource_all_refs", "tenant_id", "all_refs", postgresql_using="gin"),
+        Index(
+            "ix_fhir_resource_all_refs",
+            "all_refs",
+            postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
+        ),
         Index("ix_fhir_resource_updated", "tenant_id", "resource_type", "last_updated"),
         Index(
             "ix_fhir_resource_run",

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-import asyncpg
-
+from app.db import Conn
 from app.fhir import service, storage
 from app.kit.clock import utcnow
 
@@ -47,16 +46,61 @@ LOCATIONS = {
 }
 
 CLINICIANS = (
-    Clinician("chen", "Chen", "Sarah", "Dr.", "female", "1000000001", "419772000",
-              "Family practice", "demo-canonical-loc-main"),
-    Clinician("patel", "Patel", "Raj", "Dr.", "male", "1000000002", "419772000",
-              "Family practice", "demo-canonical-loc-north"),
-    Clinician("okafor", "Okafor", "Grace", "Dr.", "female", "1000000003", "394579002",
-              "Cardiology", "demo-canonical-loc-main"),
-    Clinician("garcia", "Garcia", "Miguel", "Dr.", "male", "1000000004", "394583002",
-              "Endocrinology", "demo-canonical-loc-north"),
-    Clinician("nguyen", "Nguyen", "Linh", "Dr.", "female", "1000000005", "394582007",
-              "Dermatology", "demo-canonical-loc-main"),
+    Clinician(
+        "chen",
+        "Chen",
+        "Sarah",
+        "Dr.",
+        "female",
+        "1000000001",
+        "419772000",
+        "Family practice",
+        "demo-canonical-loc-main",
+    ),
+    Clinician(
+        "patel",
+        "Patel",
+        "Raj",
+        "Dr.",
+        "male",
+        "1000000002",
+        "419772000",
+        "Family practice",
+        "demo-canonical-loc-north",
+    ),
+    Clinician(
+        "okafor",
+        "Okafor",
+        "Grace",
+        "Dr.",
+        "female",
+        "1000000003",
+        "394579002",
+        "Cardiology",
+        "demo-canonical-loc-main",
+    ),
+    Clinician(
+        "garcia",
+        "Garcia",
+        "Miguel",
+        "Dr.",
+        "male",
+        "1000000004",
+        "394583002",
+        "Endocrinology",
+        "demo-canonical-loc-north",
+    ),
+    Clinician(
+        "nguyen",
+        "Nguyen",
+        "Linh",
+        "Dr.",
+        "female",
+        "1000000005",
+        "394582007",
+        "Dermatology",
+        "demo-canonical-loc-main",
+    ),
 )
 
 
@@ -78,22 +122,36 @@ def _static_resources() -> list[dict[str, Any]]:
                 "status": "active",
                 "mode": "instance",
                 "name": name,
-                "address": {"line": [line], "city": "Springfield", "state": "IL",
-                            "postalCode": "62701", "country": "US"},
+                "address": {
+                    "line": [line],
+                    "city": "Springfield",
+                    "state": "IL",
+                    "postalCode": "62701",
+                    "country": "US",
+                },
                 "managingOrganization": {"reference": f"Organization/{ORG_ID}"},
             }
         )
     for c in CLINICIANS:
-        specialty = {"coding": [{"system": SNOMED, "code": c.specialty_code,
-                                 "display": c.specialty}], "text": c.specialty}
+        specialty = {
+            "coding": [{"system": SNOMED, "code": c.specialty_code, "display": c.specialty}],
+            "text": c.specialty,
+        }
         out.append(
             {
                 "resourceType": "Practitioner",
                 "id": c.id,
                 "active": True,
                 "identifier": [{"system": "http://hl7.org/fhir/sid/us-npi", "value": c.npi}],
-                "name": [{"use": "official", "family": c.family, "given": [c.given],
-                          "prefix": [c.prefix], "text": f"{c.prefix} {c.given} {c.family}"}],
+                "name": [
+                    {
+                        "use": "official",
+                        "family": c.family,
+                        "given": [c.given],
+                        "prefix": [c.prefix],
+                        "text": f"{c.prefix} {c.given} {c.family}",
+                    }
+                ],
                 "gender": c.gender,
             }
         )
@@ -102,12 +160,23 @@ def _static_resources() -> list[dict[str, Any]]:
                 "resourceType": "PractitionerRole",
                 "id": f"demo-canonical-role-{c.key}",
                 "active": True,
-                "practitioner": {"reference": f"Practitioner/{c.id}",
-                                 "display": f"{c.prefix} {c.given} {c.family}"},
+                "practitioner": {
+                    "reference": f"Practitioner/{c.id}",
+                    "display": f"{c.prefix} {c.given} {c.family}",
+                },
                 "organization": {"reference": f"Organization/{ORG_ID}"},
                 "location": [{"reference": f"Location/{c.location}"}],
-                "code": [{"coding": [{"system": "http://terminology.hl7.org/CodeSystem/practitioner-role",
-                                      "code": "doctor", "display": "Doctor"}]}],
+                "code": [
+                    {
+                        "coding": [
+                            {
+                                "system": "http://terminology.hl7.org/CodeSystem/practitioner-role",
+                                "code": "doctor",
+                                "display": "Doctor",
+                            }
+                        ]
+                    }
+                ],
                 "specialty": [specialty],
             }
         )
@@ -118,8 +187,10 @@ def _static_resources() -> list[dict[str, Any]]:
                 "active": True,
                 "specialty": [specialty],
                 "actor": [
-                    {"reference": f"Practitioner/{c.id}",
-                     "display": f"{c.prefix} {c.given} {c.family}"},
+                    {
+                        "reference": f"Practitioner/{c.id}",
+                        "display": f"{c.prefix} {c.given} {c.family}",
+                    },
                     {"reference": f"Location/{c.location}"},
                 ],
                 "comment": f"Clinic hours of {c.prefix} {c.given} {c.family}",
@@ -158,7 +229,7 @@ def _slots(first_day: date, weeks: int) -> list[dict[str, Any]]:
 
 
 async def ensure_directory(
-    conn: asyncpg.Connection, tenant_id: uuid.UUID, *, weeks: int, today: date | None = None
+    conn: Conn, tenant_id: uuid.UUID, *, weeks: int, today: date | None = None
 ) -> int:
     """Create whatever part of the directory is missing; return how many were written."""
     today = today or utcnow().date()

@@ -9,6 +9,7 @@ from datetime import datetime
 
 import asyncpg
 
+from app.db import Conn
 from app.errors import Conflict, Unauthorized
 from app.kit.ids import hash_api_key, new_api_key
 from app.tenants.directory import ensure_directory
@@ -53,7 +54,7 @@ async def create_tenant(
     return TenantInfo(tenant_id, name, trace_enabled), key
 
 
-async def _insert_key(conn: asyncpg.Connection, tenant_id: uuid.UUID, key: str) -> None:
+async def _insert_key(conn: Conn, tenant_id: uuid.UUID, key: str) -> None:
     await conn.execute(
         "INSERT INTO api_key (id, tenant_id, key_hash, prefix) VALUES ($1, $2, $3, $4)",
         uuid.uuid4(),

@@ -11,6 +11,7 @@ Trade-off: a process killed hard loses at most the last flush interval of trace 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -71,19 +72,15 @@ class TraceRecorder:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
             self._task = None
         await self.flush()
 
     async def _run(self) -> None:
         while True:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), FLUSH_SECONDS)
-            except TimeoutError:
-                pass
             self._wake.clear()
             try:
                 await self.flush()

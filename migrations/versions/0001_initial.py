@@ -18,8 +18,6 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    # GIN indexes that lead with tenant_id and resource_type need btree_gin.
-    op.execute("CREATE EXTENSION IF NOT EXISTS btree_gin")
     op.create_table(
         "fhir_date",
         sa.Column("row_id", sa.BigInteger(), autoincrement=True, nullable=False),
@@ -98,16 +96,18 @@ def upgrade() -> None:
     op.create_index(
         "ix_fhir_resource_all_refs",
         "fhir_resource",
-        ["tenant_id", "all_refs"],
+        ["all_refs"],
         unique=False,
         postgresql_using="gin",
+        postgresql_with={"fastupdate": "off"},
     )
     op.create_index(
         "ix_fhir_resource_refs",
         "fhir_resource",
-        ["tenant_id", "resource_type", "refs"],
+        ["refs"],
         unique=False,
         postgresql_using="gin",
+        postgresql_with={"fastupdate": "off"},
     )
     op.create_index(
         "ix_fhir_resource_run",
@@ -119,16 +119,18 @@ def upgrade() -> None:
     op.create_index(
         "ix_fhir_resource_strings",
         "fhir_resource",
-        ["tenant_id", "resource_type", "strings"],
+        ["strings"],
         unique=False,
         postgresql_using="gin",
+        postgresql_with={"fastupdate": "off"},
     )
     op.create_index(
         "ix_fhir_resource_tokens",
         "fhir_resource",
-        ["tenant_id", "resource_type", "tokens"],
+        ["tokens"],
         unique=False,
         postgresql_using="gin",
+        postgresql_with={"fastupdate": "off"},
     )
     op.create_index(
         "ix_fhir_resource_updated",
@@ -222,4 +224,3 @@ def downgrade() -> None:
     op.drop_index("ix_fhir_date_low", table_name="fhir_date")
     op.drop_index("ix_fhir_date_high", table_name="fhir_date")
     op.drop_table("fhir_date")
-    op.execute("DROP EXTENSION IF EXISTS btree_gin")

@@ -12,7 +12,7 @@ Entry formats (the query side builds the same strings):
   no code system); booleans index ``true`` / ``false``.
 * reference: ``param=Type/id`` and ``param=id``.
 * string: ``param=<prefix>`` for every prefix (1..64 chars) of the normalised value and of
-  each of its words, plus ``param:exact=<value as written>``.
+  each of its words, plus ``param:exact=<value as written>`` (values up to 512 chars).
 
 The extraction is shape-driven on the JSON (a dict with ``coding`` is a CodeableConcept,
 one with ``start``/``end`` a Period...) so it needs no model class at runtime; the registry
@@ -34,13 +34,16 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
+from itertools import accumulate
 from typing import Any
 
 from app.fhir.search.params import ParamKind, SearchParam, params_for
 
 __all__ = [
+    "EXACT_VALUE_MAX",
     "PERIOD_MAX",
     "PERIOD_MIN",
+    "SORT_KEY_MAX",
     "STRING_PREFIX_MAX",
     "IndexValues",
     "extract_index",
@@ -55,6 +58,12 @@ PERIOD_MIN = datetime(1, 1, 1, tzinfo=UTC)
 PERIOD_MAX = datetime(9999, 12, 31, tzinfo=UTC)
 # Longest indexed string prefix; the query side truncates search values to the same length.
 STRING_PREFIX_MAX = 64
+# Longest value indexed whole (`:exact` strings, token codes). A GIN key must fit in a third
+# of a page (~2.7 kB): one bigger entry would make PostgreSQL reject the write. 512 chars is
+# at most ~2 kB of UTF-8. Longer values are simply not indexed for exact/token match.
+EXACT_VALUE_MAX = 512
+# Sort keys are cut to this: ordering never depends on the 257th character.
+SORT_KEY_MAX = 256
 
 # Clamp for ranges that fall off datetime's calendar (year 9999 has no "next year").
 _DT_MAX = datetime.max.replace(tzinfo=UTC)
@@ -119,15 +128,38 @@ def _string_values(value: Any) -> list[str]:
 
 
 def _string_prefixes(norm: str) -> list[str]:
-    """Every prefix (up to 64 chars) of a normalised value and of each of its words."""
-    if " " not in norm:
-        return [norm[:i] for i in range(1, min(len(norm), STRING_PREFIX_MAX) + 1)]
-    # A normalised search value never ends in a space, so no entry needs to either.
-    phrase = norm[:STRING_PREFIX_MAX]
-    out = [phrase[:i] for i in range(1, len(phrase) + 1) if phrase[i - 1] != " "]
-    for word in norm.split(" "):
-        out.extend([word[:i] for i in range(1, min(len(word), STRING_PREFIX_MAX) + 1)])
-    return list(dict.fromkeys(out))
+    """Every prefix (up to 64 chars) of a normalised value and of each of its words.
+
+    Prefixes ending in a space are kept: no normalised search value ends in one, except a
+    long value the query side cut at 64 characters right after a word. Not deduplicated
+    (extract_index dedupes its output once); the first word is skipped because its
+    prefixes are the phrase's own. `accumulate` is ~3x faster than slicing in a loop.
+    """
+    out = list(accumulate(norm[:STRING_PREFIX_MAX]))
+    if " " in norm:
+        for word in norm.split(" ")[1:]:
+            out += accumulate(word[:STRING_PREFIX_MAX])
+    return out
+
+
+# Prefix lists are the costliest part of a write's index (~100 ns per entry) and the same
+# texts recur: a patient's names in name/family/given, a city in address/address-city, the
+# same patient re-indexed on every update. Memoised, bounded: cleared when full.
+_TEXT_CACHE: dict[str, tuple[str, list[str]]] = {}
+_TEXT_CACHE_MAX = 16384
+
+
+def _text_entries(text: str) -> tuple[str, list[str]]:
+    """(normalised text, its prefixes); callers must not mutate the list."""
+    try:
+        return _TEXT_CACHE[text]
+    except KeyError:
+        pass
+    if len(_TEXT_CACHE) >= _TEXT_CACHE_MAX:
+        _TEXT_CACHE.clear()
+    norm = normalize_string(text)
+    entry = _TEXT_CACHE[text] = (norm, _string_prefixes(norm) if norm else [])
+    return entry
 
 
 # --- references ---------------------------------------------------------------------
@@ -291,13 +323,11 @@ def parse_date_range(value: str) -> tuple[datetime, datetime]:
 def format_sort_instant(moment: datetime) -> str:
     """``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC: fixed width, so lexical order is time order.
 
-    (Not `strftime`: its ``%Y`` does not zero-pad years below 1000 on glibc.)
+    (`isoformat` always zero-pads the year to 4 digits; `strftime("%Y")` does not on glibc.)
     """
-    m = moment.astimezone(UTC)
-    return (
-        f"{m.year:04d}-{m.month:02d}-{m.day:02d}T"
-        f"{m.hour:02d}:{m.minute:02d}:{m.second:02d}.{m.microsecond:06d}Z"
-    )
+    if moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
+    return moment.isoformat(timespec="microseconds")[:-6] + "Z"  # "+00:00" -> "Z"
 
 
 def _date_range(value: Any) -> tuple[datetime, datetime] | None:
@@ -328,31 +358,32 @@ def _date_range(value: Any) -> tuple[datetime, datetime] | None:
 _CONTACT_POINT_SYSTEMS = frozenset({"phone", "fax", "email", "pager", "url", "sms", "other"})
 
 
-def _token_pairs(value: Any, out: list[tuple[str, str]]) -> None:
-    """Append (system, code) pairs for one element; system "" when there is none."""
-    kind = type(value)
-    if kind is str:
-        out.append(("", value))
-    elif kind is bool:
-        out.append(("", "true" if value else "false"))
-    elif kind is dict:
-        coding = value.get("coding")
-        if coding is not None:  # CodeableConcept (its text is not a token)
-            if type(coding) is list:
-                for item in coding:
-                    if type(item) is dict:
-                        _coding_pair(item, out)
-            return
-        if "value" in value:  # Identifier or ContactPoint
-            code = value["value"]
-            if type(code) is not str or not code:
-                return
-            system = value.get("system")
-            if type(system) is not str or system in _CONTACT_POINT_SYSTEMS:
-                system = ""
-            out.append((system, code))
-            return
-        _coding_pair(value, out)
+def _token_pairs(values: list[Any]) -> list[tuple[str, str]]:
+    """(system, code) pairs of the elements; system "" when there is none."""
+    out: list[tuple[str, str]] = []
+    for value in values:
+        kind = type(value)
+        if kind is str:  # code, string, uri, canonical...
+            out.append(("", value))
+        elif kind is bool:
+            out.append(("", "true" if value else "false"))
+        elif kind is dict:
+            coding = value.get("coding")
+            if coding is not None:  # CodeableConcept (its text is not a token)
+                if type(coding) is list:
+                    for item in coding:
+                        if type(item) is dict:
+                            _coding_pair(item, out)
+            elif "value" in value:  # Identifier or ContactPoint
+                code = value["value"]
+                if type(code) is str and code:
+                    system = value.get("system")
+                    if type(system) is not str or system in _CONTACT_POINT_SYSTEMS:
+                        system = ""
+                    out.append((system, code))
+            else:
+                _coding_pair(value, out)
+    return out
 
 
 def _coding_pair(coding: dict[str, Any], out: list[tuple[str, str]]) -> None:
@@ -518,7 +549,6 @@ def extract_index(resource_type: str, resource: dict[str, Any]) -> IndexValues:
     strings: list[str] = []
     dates: list[tuple[str, datetime, datetime]] = []
     sort: dict[str, str] = {}
-    seen_texts: dict[str, tuple[str, list[str]]] = {}
 
     plan = _plan_for(resource_type)
     found = _collect(plan, resource)
@@ -543,17 +573,17 @@ def extract_index(resource_type: str, resource: dict[str, Any]) -> IndexValues:
         kind = param.kind
 
         if kind is _TOKEN:
-            pairs: list[tuple[str, str]] = []
-            for value in values:
-                _token_pairs(value, pairs)
+            pairs = _token_pairs(values)
             if not pairs:
                 continue
             for system, code in pairs:
+                if len(code) + len(system) > EXACT_VALUE_MAX:
+                    continue
                 tokens.append(head + code)
                 tokens.append(f"{head}{system}|{code}")
                 if system:
                     tokens.append(f"{head}{system}|")
-            sort[param.name] = pairs[0][1]
+            sort[param.name] = pairs[0][1][:SORT_KEY_MAX]
 
         elif kind is _REFERENCE:
             first: str | None = None
@@ -581,20 +611,16 @@ def extract_index(resource_type: str, resource: dict[str, Any]) -> IndexValues:
             first_norm: str | None = None
             for value in values:
                 for text in _string_values(value):
-                    # name/family/given and address/address-city... see the same texts.
-                    known = seen_texts.get(text)
-                    if known is None:
-                        norm = normalize_string(text)
-                        known = seen_texts[text] = (norm, _string_prefixes(norm) if norm else [])
-                    norm, prefixes = known
+                    norm, prefixes = _text_entries(text)
                     if not norm:
                         continue
-                    strings.append(exact_head + text)
+                    if len(text) <= EXACT_VALUE_MAX:
+                        strings.append(exact_head + text)
                     strings.extend([head + prefix for prefix in prefixes])
                     if first_norm is None:
                         first_norm = norm
             if first_norm is not None:
-                sort[param.name] = first_norm
+                sort[param.name] = first_norm[:SORT_KEY_MAX]
 
         else:  # ParamKind.DATE
             first_low: datetime | None = None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.fhir.search.query import ArrayFilter, DateFilter, IdFilter, SearchQuery
+from app.fhir.storage import index_keys
 
 # (resource low, resource high) vs (search low sl, search high sh); ranges are half-open.
 _DATE_SQL = {
@@ -74,7 +75,8 @@ def compile_search(
         conditions.append(f"(r.run_id IS NULL OR r.run_id = {arg(visibility.run_id)})")
     for f in query.filters:
         if isinstance(f, ArrayFilter):
-            cond = f"r.{f.column} && {arg(list(f.entries))}::text[]"
+            keys = index_keys(tenant_id, query.resource_type, f.entries)
+            cond = f"r.{f.column} && {arg(keys)}::text[]"
             conditions.append(f"NOT ({cond})" if f.negate else cond)
         elif isinstance(f, IdFilter):
             conditions.append(f"r.id = ANY({arg(list(f.ids))}::text[])")

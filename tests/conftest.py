@@ -1,0 +1,135 @@
+"""Test fixtures: a scratch database on the real PostgreSQL, the real Redis, and the API
+served by uvicorn on 127.0.0.1 in a background thread (so sync clients such as
+fhirclient work too). Each test gets its own tenant."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import asyncpg
+import httpx
+import pytest
+import uvicorn
+
+from app.cli import migrate
+from app.db import Database, open_database
+from app.main import create_app
+from app.settings import Settings
+from app.tenants import service as tenants
+
+PG_SERVER = os.environ.get("UNDERSTUDY_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
+REDIS_URL = os.environ.get("UNDERSTUDY_TEST_REDIS", "redis://127.0.0.1:6379/15")
+# Fewer weeks of canonical Slots than production keeps: tenants are made per test.
+TEST_SLOT_WEEKS = 2
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def _recreate_database(name: str) -> str:
+    conn = await asyncpg.connect(f"{PG_SERVER}/postgres")
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return f"{PG_SERVER}/{name}"
+
+
+@pytest.fixture(scope="session")
+def database_url() -> str:
+    url = asyncio.run(_recreate_database(f"understudy_test_{os.getpid()}"))
+    migrate(url)
+    return url
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, redis_url=REDIS_URL, slot_weeks=TEST_SLOT_WEEKS)
+
+
+class _ServerThread(threading.Thread):
+    def __init__(self, server: uvicorn.Server) -> None:
+        super().__init__(daemon=True)
+        self.server = server
+
+    def run(self) -> None:
+        asyncio.run(self.server.serve())
+
+
+@pytest.fixture(scope="session")
+def server_url(settings: Settings) -> Iterator[str]:
+    port = free_port()
+    app = create_app(settings)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    thread = _ServerThread(server)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+async def db(settings: Settings) -> AsyncIterator[Database]:
+    assert settings.database_url is not None
+    database = await open_database(settings.database_url, pool_size=4)
+    yield database
+    await database.close()
+
+
+@dataclass
+class TenantHandle:
+    id: uuid.UUID
+    name: str
+    key: str
+    server: str
+
+    @property
+    def fhir_base(self) -> str:
+        return f"{self.server}/api/fhir/r4"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+async def make_tenant(db: Database, server_url: str, prefix: str = "t") -> TenantHandle:
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    info, key = await tenants.create_tenant(db.pool, name, slot_weeks=TEST_SLOT_WEEKS)
+    return TenantHandle(info.id, name, key, server_url)
+
+
+@pytest.fixture
+async def tenant(db: Database, server_url: str) -> TenantHandle:
+    return await make_tenant(db, server_url)
+
+
+@pytest.fixture
+async def client(tenant: TenantHandle) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        base_url=tenant.fhir_base, headers=tenant.headers, timeout=30
+    ) as c:
+        yield c
+
+
+@pytest.fixture
+def tenant_server(server_url: str) -> str:
+    return server_url
