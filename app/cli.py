@@ -9,13 +9,21 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 from app.embedded import Endpoints, close_endpoints, resolve_endpoints
 from app.settings import Settings
 
-MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+def migrations_dir() -> Path:
+    # Beside the package in a checkout (editable install), or in the working directory
+    # of a container that installed the package normally.
+    for candidate in (Path(__file__).resolve().parent.parent / "migrations", Path("migrations")):
+        if (candidate / "env.py").exists():
+            return candidate.resolve()
+    raise FileNotFoundError("the migrations/ folder was not found")
 
 
 def _endpoints(settings: Settings, *, quiet: bool = False) -> tuple[Settings, Endpoints]:
@@ -33,8 +41,8 @@ def migrate(database_url: str) -> None:
     from alembic import command
     from alembic.config import Config
 
-    config = Config(str(MIGRATIONS.parent / "alembic.ini"))
-    config.set_main_option("script_location", str(MIGRATIONS))
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
     config.attributes["database_url"] = database_url
     config.attributes["skip_logging"] = True
     command.upgrade(config, "head")
@@ -121,6 +129,17 @@ async def _serve(settings: Settings, with_worker: bool) -> None:
             await worker.close()
 
 
+def run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run on uvloop when it is installed (it is, with uvicorn[standard] on Linux):
+    it roughly doubles what one process serves compared with the default loop."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+    else:
+        uvloop.run(main)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = Settings()
     overrides: dict[str, object] = {}
@@ -144,7 +163,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"understudy: API docs  {base}/docs", flush=True)
         if not args.no_worker:
             print("understudy: worker running in this process", flush=True)
-        asyncio.run(_serve(settings, with_worker=not args.no_worker))
+        run_loop(_serve(settings, with_worker=not args.no_worker))
     except KeyboardInterrupt:
         pass
     finally:

@@ -61,6 +61,14 @@ class Database:
             yield session
 
 
+async def _reset_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+    # asyncpg's default reset costs a round trip on every release (RESET ALL, UNLISTEN,
+    # advisory unlocks). We set no session state, so only an open transaction — a bug
+    # or a cancelled request — needs undoing.
+    if conn.is_in_transaction():
+        await conn.execute("ROLLBACK")
+
+
 async def open_database(url: str, pool_size: int = 10) -> Database:
     engine = create_async_engine(sqlalchemy_url(url), pool_size=max(2, pool_size // 2))
     pool = await asyncpg.create_pool(
@@ -70,6 +78,7 @@ async def open_database(url: str, pool_size: int = 10) -> Database:
         # A FHIR write is one statement; the server-side timeout guards against runaway
         # searches holding a connection forever.
         server_settings={"statement_timeout": "30000", "timezone": "UTC"},
+        reset=_reset_connection,
     )
     return Database(
         engine=engine,

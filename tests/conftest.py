@@ -47,11 +47,21 @@ async def _recreate_database(name: str) -> str:
     return f"{PG_SERVER}/{name}"
 
 
+async def _drop_database(name: str) -> None:
+    conn = await asyncpg.connect(f"{PG_SERVER}/postgres")
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
 @pytest.fixture(scope="session")
-def database_url() -> str:
-    url = asyncio.run(_recreate_database(f"understudy_test_{os.getpid()}"))
+def database_url() -> Iterator[str]:
+    name = f"understudy_test_{os.getpid()}"
+    url = asyncio.run(_recreate_database(name))
     migrate(url)
-    return url
+    yield url
+    asyncio.run(_drop_database(name))
 
 
 @pytest.fixture(scope="session")

@@ -8,22 +8,24 @@ import os
 from alembic import command
 from alembic.config import Config
 
-from app.cli import MIGRATIONS
-from tests.conftest import _recreate_database
+from app.cli import migrations_dir
+from tests.conftest import _drop_database, _recreate_database
 
 
 def _config(url: str) -> Config:
-    config = Config(str(MIGRATIONS.parent / "alembic.ini"))
-    config.set_main_option("script_location", str(MIGRATIONS))
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
     config.attributes["database_url"] = url
     config.attributes["skip_logging"] = True
     return config
 
 
 def test_upgrade_downgrade_upgrade_and_check() -> None:
-    url = asyncio.run(_recreate_database(f"understudy_scratch_{os.getpid()}"))
+    name = f"understudy_scratch_{os.getpid()}"
+    url = asyncio.run(_recreate_database(name))
     config = _config(url)
     command.upgrade(config, "head")
     command.downgrade(config, "base")
     command.upgrade(config, "head")
     command.check(config)  # raises when the models and the migrations disagree
+    asyncio.run(_drop_database(name))

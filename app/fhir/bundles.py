@@ -95,6 +95,8 @@ def search_bundle(ctx: service.FhirContext, resource_type: str, page: service.Se
 def _cursor(page: service.SearchPage) -> list[tuple[str, str]]:
     if page.query.after is not None:
         return [("_after", page.query.after)]
+    if page.query.before is not None:
+        return [("_before", page.query.before)]
     if page.query.offset:
         return [("_offset", str(page.query.offset))]
     return []

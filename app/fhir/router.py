@@ -16,6 +16,7 @@ from app.errors import PayloadTooLarge, UnsupportedMediaType
 from app.fhir import bundles, operations, service
 from app.fhir.capability import capability_statement
 from app.fhir.outcomes import operation_outcome
+from app.fhir.search.query import has_criteria
 from app.kit import jsontext
 from app.tenants.service import TenantInfo, authenticate
 from app.trace.recorder import record_refs, set_trace_tenant
@@ -187,8 +188,11 @@ async def _search(
 async def create(request: Request, resource_type: str, tenant: Tenant) -> Response:
     ctx = context(request, tenant)
     resource = service.parse_body(await read_body(request))
-    # fhirpy sends conditional create as the criteria in the query string.
-    criteria = request.headers.get("if-none-exist") or request.url.query or None
+    # fhirpy sends conditional create as the criteria in the query string; a query of
+    # result parameters only (_format, _pretty) is no condition.
+    criteria = request.headers.get("if-none-exist")
+    if criteria is None and has_criteria(query_items(request)):
+        criteria = request.url.query
     async with pool_of(request).acquire() as conn:
         result = await service.create(ctx, conn, resource_type, resource, if_none_exist=criteria)
     return write_response(request, ctx, result)

@@ -30,7 +30,7 @@ from app.errors import (
 )
 from app.fhir import storage
 from app.fhir.search.index import extract_index
-from app.fhir.search.query import SearchError, SearchQuery, parse_search
+from app.fhir.search.query import SearchError, SearchQuery, has_criteria, parse_search
 from app.fhir.search.sql import CompiledSearch, Visibility, compile_search
 from app.fhir.validation import is_known_type, validate_resource
 from app.kit import jsontext
@@ -206,7 +206,7 @@ async def _conditional_match(
 
     criteria = criteria.split("?", 1)[-1]
     items = parse_qsl(criteria, keep_blank_values=True)
-    if not items:
+    if not has_criteria(items):
         raise BadRequest("If-None-Exist needs search criteria, e.g. identifier=sys|123")
     query = _parse(resource_type, items, lenient=False)
     query.count = 2
@@ -465,11 +465,11 @@ async def search(
     if query.summary_count or query.count == 0:
         total = await _count(conn, compiled)
         return SearchPage(total, [], [], None, None, query)
-    before = next((v for k, v in items if k == "_before"), None)
+    before = query.before
     rows, total, has_more = await _fetch_page(conn, compiled, query, before)
     ctx.touch(*(f"{resource_type}/{r['id']}" for r in rows))
     included = await _includes(ctx, conn, query, rows)
-    base = [(k, v) for k, v in query.used if k not in ("_after", "_offset")]
+    base = list(query.used)
     next_params: list[tuple[str, str]] | None = None
     previous_params: list[tuple[str, str]] | None = None
     if compiled.keyset:
@@ -524,7 +524,7 @@ async def _fetch_page(
         if before is not None:
             rows.reverse()
         return rows, total, has_more
-    offset = query.offset if not compiled.keyset else 0
+    offset = query.offset
     rows = list(
         await conn.fetch(
             f"{_select(query)}, count(*) OVER () AS total FROM fhir_resource r WHERE {where} "

@@ -124,7 +124,7 @@ async def test_fhirpy_crud_and_merge_patch(tenant: TenantHandle) -> None:
     assert stale["meta"]["versionId"] == "5"
     assert stale["birthDate"] == "1990-01-01"
 
-    await patient.delete()
+    await patient.delete()  # type: ignore[no-untyped-call]
     with pytest.raises(ResourceNotFound):
         await fp.reference("Patient", pid).to_resource()
     assert await fp.resources("Patient").search(_id=pid).fetch() == []
@@ -161,6 +161,24 @@ async def test_fhirpy_search_prefixes_sort_limit_count(tenant: TenantHandle) -> 
         by_id = {v: k for k, v in ids.items()}
         return [by_id[p.id] for p in found]
 
+    assert keys(await patients.sort("birthdate").fetch()) == ["a", "b", "c", "d", "e"]
+    assert keys(await patients.sort("-birthdate").fetch()) == ["e", "d", "c", "b", "a"]
+    assert keys(await patients.sort("-birthdate").limit(2).fetch()) == ["e", "d"]
+    first = await patients.sort("birthdate").first()
+    assert first is not None and first.id == ids["a"]
+
+    # fhirpy counts with _count=0&_totalMethod=count.
+    assert await patients.count() == 5
+    assert await fp.resources("Patient").search(family="Nobody" + family).count() == 0
+
+    single = await patients.search(birthdate="1950-06-01").get()
+    assert single.id == ids["a"]
+    with pytest.raises(MultipleResourcesFound):
+        await patients.get()
+    with pytest.raises(ResourceNotFound):
+        await patients.search(birthdate="1900").get()
+
+    # Date prefixes (fhirpy's birthdate__ge=... style).
     assert sorted(keys(await patients.search(birthdate__ge="1970").fetch())) == ["c", "d", "e"]
     assert keys(await patients.search(birthdate__lt="1965-01-15").fetch()) == ["a"]
     assert keys(await patients.search(birthdate__le="1965-01-15").sort("birthdate").fetch()) == [
@@ -180,24 +198,7 @@ async def test_fhirpy_search_prefixes_sort_limit_count(tenant: TenantHandle) -> 
         "d",
         "e",
     ]
-
-    assert keys(await patients.sort("birthdate").fetch()) == ["a", "b", "c", "d", "e"]
-    assert keys(await patients.sort("-birthdate").fetch()) == ["e", "d", "c", "b", "a"]
-    assert keys(await patients.sort("-birthdate").limit(2).fetch()) == ["e", "d"]
-    first = await patients.sort("birthdate").first()
-    assert first is not None and first.id == ids["a"]
-
-    # fhirpy counts with _count=0&_totalMethod=count.
-    assert await patients.count() == 5
     assert await patients.search(birthdate__ge="1970").count() == 3
-    assert await fp.resources("Patient").search(family="Nobody" + family).count() == 0
-
-    single = await patients.search(birthdate="1950-06-01").get()
-    assert single.id == ids["a"]
-    with pytest.raises(MultipleResourcesFound):
-        await patients.get()
-    with pytest.raises(ResourceNotFound):
-        await patients.search(birthdate="1900").get()
 
 
 async def test_fhirpy_fetch_all_pages(tenant: TenantHandle, client: httpx.AsyncClient) -> None:
@@ -402,6 +403,7 @@ def _fhirclient_crud(tenant: TenantHandle) -> None:
     again.delete()
     with pytest.raises(requests.HTTPError) as gone:
         FCPatient.read(pid, fc.server)
+    assert gone.value.response is not None
     assert gone.value.response.status_code == 410
     with pytest.raises(FHIRNotFoundException):
         FCPatient.read("no-such-patient", fc.server)
@@ -513,16 +515,12 @@ async def test_httpx_search_flows(client: httpx.AsyncClient) -> None:
     family = unique_family()
     seeded = await seed_patients(client, family, 30)
 
-    r = await client.get(
-        "/Patient", params=[("family", family), ("birthdate", "ge1950"), ("birthdate", "lt1960")]
-    )
+    r = await client.get("/Patient", params={"family": family, "gender": "female"})
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["type"] == "searchset"
-    expected = {i for i, d in seeded.items() if "1950" <= d < "1960"}
-    assert expected
-    assert {e["resource"]["id"] for e in body["entry"]} == expected
-    assert body["total"] == len(expected)
+    assert body["total"] == 15
+    assert all(e["resource"]["gender"] == "female" for e in body["entry"])
     assert all(e["search"]["mode"] == "match" for e in body["entry"])
     assert all(e["fullUrl"].endswith(f"/Patient/{e['resource']['id']}") for e in body["entry"])
 
@@ -545,14 +543,13 @@ async def test_httpx_search_flows(client: httpx.AsyncClient) -> None:
     # POST /Patient/_search with a form body is the same search as the GET.
     posted = await client.post(
         "/Patient/_search",
-        data={"family": family, "birthdate": "ge1950"},
+        data={"family": family, "gender": "female"},
         headers={"Content-Type": "application/x-www-form-urlencoded"},
     )
     assert posted.status_code == 200, posted.text
-    got = await client.get("/Patient", params={"family": family, "birthdate": "ge1950"})
-    assert posted.json()["total"] == got.json()["total"] > 0
+    assert posted.json()["total"] == 15
     assert [e["resource"]["id"] for e in posted.json()["entry"]] == [
-        e["resource"]["id"] for e in got.json()["entry"]
+        e["resource"]["id"] for e in body["entry"]
     ]
     # ... and its next link is a GET that carries the form's criteria.
     paged = await client.post("/Patient/_search", data={"family": family, "_count": "7"})
@@ -570,6 +567,26 @@ async def test_httpx_search_flows(client: httpx.AsyncClient) -> None:
     )
     only = elements.json()["entry"][0]["resource"]
     assert "birthDate" in only and "name" not in only
+
+    # Date prefixes, repeated parameters ANDed; by GET and by form POST.
+    fifties = {i for i, d in seeded.items() if "1950" <= d < "1960"}
+    assert fifties
+    criteria: list[tuple[str, str | int | float | bool | None]] = [
+        ("family", family),
+        ("birthdate", "ge1950"),
+        ("birthdate", "lt1960"),
+    ]
+    r = await client.get("/Patient", params=criteria)
+    assert r.status_code == 200, r.text
+    assert {e["resource"]["id"] for e in r.json()["entry"]} == fifties
+    assert r.json()["total"] == len(fifties)
+    form = {"family": family, "birthdate": ["ge1950", "lt1960"]}
+    posted = await client.post("/Patient/_search", data=form)
+    assert posted.status_code == 200, posted.text
+    assert {e["resource"]["id"] for e in posted.json()["entry"]} == fifties
+    since = await client.get("/Patient", params={"family": family, "_lastUpdated": "gt2000-01-01"})
+    assert since.status_code == 200, since.text
+    assert since.json()["total"] == 30
 
 
 async def test_httpx_include_and_revinclude(client: httpx.AsyncClient) -> None:
@@ -621,15 +638,18 @@ async def test_httpx_include_and_revinclude(client: httpx.AsyncClient) -> None:
     }
 
 
-async def test_httpx_paging_forward_and_back(client: httpx.AsyncClient) -> None:
-    family = unique_family()
-    seeded = await seed_patients(client, family, MANY)
-    url: str | None = None
-    first = await client.get("/Patient", params={"family": family, "_count": "50"})
+async def walk_forward_and_back(
+    client: httpx.AsyncClient, params: dict[str, str]
+) -> list[list[str]]:
+    """Follow `next` to the last page, then `previous` back to the first; both walks
+    must see the same pages."""
+    first = await client.get("/Patient", params=params)
+    assert first.status_code == 200, first.text
     pages: list[list[str]] = []
     bundle = first.json()
+    url: str | None = None
     while True:
-        assert bundle["total"] == MANY
+        assert bundle["total"] == first.json()["total"]
         pages.append([e["resource"]["id"] for e in bundle["entry"]])
         links = {link["relation"]: link["url"] for link in bundle["link"]}
         assert links["self"].startswith("http")
@@ -639,8 +659,6 @@ async def test_httpx_paging_forward_and_back(client: httpx.AsyncClient) -> None:
         r = await client.get(url)
         assert r.status_code == 200, r.text
         bundle = r.json()
-    assert [len(p) for p in pages] == [50, 50, MANY - 100]
-    assert sorted(i for p in pages for i in p) == sorted(seeded)
 
     # Back again from the last page with the `previous` links.
     back: list[list[str]] = [pages[-1]]
@@ -654,6 +672,37 @@ async def test_httpx_paging_forward_and_back(client: httpx.AsyncClient) -> None:
         bundle = r.json()
         back.append([e["resource"]["id"] for e in bundle["entry"]])
     assert back[::-1] == pages
+    return pages
+
+
+async def test_httpx_paging_forward_and_back(client: httpx.AsyncClient) -> None:
+    family = unique_family()
+    seeded = await seed_patients(client, family, MANY)
+    # Default order: keyset cursors (_after / _before).
+    pages = await walk_forward_and_back(client, {"family": family, "_count": "50"})
+    assert [len(p) for p in pages] == [50, 50, MANY - 100]
+    assert sorted(i for p in pages for i in p) == sorted(seeded)
+    # With _sort: offsets.
+    pages = await walk_forward_and_back(
+        client, {"family": family, "_count": "40", "_sort": "birthdate"}
+    )
+    assert [i for p in pages for i in p] == sorted(seeded, key=lambda i: seeded[i])
+
+
+async def test_httpx_create_with_format_parameter_is_not_conditional(
+    client: httpx.AsyncClient,
+) -> None:
+    # `_format` / `_pretty` are allowed on every interaction; they are not search criteria,
+    # so POST /Patient?_format=json is a plain create every time.
+    family = unique_family()
+    made = set()
+    for i, query in enumerate(("_format=json", "_format=json", "_pretty=true")):
+        r = await client.post(f"/Patient?{query}", json=patient_json(family, i))
+        assert r.status_code == 201, (query, r.status_code, r.text)
+        made.add(r.json()["id"])
+    assert len(made) == 3
+    count = await client.get("/Patient", params={"family": family, "_summary": "count"})
+    assert count.json()["total"] == 3
 
 
 async def test_httpx_conditional_create_and_transaction(client: httpx.AsyncClient) -> None:

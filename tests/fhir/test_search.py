@@ -907,3 +907,23 @@ async def test_other_types_by_last_updated(client: httpx.AsyncClient, resource_t
     for value, expected in cases:
         bundle = await search(client, resource_type, {"_lastUpdated": value})
         assert match_ids(bundle) == expected, value
+
+
+@pytest.mark.parametrize("sort", [None, "start"])
+async def test_self_link_of_a_later_page(seeded: httpx.AsyncClient, sort: str | None) -> None:
+    params = {"_count": "3", "status": "free"}
+    if sort:
+        params["_sort"] = sort
+    first = await search(seeded, "Slot", params)
+    next_url = link(first, "next")
+    assert next_url is not None
+    second = (await seeded.get(next_url)).json()
+    self_url = link(second, "self")
+    assert self_url is not None
+    items = parse_qsl(urlsplit(self_url).query)
+    names = [k for k, _ in items]
+    assert len(names) == len(set(names)), self_url  # each parameter once
+    assert ("status", "free") in items
+    again = await search(seeded, "Slot", items)
+    assert match_ids(again) == match_ids(second)
+    assert match_ids(second).isdisjoint(match_ids(first))

@@ -151,10 +151,9 @@ _TEXT_CACHE_MAX = 16384
 
 def _text_entries(text: str) -> tuple[str, list[str]]:
     """(normalised text, its prefixes); callers must not mutate the list."""
-    try:
-        return _TEXT_CACHE[text]
-    except KeyError:
-        pass
+    entry = _TEXT_CACHE.get(text)  # not try/except: on a miss, raising costs more
+    if entry is not None:
+        return entry
     if len(_TEXT_CACHE) >= _TEXT_CACHE_MAX:
         _TEXT_CACHE.clear()
     norm = normalize_string(text)
@@ -190,13 +189,13 @@ def normalize_reference(ref: str) -> str | None:
 # recur in nearly every write, so results are memoised. Bounded: cleared when full.
 _REFERENCE_CACHE: dict[str, str | None] = {}
 _REFERENCE_CACHE_MAX = 8192
+_MISSING = ""  # a cached target is never "" (None marks "no target")
 
 
 def _target(ref: str) -> str | None:
-    try:
-        return _REFERENCE_CACHE[ref]
-    except KeyError:
-        pass
+    target = _REFERENCE_CACHE.get(ref, _MISSING)
+    if target is not _MISSING:
+        return target
     if len(_REFERENCE_CACHE) >= _REFERENCE_CACHE_MAX:
         _REFERENCE_CACHE.clear()
     target = _REFERENCE_CACHE[ref] = normalize_reference(ref)
@@ -421,14 +420,17 @@ _CHOICE_SUFFIXES: dict[ParamKind, tuple[str, ...]] = {
 _Path = tuple[tuple[str, ...], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class _Compiled:
-    name: str
-    kind: ParamKind
-    path_ids: tuple[int, ...]  # into _Plan's path table, in the registry's path order
-    targets: frozenset[str]
-    where: tuple[str, str] | None
-    head: str  # "name=" — the prefix of every entry
+# One compiled parameter. A plain tuple, unpacked in the extraction loop's `for`
+# statement: ~27 parameters x 6 fields per write made attribute loads a measurable cost.
+_Compiled = tuple[
+    str,  # name
+    str,  # "name=", the head of every entry
+    ParamKind,  # kind
+    int,  # path id when the parameter has one path, else -1
+    tuple[int, ...],  # all its path ids (into the plan's path table), in registry order
+    frozenset[str],  # reference targets (empty: any)
+    tuple[str, str] | None,  # where filter (element, value)
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,14 +461,16 @@ def _compile_plan(params: Iterable[SearchParam]) -> _Plan:
         for dotted in param.paths:
             path = _compile_path(dotted, param.kind)
             ids.append(path_ids.setdefault(path, len(path_ids)))
+        single = ids[0] if len(ids) == 1 else -1
         compiled.append(
-            _Compiled(
-                name=param.name,
-                kind=param.kind,
-                path_ids=tuple(ids),
-                targets=frozenset(param.targets),
-                where=param.where,
-                head=param.name + "=",
+            (
+                param.name,
+                param.name + "=",
+                param.kind,
+                single,
+                tuple(ids),
+                frozenset(param.targets),
+                param.where,
             )
         )
     roots: dict[str, list[tuple[int, _Path]]] = {}
@@ -552,10 +556,9 @@ def extract_index(resource_type: str, resource: dict[str, Any]) -> IndexValues:
 
     plan = _plan_for(resource_type)
     found = _collect(plan, resource)
-    for param in plan.params if found else ():
-        ids = param.path_ids
-        if len(ids) == 1:
-            values = found.get(ids[0])
+    for name, head, kind, single, ids, targets, where in plan.params if found else ():
+        if single >= 0:
+            values = found.get(single)
             if values is None:
                 continue
         else:
@@ -564,13 +567,11 @@ def extract_index(resource_type: str, resource: dict[str, Any]) -> IndexValues:
                 values.extend(found.get(path_id, ()))
             if not values:
                 continue
-        if param.where is not None:
-            element, wanted = param.where
+        if where is not None:
+            element, wanted = where
             values = [v for v in values if type(v) is dict and v.get(element) == wanted]
             if not values:
                 continue
-        head = param.head
-        kind = param.kind
 
         if kind is _TOKEN:
             pairs = _token_pairs(values)
@@ -583,7 +584,7 @@ def extract_index(resource_type: str, resource: dict[str, Any]) -> IndexValues:
                 tokens.append(f"{head}{system}|{code}")
                 if system:
                     tokens.append(f"{head}{system}|")
-            sort[param.name] = pairs[0][1][:SORT_KEY_MAX]
+            sort[name] = pairs[0][1][:SORT_KEY_MAX]
 
         elif kind is _REFERENCE:
             first: str | None = None
@@ -597,17 +598,17 @@ def extract_index(resource_type: str, resource: dict[str, Any]) -> IndexValues:
                 if target is None:
                     continue
                 slash = target.index("/")
-                if param.targets and target[:slash] not in param.targets:
+                if targets and target[:slash] not in targets:
                     continue
                 refs.append(head + target)
                 refs.append(head + target[slash + 1 :])
                 if first is None:
                     first = target
             if first is not None:
-                sort[param.name] = first
+                sort[name] = first
 
         elif kind is _STRING:
-            exact_head = param.name + ":exact="
+            exact_head = name + ":exact="
             first_norm: str | None = None
             for value in values:
                 for text in _string_values(value):
@@ -620,7 +621,7 @@ def extract_index(resource_type: str, resource: dict[str, Any]) -> IndexValues:
                     if first_norm is None:
                         first_norm = norm
             if first_norm is not None:
-                sort[param.name] = first_norm[:SORT_KEY_MAX]
+                sort[name] = first_norm[:SORT_KEY_MAX]
 
         else:  # ParamKind.DATE
             first_low: datetime | None = None
@@ -628,11 +629,11 @@ def extract_index(resource_type: str, resource: dict[str, Any]) -> IndexValues:
                 span = _date_range(value)
                 if span is None:
                     continue
-                dates.append((param.name, span[0], span[1]))
+                dates.append((name, span[0], span[1]))
                 if first_low is None:
                     first_low = span[0]
             if first_low is not None:
-                sort[param.name] = format_sort_instant(first_low)
+                sort[name] = format_sort_instant(first_low)
 
     return IndexValues(
         tokens=_dedupe(tokens),

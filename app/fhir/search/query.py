@@ -36,8 +36,13 @@ _RESULT_PARAMS = frozenset(
         "_pretty",
         "_offset",
         "_after",
+        "_before",
     }
 )
+# Paging cursors: honoured, but not echoed as search criteria into other links.
+_CURSOR_PARAMS = frozenset({"_after", "_before", "_offset"})
+# fhirclient writes comparators as symbols (birthdate=>1970).
+_SYMBOL_PREFIXES = (("<=", "le"), (">=", "ge"), ("!=", "ne"), ("<", "lt"), (">", "gt"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +92,7 @@ class SearchQuery:
     count: int = DEFAULT_COUNT
     offset: int = 0
     after: str | None = None
+    before: str | None = None
     includes: list[Include] = field(default_factory=list)
     summary_count: bool = False
     elements: tuple[str, ...] = ()
@@ -149,7 +155,11 @@ def _string_entries(name: str, modifier: str | None, value: str) -> list[str]:
 
 def _date_filter(name: str, value: str) -> DateFilter:
     prefix = "eq"
-    if len(value) > 2 and value[:2] in DATE_PREFIXES:
+    for symbol, spelled in _SYMBOL_PREFIXES:
+        if value.startswith(symbol):
+            prefix, value = spelled, value[len(symbol) :]
+            break
+    if prefix == "eq" and len(value) > 2 and value[:2] in DATE_PREFIXES:
         prefix, value = value[:2], value[2:]
     low, high = parse_date_range(value)
     if prefix == "ap":
@@ -169,6 +179,11 @@ _MODIFIERS: dict[ParamKind, frozenset[str]] = {
 }
 
 
+def has_criteria(items: list[tuple[str, str]]) -> bool:
+    """Whether a query string holds search criteria, not only result parameters."""
+    return any(name.partition(":")[0] not in _RESULT_PARAMS for name, _ in items)
+
+
 def parse_search(
     resource_type: str, items: list[tuple[str, str]], *, lenient: bool = False
 ) -> SearchQuery:
@@ -186,7 +201,8 @@ def parse_search(
         try:
             if raw_name in _RESULT_PARAMS:
                 _apply_result_param(query, raw_name, value, known)
-                query.used.append((raw_name, value))
+                if raw_name not in _CURSOR_PARAMS:
+                    query.used.append((raw_name, value))
                 continue
             if name == "_id":
                 query.filters.append(IdFilter(tuple(_split_values(value))))
@@ -247,6 +263,8 @@ def _apply_result_param(
         query.offset = _non_negative_int(value)
     elif name == "_after":
         query.after = value
+    elif name == "_before":
+        query.before = value
     elif name == "_sort":
         for key in _split_values(value):
             descending = key.startswith("-")

@@ -81,11 +81,14 @@ def compile_search(
         elif isinstance(f, IdFilter):
             conditions.append(f"r.id = ANY({arg(list(f.ids))}::text[])")
         elif isinstance(f, DateFilter):
-            sl, sh = arg(f.low), arg(f.high)
+            template = (_LAST_UPDATED_SQL if f.param == "_lastUpdated" else _DATE_SQL)[f.prefix]
+            # Bind only the bounds the template uses: PostgreSQL cannot type an unused one.
+            sl = arg(f.low) if "{sl}" in template else ""
+            sh = arg(f.high) if "{sh}" in template else ""
             if f.param == "_lastUpdated":
-                conditions.append(_LAST_UPDATED_SQL[f.prefix].format(sl=sl, sh=sh))
+                conditions.append(template.format(sl=sl, sh=sh))
             else:
-                range_cond = _DATE_SQL[f.prefix].format(sl=sl, sh=sh)
+                range_cond = template.format(sl=sl, sh=sh)
                 conditions.append(
                     "r.id IN (SELECT id FROM fhir_date WHERE tenant_id = $1 "
                     f"AND resource_type = $2 AND param = {arg(f.param)} AND {range_cond})"
