@@ -512,6 +512,13 @@ async def _batch(
 async def _batch_entry(
     ctx: service.FhirContext, conn: Conn, e: _Entry, minimal: bool
 ) -> dict[str, Any]:
+    dangling = _unresolved(e.resource) if e.method in ("POST", "PUT") else None
+    if dangling:
+        # Batch entries are independent: one cannot point at another's fullUrl.
+        raise BadRequest(
+            f"reference '{dangling}' cannot be resolved: batch entries may not refer to "
+            "each other (use a transaction)"
+        )
     if e.method == "POST":
         result = await service.create(
             ctx, conn, e.resource_type, e.resource, if_none_exist=e.if_none_exist

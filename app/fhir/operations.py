@@ -144,7 +144,7 @@ async def find_appointments(ctx: service.FhirContext, conn: Conn, params: dict[s
             continue
         free.append((s, e, row["id"]))
     free.sort()
-    proposals = _combine(free, timedelta(minutes=duration))
+    proposals = [p for p in _combine(free, timedelta(minutes=duration)) if p[1] <= end]
     entries = []
     for s, e, slot_ids in proposals[:MAX_FIND_RESULTS]:
         entries.append(

@@ -12,13 +12,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from app.errors import Issue
-from app.fhir.search.index import normalize_reference, normalize_string, parse_date_range
+from app.fhir.search.index import (
+    STRING_PREFIX_MAX,
+    normalize_reference,
+    normalize_string,
+    parse_date_range,
+)
 from app.fhir.search.params import ParamKind, SearchParam, params_for
 
 DEFAULT_COUNT = 20
 MAX_COUNT = 500
-# The longest string prefix the index stores; longer search values are cut to match.
-STRING_PREFIX_MAX = 64
 DATE_PREFIXES = ("eq", "ne", "lt", "le", "gt", "ge", "sa", "eb", "ap")
 
 # Result parameters we accept and either honour or that have no effect on JSON output.
@@ -63,11 +66,18 @@ class DateFilter:
 
 
 @dataclass(frozen=True, slots=True)
+class AnyDate:
+    """A comma list of date values: any of them may match."""
+
+    filters: tuple[DateFilter, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class IdFilter:
     ids: tuple[str, ...]
 
 
-Filter = ArrayFilter | DateFilter | IdFilter
+Filter = ArrayFilter | DateFilter | AnyDate | IdFilter
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,8 +217,10 @@ def parse_search(
             if name == "_id":
                 query.filters.append(IdFilter(tuple(_split_values(value))))
             elif name == "_lastUpdated":
-                for v in _split_values(value)[:1]:
-                    query.filters.append(_date_filter("_lastUpdated", v))
+                dates = tuple(_date_filter("_lastUpdated", v) for v in _split_values(value))
+                if not dates:
+                    raise ValueError("no value given")
+                query.filters.append(dates[0] if len(dates) == 1 else AnyDate(dates))
             elif name in known:
                 param = known[name]
                 if modifier and modifier not in _MODIFIERS[param.kind]:
@@ -218,9 +230,8 @@ def parse_search(
                 if not values:
                     raise ValueError("no value given")
                 if param.kind is ParamKind.DATE:
-                    if len(values) != 1:
-                        raise ValueError("date parameters take one value; repeat the parameter")
-                    query.filters.append(_date_filter(name, values[0]))
+                    dates = tuple(_date_filter(name, v) for v in values)
+                    query.filters.append(dates[0] if len(dates) == 1 else AnyDate(dates))
                 else:
                     entries: list[str] = []
                     for v in values:

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from app.fhir.search.query import ArrayFilter, DateFilter, IdFilter, SearchQuery
+from app.fhir.search.query import AnyDate, ArrayFilter, DateFilter, IdFilter, SearchQuery
 from app.fhir.storage import index_keys
 
 # (resource low, resource high) vs (search low sl, search high sh); ranges are half-open.
@@ -70,6 +70,18 @@ def compile_search(
         args.append(value)
         return f"${len(args)}"
 
+    def date_condition(f: DateFilter) -> str:
+        template = (_LAST_UPDATED_SQL if f.param == "_lastUpdated" else _DATE_SQL)[f.prefix]
+        # Bind only the bounds the template uses: PostgreSQL cannot type an unused one.
+        sl = arg(f.low) if "{sl}" in template else ""
+        sh = arg(f.high) if "{sh}" in template else ""
+        if f.param == "_lastUpdated":
+            return "(" + template.format(sl=sl, sh=sh) + ")"
+        return (
+            "r.id IN (SELECT id FROM fhir_date WHERE tenant_id = $1 AND resource_type = $2 "
+            f"AND param = {arg(f.param)} AND {template.format(sl=sl, sh=sh)})"
+        )
+
     conditions = ["r.tenant_id = $1", "r.resource_type = $2", "NOT r.deleted"]
     if visibility is not None and visibility.run_id is not None:
         conditions.append(f"(r.run_id IS NULL OR r.run_id = {arg(visibility.run_id)})")
@@ -81,18 +93,9 @@ def compile_search(
         elif isinstance(f, IdFilter):
             conditions.append(f"r.id = ANY({arg(list(f.ids))}::text[])")
         elif isinstance(f, DateFilter):
-            template = (_LAST_UPDATED_SQL if f.param == "_lastUpdated" else _DATE_SQL)[f.prefix]
-            # Bind only the bounds the template uses: PostgreSQL cannot type an unused one.
-            sl = arg(f.low) if "{sl}" in template else ""
-            sh = arg(f.high) if "{sh}" in template else ""
-            if f.param == "_lastUpdated":
-                conditions.append(template.format(sl=sl, sh=sh))
-            else:
-                range_cond = template.format(sl=sl, sh=sh)
-                conditions.append(
-                    "r.id IN (SELECT id FROM fhir_date WHERE tenant_id = $1 "
-                    f"AND resource_type = $2 AND param = {arg(f.param)} AND {range_cond})"
-                )
+            conditions.append(date_condition(f))
+        elif isinstance(f, AnyDate):
+            conditions.append("(" + " OR ".join(date_condition(d) for d in f.filters) + ")")
     order_parts: list[str] = []
     for key in query.sort:
         direction = "DESC" if key.descending else "ASC"
