@@ -218,15 +218,15 @@ async def test_find_longer_durations_combine_slots(
         expected
     )
     for p in proposals:
-        start, end = instant(p["start"]), instant(p["end"])
-        assert end - start == timedelta(minutes=duration)
+        begins, ends = instant(p["start"]), instant(p["end"])
+        assert ends - begins == timedelta(minutes=duration)
         assert p["minutesDuration"] == duration
-        # The slots are consecutive and begin at the proposal's start.
-        first = start.strftime("%H:%M")
+        # The slots are consecutive and begin at the proposal's begins.
+        first = begins.strftime("%H:%M")
         assert p["slot"][0]["reference"] == slot_ref(day, first)
         refs = [s["reference"] for s in p["slot"]]
         wanted = [
-            slot_ref(day, (start + timedelta(minutes=30 * i)).strftime("%H:%M"))
+            slot_ref(day, (begins + timedelta(minutes=30 * i)).strftime("%H:%M"))
             for i in range(len(refs))
         ]
         assert refs == wanted
