@@ -77,7 +77,13 @@ async def open_database(url: str, pool_size: int = 10) -> Database:
         max_size=pool_size,
         # A FHIR write is one statement; the server-side timeout guards against runaway
         # searches holding a connection forever.
-        server_settings={"statement_timeout": "30000", "timezone": "UTC"},
+        # Search statements are prepared once per connection; a generic plan cannot see
+        # how selective a search key is and may scan a whole tenant, so plan each call.
+        server_settings={
+            "statement_timeout": "30000",
+            "timezone": "UTC",
+            "plan_cache_mode": "force_custom_plan",
+        },
         reset=_reset_connection,
     )
     return Database(

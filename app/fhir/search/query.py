@@ -55,6 +55,7 @@ class ArrayFilter:
     column: str  # tokens | refs | strings
     entries: tuple[str, ...]
     negate: bool = False
+    param: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +248,7 @@ def parse_search(
                         ParamKind.STRING: "strings",
                     }[param.kind]
                     query.filters.append(
-                        ArrayFilter(column, tuple(entries), negate=modifier == "not")
+                        ArrayFilter(column, tuple(entries), modifier == "not", name)
                     )
             else:
                 problem(

@@ -44,6 +44,35 @@ _LAST_UPDATED_SQL = {
 }
 
 
+# Token parameters with a handful of values each (status, gender, …): their GIN posting
+# lists cover large parts of a tenant. Next to any other condition they only filter the
+# rows that condition found, instead of being intersected through the index (a
+# BitmapAnd with `status=booked` cost 1.5 ms of a 1.7 ms search).
+LOW_CARDINALITY_TOKENS = frozenset(
+    {
+        "status",
+        "intent",
+        "priority",
+        "gender",
+        "active",
+        "part-status",
+        "clinical-status",
+        "verification-status",
+        "criticality",
+        "business-status",
+        "_security",
+    }
+)
+
+
+def _drives_index(f: object) -> bool:
+    return not (
+        isinstance(f, ArrayFilter)
+        and f.column == "tokens"
+        and (f.param in LOW_CARDINALITY_TOKENS or f.negate)
+    )
+
+
 @dataclass
 class CompiledSearch:
     where: str
@@ -85,10 +114,15 @@ def compile_search(
     conditions = ["r.tenant_id = $1", "r.resource_type = $2", "NOT r.deleted"]
     if visibility is not None and visibility.run_id is not None:
         conditions.append(f"(r.run_id IS NULL OR r.run_id = {arg(visibility.run_id)})")
+    others_drive = any(_drives_index(f) for f in query.filters)
     for f in query.filters:
         if isinstance(f, ArrayFilter):
             keys = index_keys(tenant_id, query.resource_type, f.entries)
-            cond = f"r.{f.column} && {arg(keys)}::text[]"
+            column = f"r.{f.column}"
+            if others_drive and not _drives_index(f):
+                # An expression the planner cannot match to the GIN index: a plain filter.
+                column = f"array_cat(r.{f.column}, '{{}}'::text[])"
+            cond = f"{column} && {arg(keys)}::text[]"
             conditions.append(f"NOT ({cond})" if f.negate else cond)
         elif isinstance(f, IdFilter):
             conditions.append(f"r.id = ANY({arg(list(f.ids))}::text[])")
