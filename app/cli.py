@@ -17,7 +17,6 @@ from typing import Any
 from app.embedded import Endpoints, close_endpoints, resolve_endpoints
 from app.settings import Settings
 
-
 # Allocations between first-generation collections (default 700).
 GC_THRESHOLD = 50_000
 
