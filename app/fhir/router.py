@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl
 import asyncpg
 from fastapi import APIRouter, Depends, Request, Response
 
-from app.errors import PayloadTooLarge, UnsupportedMediaType
+from app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
 from app.fhir import bundles, operations, service
 from app.fhir.capability import capability_statement
 from app.fhir.outcomes import operation_outcome
@@ -86,7 +86,11 @@ async def read_body(request: Request) -> bytes:
 
 
 def query_items(request: Request) -> list[tuple[str, str]]:
-    return parse_qsl(request.url.query, keep_blank_values=True)
+    items = parse_qsl(request.url.query, keep_blank_values=True)
+    for name, value in items:
+        if "\x00" in name or "\x00" in value:
+            raise BadRequest(f"parameter '{name[:40]}' contains a NUL character")
+    return items
 
 
 def prefers(request: Request, token: str) -> bool:

@@ -7,6 +7,7 @@ interaction touches is appended to `ctx.touched` for the request trace.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -83,17 +84,28 @@ def check_type(resource_type: str) -> None:
         raise NotFound(f"unknown resource type '{resource_type}'")
 
 
+def is_valid_id(resource_id: str) -> bool:
+    return 0 < len(resource_id) <= _ID_MAX and set(resource_id) <= _ID_CHARS
+
+
 def check_id(resource_id: str) -> None:
-    if not resource_id or len(resource_id) > _ID_MAX or not set(resource_id) <= _ID_CHARS:
+    if not is_valid_id(resource_id):
         raise BadRequest(
             f"invalid id '{resource_id[:80]}': 1-64 characters of A-Z, a-z, 0-9, '-' and '.'",
             [Issue("invalid id", expression="id")],
         )
 
 
+# An escaped NUL (\u0000) not itself preceded by an escaping backslash: PostgreSQL's JSONB
+# cannot hold it, and no FHIR string may contain it.
+_NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+
+
 def parse_body(body: bytes) -> Any:
     if not body.strip():
         raise BadRequest("the request body is empty; a FHIR JSON resource is expected")
+    if _NUL_ESCAPE.search(body):
+        raise BadRequest("the body contains a NUL character (\\u0000), which FHIR does not allow")
     try:
         return jsontext.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -228,6 +240,7 @@ async def read(
     ctx: FhirContext, conn: Conn, resource_type: str, resource_id: str
 ) -> storage.StoredResource:
     check_type(resource_type)
+    _require_id(resource_type, resource_id)
     ctx.touch(f"{resource_type}/{resource_id}")
     current = await storage.fetch_current(conn, ctx.tenant_id, resource_type, resource_id)
     _require_visible(ctx, current, resource_type, resource_id)
@@ -235,6 +248,12 @@ async def read(
     if current.deleted:
         raise Gone(f"{resource_type}/{resource_id} was deleted")
     return current
+
+
+def _require_id(resource_type: str, resource_id: str) -> None:
+    # An id no resource can have (too long, odd characters, NUL) is simply not found.
+    if not is_valid_id(resource_id):
+        raise NotFound(f"{resource_type}/{resource_id[:80]} is not known")
 
 
 def _require_visible(
@@ -261,6 +280,7 @@ async def vread(
     version: str,
 ) -> storage.StoredResource:
     check_type(resource_type)
+    _require_id(resource_type, resource_id)
     ctx.touch(f"{resource_type}/{resource_id}")
     try:
         version_id = int(version)
@@ -354,6 +374,7 @@ async def patch(
     if_match: str | None = None,
 ) -> WriteResult:
     check_type(resource_type)
+    _require_id(resource_type, resource_id)
     expected = parse_if_match(if_match)
     async with conn.transaction():
         current = await storage.fetch_current(
@@ -398,6 +419,7 @@ def apply_patch(original: dict[str, Any], document: Any, content_type: str) -> A
 
 async def delete(ctx: FhirContext, conn: Conn, resource_type: str, resource_id: str) -> None:
     check_type(resource_type)
+    _require_id(resource_type, resource_id)
     async with conn.transaction():
         current = await storage.fetch_current(
             conn, ctx.tenant_id, resource_type, resource_id, for_update=True
@@ -643,6 +665,7 @@ async def history(
         except ValueError as exc:
             raise BadRequest(f"invalid value for '{key}': {exc}") from None
     if resource_id is not None and resource_type is not None:
+        _require_id(resource_type, resource_id)
         ctx.touch(f"{resource_type}/{resource_id}")
         current = await storage.fetch_current(conn, ctx.tenant_id, resource_type, resource_id)
         _require_visible(ctx, current, resource_type, resource_id)
