@@ -16,11 +16,18 @@ from app.db import open_database
 from app.errors import AppError, Issue
 from app.fhir.maintenance import AutoAnalyze
 from app.fhir.outcomes import operation_outcome
-from app.fhir.router import FHIR_JSON, eligibility_router
+from app.fhir.router import FHIR_JSON, FHIR_PREFIX, eligibility_router
 from app.fhir.router import router as fhir_router
+from app.jobs import connect_jobs
 from app.kit import jsontext
+from app.runs import service as runs_service
+from app.runs.live import LiveRuns
+from app.runs.router import router as runs_router
+from app.runs.router import usage_router
+from app.scenarios.router import router as scenarios_router
 from app.settings import Settings
-from app.trace.recorder import TraceMiddleware, TraceRecorder
+from app.tenants.quota import QuotaGuard
+from app.trace.recorder import TraceMiddleware, TraceRecorder, TraceRow
 
 log = logging.getLogger("understudy.api")
 
@@ -57,22 +64,38 @@ def create_app(settings: Settings) -> FastAPI:
     if settings.database_url is None:
         raise ValueError("create_app needs settings.database_url (resolve endpoints first)")
     database_url = settings.database_url
+    redis_url = settings.redis_url
     recorder_ref: dict[str, Any] = {}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = await open_database(database_url, settings.db_pool_size)
-        recorder = TraceRecorder(db.pool)
+        jobs = await connect_jobs(redis_url, settings.queue_name) if redis_url else None
+
+        async def calls_recorded(rows: list[TraceRow]) -> None:
+            # Traced calls can satisfy api_call expectations: regrade their runs soon.
+            attributed = {(row[0], row[1]) for row in rows if row[1] is not None}
+            shared = {row[0] for row in rows if row[1] is None}
+            for tenant_id, run_id in await runs_service.mark_changed(db.pool, attributed, shared):
+                if jobs is not None:
+                    await jobs.grade_soon(tenant_id, run_id)
+
+        recorder = TraceRecorder(db.pool, on_flush=calls_recorded)
         recorder.start()
         recorder_ref["recorder"] = recorder
         app.state.db = db
         app.state.recorder = recorder
+        app.state.jobs = jobs
+        app.state.live_runs = LiveRuns(db.pool)
+        app.state.quota = QuotaGuard(db.pool, settings.daily_write_quota)
         app.state.autoanalyze = AutoAnalyze(db.pool)
         try:
             yield
         finally:
             await app.state.autoanalyze.stop()
             await recorder.stop()
+            if jobs is not None:
+                await jobs.close()
             await db.close()
 
     app = FastAPI(
@@ -123,6 +146,13 @@ def create_app(settings: Settings) -> FastAPI:
     async def health() -> dict[str, str]:
         return {"status": "ok", "version": VERSION}
 
-    app.include_router(fhir_router)
+    app.include_router(fhir_router, prefix=FHIR_PREFIX)
+    # Each run's own FHIR base: the same API, hiding other runs' resources.
+    app.include_router(
+        fhir_router, prefix="/api/testing/runs/{run_id}/fhir/r4", include_in_schema=False
+    )
     app.include_router(eligibility_router)
+    app.include_router(scenarios_router)
+    app.include_router(runs_router)
+    app.include_router(usage_router)
     return app

@@ -42,7 +42,9 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=10, description="PostgreSQL connections per process.")
     max_body_bytes: int = Field(default=1024 * 1024, description="Largest request body accepted.")
     trace_default: bool = Field(
-        default=True, description="Whether new tenants record a request trace."
+        default=False,
+        description="Whether new tenants record every request; otherwise only while one of "
+        "their runs is live.",
     )
     slot_weeks: int = Field(
         default=8, description="Weeks of free canonical Slots kept ahead of today."
@@ -51,6 +53,18 @@ class Settings(BaseSettings):
         default="dev", description="Name of the development tenant `serve --dev` prints a key for."
     )
     log_level: str = Field(default="info", description="Log level of API and worker.")
+    daily_write_quota: int = Field(
+        default=20_000,
+        description="FHIR writes per tenant per UTC day (setup writes of built-in scenarios "
+        "are free).",
+    )
+    max_live_runs: int = Field(default=20, description="Live runs per tenant.")
+    queue_name: str = Field(
+        default="understudy:queue", description="The Redis queue API and worker share."
+    )
+    grade_interval_seconds: int = Field(
+        default=15, description="How often the worker grades every live run with news."
+    )
 
     def clone(self, **changes: object) -> Settings:
         return self.model_copy(update=changes)

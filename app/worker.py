@@ -6,18 +6,20 @@ delete trace rows past their retention (daily). Later features add their jobs he
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import uuid
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
-from arq import cron
-from arq.connections import RedisSettings
+from arq import cron, func
 from arq.worker import Worker
 
 from app.db import Database, open_database
 from app.fhir import maintenance
+from app.jobs import GRADE_JOB, redis_settings
 from app.kit.clock import utcnow
+from app.runs import service as runs_service
 from app.settings import Settings
 from app.tenants import service as tenants_service
 from app.tenants.directory import ensure_directory
@@ -25,20 +27,8 @@ from app.tenants.directory import ensure_directory
 log = logging.getLogger("understudy.worker")
 
 TRACE_RETENTION = timedelta(days=7)
-QUEUE_NAME = "understudy:queue"
-
-
-def redis_settings(url: str) -> RedisSettings:
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return RedisSettings(unix_socket_path=parts.path)
-    return RedisSettings(
-        host=parts.hostname or "127.0.0.1",
-        port=parts.port or 6379,
-        database=int(parts.path.lstrip("/") or 0),
-        password=parts.password,
-        username=parts.username,
-    )
+# Runs graded concurrently by one tick.
+TICK_CONCURRENCY = 8
 
 
 async def roll_directory(ctx: dict[str, Any]) -> int:
@@ -69,6 +59,31 @@ async def refresh_statistics(ctx: dict[str, Any]) -> int:
     return len(await maintenance.refresh_statistics(db.pool, vacuum=True))
 
 
+async def grade_run(ctx: dict[str, Any], tenant_id: str, run_id: str) -> str:
+    """Grade one run soon after something it owns changed (debounced by job id)."""
+    db: Database = ctx["db"]
+    run = await runs_service.grade_run(db.pool, uuid.UUID(tenant_id), run_id)
+    return run.status
+
+
+async def grade_live_runs(ctx: dict[str, Any]) -> int:
+    """The periodic tick: every live run with news since its last grading, or past its
+    deadline. A failure in one run is logged and does not stop the others."""
+    db: Database = ctx["db"]
+    due = await runs_service.runs_needing_grades(db.pool)
+    limit = asyncio.Semaphore(TICK_CONCURRENCY)
+
+    async def one(tenant_id: uuid.UUID, run_id: str) -> None:
+        async with limit:
+            try:
+                await runs_service.grade_run(db.pool, tenant_id, run_id)
+            except Exception:
+                log.exception("grade_failed run=%s", run_id)
+
+    await asyncio.gather(*(one(t, r) for t, r in due))
+    return len(due)
+
+
 async def startup(ctx: dict[str, Any]) -> None:
     settings: Settings = ctx["settings"]
     assert settings.database_url is not None
@@ -84,14 +99,25 @@ async def shutdown(ctx: dict[str, Any]) -> None:
 def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool = False) -> Worker:
     assert settings.redis_url is not None
     return Worker(
-        functions=[roll_directory, purge_trace, refresh_statistics],
+        functions=[
+            roll_directory,
+            purge_trace,
+            refresh_statistics,
+            func(grade_run, name=GRADE_JOB, keep_result=0),
+        ],
         cron_jobs=[
             cron(roll_directory, hour={0}, minute={5}, run_at_startup=True, unique=True),
             cron(purge_trace, hour={3}, minute={17}, unique=True),
             cron(refresh_statistics, minute=set(range(0, 60, 5)), unique=True),
+            cron(
+                grade_live_runs,
+                second=set(range(0, 60, settings.grade_interval_seconds)),
+                unique=True,
+                run_at_startup=True,
+            ),
         ],
         redis_settings=redis_settings(settings.redis_url),
-        queue_name=QUEUE_NAME,
+        queue_name=settings.queue_name,
         on_startup=startup,
         on_shutdown=shutdown,
         ctx={"settings": settings},

@@ -23,6 +23,7 @@ from app.db import Database, open_database
 from app.main import create_app
 from app.settings import Settings
 from app.tenants import service as tenants
+from app.worker import build_worker
 
 PG_SERVER = os.environ.get("UNDERSTUDY_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 REDIS_URL = os.environ.get("UNDERSTUDY_TEST_REDIS", "redis://127.0.0.1:6379/15")
@@ -66,16 +67,36 @@ def database_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, redis_url=REDIS_URL, slot_weeks=TEST_SLOT_WEEKS)
+    return Settings(
+        database_url=database_url,
+        redis_url=REDIS_URL,
+        slot_weeks=TEST_SLOT_WEEKS,
+        # A queue of this session's own: parallel test sessions share the Redis server.
+        queue_name=f"understudy:test:{os.getpid()}",
+        grade_interval_seconds=5,
+    )
 
 
 class _ServerThread(threading.Thread):
-    def __init__(self, server: uvicorn.Server) -> None:
+    """The API and the worker, in one event loop of their own."""
+
+    def __init__(self, server: uvicorn.Server, settings: Settings) -> None:
         super().__init__(daemon=True)
         self.server = server
+        self.settings = settings
 
     def run(self) -> None:
-        asyncio.run(self.server.serve())
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        worker = build_worker(self.settings, handle_signals=False)
+        background = asyncio.create_task(worker.async_run())
+        try:
+            await self.server.serve()
+        finally:
+            background.cancel()
+            await asyncio.gather(background, return_exceptions=True)
+            await worker.close()
 
 
 @pytest.fixture(scope="session")
@@ -85,7 +106,7 @@ def server_url(settings: Settings) -> Iterator[str]:
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )
-    thread = _ServerThread(server)
+    thread = _ServerThread(server, settings)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:

@@ -421,7 +421,7 @@ async def _transaction(
         except AppError as exc:
             raise _entry_error(e.index, exc) from None
     try:
-        await storage.write_versions(conn, ctx.tenant_id, writes)
+        await ctx.write(conn, writes)
     except storage.VersionConflict:
         raise Conflict("a resource in the transaction was changed concurrently") from None
     for index, status, w in write_status:

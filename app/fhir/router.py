@@ -6,20 +6,22 @@ straight from PostgreSQL, so nothing is parsed or validated on the way out.
 
 from __future__ import annotations
 
-from typing import Annotated
 from urllib.parse import parse_qsl
 
-import asyncpg
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 
-from app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
+from app.errors import BadRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
 from app.fhir import bundles, operations, service
 from app.fhir.capability import capability_statement
 from app.fhir.outcomes import operation_outcome
 from app.fhir.search.query import has_criteria
+from app.jobs import Jobs
 from app.kit import jsontext
-from app.tenants.service import TenantInfo, authenticate
-from app.trace.recorder import record_refs, set_trace_tenant
+from app.runs.service import run_view_base
+from app.tenants.auth import Tenant, pool_of, root_url
+from app.tenants.quota import QuotaGuard
+from app.tenants.service import TenantInfo
+from app.trace.recorder import record_refs
 
 FHIR_JSON = "application/fhir+json; charset=utf-8"
 FHIR_PREFIX = "/api/fhir/r4"
@@ -39,30 +41,41 @@ def fhir_response(
     return Response(content=body, status_code=status, media_type=FHIR_JSON, headers=headers)
 
 
-def pool_of(request: Request) -> asyncpg.Pool:
-    pool: asyncpg.Pool = request.app.state.db.pool
-    return pool
-
-
-async def tenant_of(request: Request) -> TenantInfo:
-    tenant = await authenticate(pool_of(request), request.headers.get("authorization"))
-    set_trace_tenant(request.scope, tenant.id, tenant.trace_enabled, None)
-    return tenant
-
-
-Tenant = Annotated[TenantInfo, Depends(tenant_of)]
-
-
 def base_url(request: Request) -> str:
-    configured: str | None = request.app.state.settings.public_url
-    root = configured.rstrip("/") if configured else str(request.base_url).rstrip("/")
-    return root + FHIR_PREFIX
+    run_id = request.path_params.get("run_id")
+    if run_id is not None:
+        return run_view_base(root_url(request), run_id)
+    return root_url(request) + FHIR_PREFIX
 
 
-def context(request: Request, tenant: TenantInfo) -> service.FhirContext:
-    ctx = service.FhirContext(tenant_id=tenant.id, base_url=base_url(request))
+async def context(request: Request, tenant: TenantInfo) -> service.FhirContext:
+    """The interaction's context: the tenant base, or a run's view (which must exist)."""
+    run_id: str | None = request.path_params.get("run_id")
+    if run_id is not None:
+        known = await pool_of(request).fetchval(
+            "SELECT 1 FROM run WHERE tenant_id = $1 AND id = $2", tenant.id, run_id
+        )
+        if known is None:
+            raise NotFound(f"no run '{run_id}'")
+    ctx = service.FhirContext(tenant_id=tenant.id, base_url=base_url(request), run_id=run_id)
     record_refs(request.scope, ctx.touched)
     return ctx
+
+
+async def before_write(request: Request, tenant: TenantInfo, count: int) -> None:
+    quota: QuotaGuard = request.app.state.quota
+    await quota.check(tenant.id, count)
+
+
+async def after_write(request: Request, ctx: service.FhirContext) -> None:
+    """Count the writes, keep statistics fresh, and have the runs they touched regraded
+    within about a second."""
+    request.app.state.quota.note(ctx.tenant_id, ctx.writes)
+    request.app.state.autoanalyze.note_writes(ctx.writes)
+    jobs: Jobs | None = request.app.state.jobs
+    if jobs is not None:
+        for run_id in ctx.changed_runs:
+            await jobs.grade_soon(ctx.tenant_id, run_id)
 
 
 async def read_body(request: Request) -> bytes:
@@ -97,14 +110,9 @@ def prefers(request: Request, token: str) -> bool:
     return token in request.headers.get("prefer", "").replace(" ", "")
 
 
-def note_writes(request: Request, count: int) -> None:
-    request.app.state.autoanalyze.note_writes(count)
-
-
 def write_response(
     request: Request, ctx: service.FhirContext, result: service.WriteResult
 ) -> Response:
-    note_writes(request, 1)
     headers = result.headers(ctx.base_url)
     if prefers(request, "return=minimal"):
         return Response(status_code=result.status, headers=headers)
@@ -114,7 +122,8 @@ def write_response(
     return fhir_response(result.json or b"", result.status, headers)
 
 
-router = APIRouter(prefix=FHIR_PREFIX, tags=["FHIR R4"])
+# Mounted twice: at /api/fhir/r4 (the tenant base) and under each run's view.
+router = APIRouter(tags=["FHIR R4"])
 
 
 @router.get("/metadata", summary="CapabilityStatement (no key needed)")
@@ -125,19 +134,20 @@ async def metadata(request: Request) -> Response:
 @router.post("", summary="Process a transaction or batch Bundle")
 @router.post("/", include_in_schema=False)
 async def transaction(request: Request, tenant: Tenant) -> Response:
-    ctx = context(request, tenant)
+    ctx = await context(request, tenant)
     bundle = service.parse_body(await read_body(request))
     minimal = prefers(request, "return=minimal")
+    entries = bundle.get("entry") if isinstance(bundle, dict) else None
+    await before_write(request, tenant, len(entries) if isinstance(entries, list) else 1)
     async with pool_of(request).acquire() as conn:
         body = await bundles.process_bundle(ctx, conn, bundle, minimal=minimal)
-    entries = bundle.get("entry") if isinstance(bundle, dict) else None
-    note_writes(request, len(entries) if isinstance(entries, list) else 1)
+    await after_write(request, ctx)
     return fhir_response(body)
 
 
 @router.get("/_history", summary="History of every resource in the tenant")
 async def system_history(request: Request, tenant: Tenant) -> Response:
-    ctx = context(request, tenant)
+    ctx = await context(request, tenant)
     async with pool_of(request).acquire() as conn:
         total, entries, count, offset = await service.history(
             ctx, conn, None, None, query_items(request)
@@ -160,7 +170,7 @@ async def find_appointments_post(request: Request, tenant: Tenant) -> Response:
 
 
 async def _find(request: Request, tenant: TenantInfo, params: dict[str, str]) -> Response:
-    ctx = context(request, tenant)
+    ctx = await context(request, tenant)
     async with pool_of(request).acquire() as conn:
         bundle = await operations.find_appointments(ctx, conn, params)
     return fhir_response(bundle)
@@ -181,7 +191,7 @@ async def search_post(request: Request, resource_type: str, tenant: Tenant) -> R
 async def _search(
     request: Request, tenant: TenantInfo, resource_type: str, items: list[tuple[str, str]]
 ) -> Response:
-    ctx = context(request, tenant)
+    ctx = await context(request, tenant)
     lenient = prefers(request, "handling=lenient")
     async with pool_of(request).acquire() as conn:
         page = await service.search(ctx, conn, resource_type, items, lenient=lenient)
@@ -190,21 +200,23 @@ async def _search(
 
 @router.post("/{resource_type}", summary="Create (If-None-Exist or ?criteria for conditional)")
 async def create(request: Request, resource_type: str, tenant: Tenant) -> Response:
-    ctx = context(request, tenant)
+    ctx = await context(request, tenant)
     resource = service.parse_body(await read_body(request))
     # fhirpy sends conditional create as the criteria in the query string; a query of
     # result parameters only (_format, _pretty) is no condition.
     criteria = request.headers.get("if-none-exist")
     if criteria is None and has_criteria(query_items(request)):
         criteria = request.url.query
+    await before_write(request, tenant, 1)
     async with pool_of(request).acquire() as conn:
         result = await service.create(ctx, conn, resource_type, resource, if_none_exist=criteria)
+    await after_write(request, ctx)
     return write_response(request, ctx, result)
 
 
 @router.get("/{resource_type}/_history", summary="History of one resource type")
 async def type_history(request: Request, resource_type: str, tenant: Tenant) -> Response:
-    ctx = context(request, tenant)
+    ctx = await context(request, tenant)
     async with pool_of(request).acquire() as conn:
         total, entries, count, offset = await service.history(
             ctx, conn, resource_type, None, query_items(request)
@@ -216,7 +228,7 @@ async def type_history(request: Request, resource_type: str, tenant: Tenant) -> 
 
 @router.get("/{resource_type}/{resource_id}", summary="Read")
 async def read(request: Request, resource_type: str, resource_id: str, tenant: Tenant) -> Response:
-    ctx = context(request, tenant)
+    ctx = await context(request, tenant)
     async with pool_of(request).acquire() as conn:
         found = await service.read(ctx, conn, resource_type, resource_id)
     return fhir_response(
@@ -232,8 +244,9 @@ async def read(request: Request, resource_type: str, resource_id: str, tenant: T
 async def update(
     request: Request, resource_type: str, resource_id: str, tenant: Tenant
 ) -> Response:
-    ctx = context(request, tenant)
+    ctx = await context(request, tenant)
     resource = service.parse_body(await read_body(request))
+    await before_write(request, tenant, 1)
     async with pool_of(request).acquire() as conn:
         result = await service.update(
             ctx,
@@ -243,14 +256,16 @@ async def update(
             resource,
             if_match=request.headers.get("if-match"),
         )
+    await after_write(request, ctx)
     return write_response(request, ctx, result)
 
 
 @router.patch("/{resource_type}/{resource_id}", summary="JSON Patch or JSON merge patch")
 async def patch(request: Request, resource_type: str, resource_id: str, tenant: Tenant) -> Response:
-    ctx = context(request, tenant)
+    ctx = await context(request, tenant)
     document = service.parse_body(await read_body(request))
     content_type = request.headers.get("content-type", "application/json")
+    await before_write(request, tenant, 1)
     async with pool_of(request).acquire() as conn:
         result = await service.patch(
             ctx,
@@ -261,6 +276,7 @@ async def patch(request: Request, resource_type: str, resource_id: str, tenant: 
             content_type,
             if_match=request.headers.get("if-match"),
         )
+    await after_write(request, ctx)
     return write_response(request, ctx, result)
 
 
@@ -268,10 +284,11 @@ async def patch(request: Request, resource_type: str, resource_id: str, tenant: 
 async def delete(
     request: Request, resource_type: str, resource_id: str, tenant: Tenant
 ) -> Response:
-    ctx = context(request, tenant)
+    ctx = await context(request, tenant)
+    await before_write(request, tenant, 1)
     async with pool_of(request).acquire() as conn:
         await service.delete(ctx, conn, resource_type, resource_id)
-    note_writes(request, 1)
+    await after_write(request, ctx)
     return Response(status_code=204)
 
 
@@ -279,7 +296,7 @@ async def delete(
 async def instance_history(
     request: Request, resource_type: str, resource_id: str, tenant: Tenant
 ) -> Response:
-    ctx = context(request, tenant)
+    ctx = await context(request, tenant)
     async with pool_of(request).acquire() as conn:
         total, entries, count, offset = await service.history(
             ctx, conn, resource_type, resource_id, query_items(request)
@@ -295,7 +312,7 @@ async def instance_history(
 async def vread(
     request: Request, resource_type: str, resource_id: str, version: str, tenant: Tenant
 ) -> Response:
-    ctx = context(request, tenant)
+    ctx = await context(request, tenant)
     async with pool_of(request).acquire() as conn:
         found = await service.vread(ctx, conn, resource_type, resource_id, version)
     return fhir_response(
@@ -314,7 +331,6 @@ eligibility_router = APIRouter(prefix="/api/eligibility", tags=["Eligibility"])
 async def eligibility_check(
     request: Request, tenant: Tenant, body: operations.EligibilityRequest
 ) -> operations.EligibilityResponse:
-    ctx = service.FhirContext(tenant_id=tenant.id, base_url=base_url(request))
-    record_refs(request.scope, ctx.touched)
+    ctx = await context(request, tenant)
     async with pool_of(request).acquire() as conn:
         return await operations.check_eligibility(ctx, conn, body)

@@ -43,12 +43,24 @@ _ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234
 _ID_MAX = 64
 
 
+# Resources written by a run (its fixture, stimulus, or through its view) carry a tag.
+RUN_TAG = {"system": "urn:understudy:source", "code": "test-run"}
+SIM_TAG = {"system": "urn:understudy:source", "code": "simulated-patient"}
+
+
 @dataclass
 class FhirContext:
     tenant_id: uuid.UUID
     base_url: str
     run_id: str | None = None
     touched: list[str] = field(default_factory=list)
+    # Set by writes: the runs whose resources changed (to regrade them soon).
+    changed_runs: set[str] = field(default_factory=set)
+    # Who writes when not the client ("setup", "stimulus", "sim"), and whether the
+    # writes count toward the daily quota (setup writes of built-in scenarios do not).
+    source: str | None = None
+    count_usage: bool = True
+    writes: int = 0
 
     @property
     def visibility(self) -> Visibility:
@@ -56,6 +68,13 @@ class FhirContext:
 
     def touch(self, *refs: str) -> None:
         self.touched.extend(refs)
+
+    async def write(self, conn: Conn, writes: list[storage.PreparedWrite]) -> None:
+        outcome = await storage.write_versions(
+            conn, self.tenant_id, writes, count_usage=self.count_usage
+        )
+        self.changed_runs.update(outcome.runs)
+        self.writes += len(writes)
 
 
 @dataclass(slots=True)
@@ -147,6 +166,11 @@ def prepare_write(
     meta = dict(resource.get("meta") or {})
     meta["versionId"] = str(version_id)
     meta["lastUpdated"] = fhir_instant(now)
+    if ctx.run_id is not None:
+        tag = SIM_TAG if ctx.source == "sim" else RUN_TAG
+        tags = [t for t in meta.get("tag") or [] if isinstance(t, dict)]
+        if not any(t.get("system") == tag["system"] and t.get("code") == tag["code"] for t in tags):
+            meta["tag"] = [*tags, tag]
     resource["id"] = resource_id
     resource["meta"] = meta
     index = extract_index(resource_type, resource)
@@ -160,6 +184,7 @@ def prepare_write(
         body=jsontext.dumps(resource),
         index=index,
         run_id=ctx.run_id,
+        source=ctx.source,
     )
 
 
@@ -176,6 +201,7 @@ def deletion(
         body=None,
         index=None,
         run_id=ctx.run_id,
+        source=ctx.source,
     )
 
 
@@ -207,7 +233,7 @@ async def create(
         "create",
         utcnow(),
     )
-    await storage.write_versions(conn, ctx.tenant_id, [write])
+    await ctx.write(conn, [write])
     return _result(write, 201)
 
 
@@ -358,7 +384,7 @@ async def _write_or_conflict(
     conn: Conn, ctx: FhirContext, writes: list[storage.PreparedWrite]
 ) -> None:
     try:
-        await storage.write_versions(conn, ctx.tenant_id, writes)
+        await ctx.write(conn, writes)
     except storage.VersionConflict:
         raise Conflict("the resource was changed by another request; retry") from None
 

@@ -9,6 +9,7 @@ cannot both win: the loser sees fewer rows written and gets a conflict.
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -67,6 +68,7 @@ class PreparedWrite:
     body: str | None  # the resource JSON, None for a delete
     index: IndexValues | None
     run_id: str | None = None
+    source: str | None = None  # "setup" | "stimulus" | "sim"; None for a client's write
 
 
 class VersionConflict(Exception):
@@ -77,8 +79,19 @@ _WRITE_SQL = f"""
 WITH d AS (
     SELECT * FROM unnest(
         $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::text[], $7::text[],
-        $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[]
-    ) AS t(rtype, rid, vid, ts, interaction, body, tokens, refs, strings, all_refs, sort, run_id)
+        $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
+        $14::text[], $15::text[]
+    ) AS t(rtype, rid, vid, ts, interaction, body, tokens, refs, strings, all_refs, sort,
+           run_id, owner_refs, source)
+), owned AS (
+    -- A write belongs to the run whose view it came through, else to the run owning a
+    -- fixture resource it is, or references (run_ref), else to no run.
+    SELECT d.*, coalesce(d.run_id, (
+        SELECT rr.run_id FROM run_ref rr
+        WHERE rr.tenant_id = $1 AND rr.ref = ANY(string_to_array(d.owner_refs, E'{SEP}'))
+        LIMIT 1
+    )) AS owner
+    FROM d
 ), up AS (
     INSERT INTO fhir_resource AS r (
         tenant_id, resource_type, id, version_id, last_updated, deleted, resource,
@@ -87,8 +100,8 @@ WITH d AS (
     SELECT $1, rtype, rid, vid, ts, body IS NULL, body::jsonb,
         string_to_array(tokens, E'{SEP}'), string_to_array(refs, E'{SEP}'),
         string_to_array(strings, E'{SEP}'), string_to_array(all_refs, E'{SEP}'),
-        coalesce(sort::jsonb, '{{}}'::jsonb), run_id
-    FROM d
+        coalesce(sort::jsonb, '{{}}'::jsonb), owner
+    FROM owned
     ON CONFLICT (tenant_id, resource_type, id) DO UPDATE SET
         version_id = excluded.version_id,
         last_updated = excluded.last_updated,
@@ -98,16 +111,20 @@ WITH d AS (
         refs = excluded.refs,
         strings = excluded.strings,
         all_refs = excluded.all_refs,
-        sort = excluded.sort,
-        run_id = coalesce(r.run_id, excluded.run_id)
+        sort = excluded.sort
+        -- run_id stays: a resource belongs to the run that created it. A run that
+        -- updates a shared resource (a canonical Slot) must not hide it from others.
     WHERE r.version_id = excluded.version_id - 1
     RETURNING r.resource_type, r.id, r.version_id
+), done AS (
+    -- What was written, with the run each change is attributed to.
+    SELECT o.* FROM owned o JOIN up ON up.resource_type = o.rtype AND up.id = o.rid
 ), hist AS (
     INSERT INTO fhir_history (
-        tenant_id, resource_type, id, version_id, last_updated, interaction, run_id, resource
+        tenant_id, resource_type, id, version_id, last_updated, interaction, run_id, source,
+        resource
     )
-    SELECT $1, d.rtype, d.rid, d.vid, d.ts, d.interaction, d.run_id, d.body::jsonb
-    FROM d JOIN up ON up.resource_type = d.rtype AND up.id = d.rid
+    SELECT $1, rtype, rid, vid, ts, interaction, owner, source, body::jsonb FROM done
 ), old_dates AS (
     DELETE FROM fhir_date fd USING up
     WHERE fd.tenant_id = $1 AND fd.resource_type = up.resource_type AND fd.id = up.id
@@ -115,27 +132,51 @@ WITH d AS (
 ), new_dates AS (
     INSERT INTO fhir_date (tenant_id, resource_type, id, param, low, high)
     SELECT $1, x.rtype, x.rid, x.param, x.low, x.high
-    FROM unnest($14::text[], $15::text[], $16::text[], $17::timestamptz[], $18::timestamptz[])
+    FROM unnest($16::text[], $17::text[], $18::text[], $19::timestamptz[], $20::timestamptz[])
         AS x(rtype, rid, param, low, high)
     JOIN up ON up.resource_type = x.rtype AND up.id = x.rid
+), usage AS (
+    INSERT INTO usage_counter AS u (tenant_id, day, shard, writes)
+    SELECT $1, $21::date, $22::smallint, count(*) FROM up HAVING $23::bool AND count(*) > 0
+    ON CONFLICT (tenant_id, day, shard) DO UPDATE SET writes = u.writes + excluded.writes
+), touched AS (
+    UPDATE run SET changed_at = $24::timestamptz
+    WHERE tenant_id = $1 AND status = 'live'
+        AND id IN (SELECT DISTINCT owner FROM done WHERE owner IS NOT NULL)
 )
-SELECT count(*) FROM up
+SELECT count(*), array_remove(array_agg(DISTINCT owner), NULL) FROM done
 """
+
+# Concurrent writers of one tenant spread their usage increments over this many rows.
+USAGE_SHARDS = 16
+
+
+@dataclass(slots=True)
+class WriteOutcome:
+    runs: list[str]  # the runs the written resources belong to
 
 
 def _joined(prefix: str, values: Sequence[str]) -> str:
     return SEP.join(prefix + v for v in values)
 
 
-async def write_versions(conn: Conn, tenant_id: uuid.UUID, writes: Sequence[PreparedWrite]) -> None:
+async def write_versions(
+    conn: Conn,
+    tenant_id: uuid.UUID,
+    writes: Sequence[PreparedWrite],
+    *,
+    count_usage: bool = True,
+) -> WriteOutcome:
     """Write new versions; raise VersionConflict unless every one was written.
 
     Each write's `version_id` must be the current version + 1 (1 for a new resource;
     a conflict on a brand-new id means it already exists). Run inside a transaction
-    when writing more than one row, so a conflict rolls back all of them.
+    when writing more than one row, so a conflict rolls back all of them. The same
+    statement counts the writes toward the tenant's daily quota (unless `count_usage`
+    is false) and marks the runs they belong to as changed.
     """
     if not writes:
-        return
+        return WriteOutcome([])
     rtypes: list[str] = []
     ids: list[str] = []
     vids: list[int] = []
@@ -148,6 +189,8 @@ async def write_versions(conn: Conn, tenant_id: uuid.UUID, writes: Sequence[Prep
     all_refs: list[str] = []
     sorts: list[str | None] = []
     run_ids: list[str | None] = []
+    owner_refs: list[str] = []
+    sources: list[str | None] = []
     d_rtype: list[str] = []
     d_id: list[str] = []
     d_param: list[str] = []
@@ -161,6 +204,8 @@ async def write_versions(conn: Conn, tenant_id: uuid.UUID, writes: Sequence[Prep
         interactions.append(w.interaction)
         bodies.append(w.body)
         run_ids.append(w.run_id)
+        sources.append(w.source)
+        own = f"{w.resource_type}/{w.id}"
         idx = w.index
         if idx is None:
             tokens.append("")
@@ -168,6 +213,7 @@ async def write_versions(conn: Conn, tenant_id: uuid.UUID, writes: Sequence[Prep
             strings.append("")
             all_refs.append("")
             sorts.append(None)
+            owner_refs.append(own)
             continue
         scoped = key_prefix(tenant_id, w.resource_type)
         tokens.append(_joined(scoped, idx.tokens))
@@ -175,13 +221,15 @@ async def write_versions(conn: Conn, tenant_id: uuid.UUID, writes: Sequence[Prep
         strings.append(_joined(scoped, idx.strings))
         all_refs.append(_joined(key_prefix(tenant_id, None), idx.all_refs))
         sorts.append(_sort_json(idx.sort))
+        owner_refs.append(SEP.join([own, *idx.all_refs]))
         for param, low, high in idx.dates:
             d_rtype.append(w.resource_type)
             d_id.append(w.id)
             d_param.append(param)
             d_low.append(low)
             d_high.append(high)
-    written = await conn.fetchval(
+    now = writes[0].last_updated
+    row = await conn.fetchrow(
         _WRITE_SQL,
         tenant_id,
         rtypes,
@@ -196,14 +244,23 @@ async def write_versions(conn: Conn, tenant_id: uuid.UUID, writes: Sequence[Prep
         all_refs,
         sorts,
         run_ids,
+        owner_refs,
+        sources,
         d_rtype,
         d_id,
         d_param,
         d_low,
         d_high,
+        now.date(),
+        random.randrange(USAGE_SHARDS),
+        count_usage,
+        now,
     )
+    assert row is not None
+    written: int = row[0]
     if written != len(writes):
         raise VersionConflict(f"{len(writes) - written} of {len(writes)} writes lost a race")
+    return WriteOutcome(list(row[1] or ()))
 
 
 def _sort_json(sort: dict[str, str]) -> str | None:

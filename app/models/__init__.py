@@ -2,7 +2,20 @@
 
 from app.models.base import Base
 from app.models.fhir import FhirDate, FhirHistory, FhirResource
+from app.models.run import CustomScenario, Run, RunRef, UsageCounter
 from app.models.tenant import ApiKey, Tenant
 from app.models.trace import TraceCall
 
-__all__ = ["ApiKey", "Base", "FhirDate", "FhirHistory", "FhirResource", "Tenant", "TraceCall"]
+__all__ = [
+    "ApiKey",
+    "Base",
+    "CustomScenario",
+    "FhirDate",
+    "FhirHistory",
+    "FhirResource",
+    "Run",
+    "RunRef",
+    "Tenant",
+    "TraceCall",
+    "UsageCounter",
+]

@@ -94,6 +94,8 @@ class FhirHistory(Base):
     last_updated: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     interaction: Mapped[str] = mapped_column(Text)
     run_id: Mapped[str | None] = mapped_column(Text)
+    # Who wrote it when not the client: "setup" (a run's fixture), "stimulus", "sim".
+    source: Mapped[str | None] = mapped_column(Text)
     resource: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
 
 

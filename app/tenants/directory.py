@@ -251,5 +251,5 @@ async def ensure_directory(
     ]
     if writes:
         async with conn.transaction():
-            await storage.write_versions(conn, tenant_id, writes)
+            await storage.write_versions(conn, tenant_id, writes, count_usage=False)
     return len(writes)

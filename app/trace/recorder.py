@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -49,9 +50,13 @@ NOT_RECORDED = ("/api/fhir/r4/metadata",)
 TraceRow = tuple[uuid.UUID, str | None, datetime, str, str, str, int, float, str, list[str]]
 
 
+OnFlush = Callable[[list["TraceRow"]], Awaitable[None]]
+
+
 class TraceRecorder:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, on_flush: OnFlush | None = None) -> None:
         self._pool = pool
+        self._on_flush = on_flush
         self._rows: list[TraceRow] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -99,6 +104,11 @@ class TraceRecorder:
             except Exception:
                 self._rows[:0] = rows  # keep them for the next attempt
                 raise
+        if self._on_flush is not None:
+            try:
+                await self._on_flush(rows)
+            except Exception:
+                log.exception("trace_on_flush_failed")
 
 
 def record_refs(scope: Scope, refs: list[str]) -> None:
@@ -106,9 +116,17 @@ def record_refs(scope: Scope, refs: list[str]) -> None:
     scope.setdefault("state", {})["trace_refs"] = refs
 
 
-def set_trace_tenant(scope: Scope, tenant_id: uuid.UUID, enabled: bool, run_id: str | None) -> None:
+def set_trace_tenant(
+    scope: Scope,
+    tenant_id: uuid.UUID,
+    enabled: bool,
+    run_id: str | None,
+    run_of_refs: Callable[[list[str]], str | None] | None = None,
+) -> None:
+    """Called by the auth dependency: whether to record this request, the run it came
+    through (a run view), and how to find the run its touched references belong to."""
     state = scope.setdefault("state", {})
-    state["trace_tenant"] = (tenant_id, enabled, run_id)
+    state["trace_tenant"] = (tenant_id, enabled, run_id, run_of_refs)
 
 
 class TraceMiddleware:
@@ -144,10 +162,16 @@ class TraceMiddleware:
             tenant = state.get("trace_tenant")
             recorder: TraceRecorder | None = self.recorder_ref.get("recorder")
             if tenant is not None and tenant[1] and recorder is not None:
+                tenant_id, _, run_id, run_of_refs = tenant
+                refs = list(dict.fromkeys(state.get("trace_refs") or ()))
+                if run_id is None and run_of_refs is not None:
+                    # On the tenant base: the run whose fixture the call touched, if any;
+                    # a call touching none is shared by all live runs (run_id NULL).
+                    run_id = run_of_refs(refs)
                 recorder.add(
                     (
-                        tenant[0],
-                        tenant[2],
+                        tenant_id,
+                        run_id,
                         at,
                         scope["method"],
                         path,
@@ -155,6 +179,6 @@ class TraceMiddleware:
                         status,
                         (time.perf_counter() - started) * 1000.0,
                         self.transport,
-                        list(dict.fromkeys(state.get("trace_refs") or ())),
+                        refs,
                     )
                 )

@@ -1,0 +1,242 @@
+"""FHIRPath for grading: compiled once, evaluated against the R4 model, never raising.
+
+fhirpathpy compares two date-times as *strings* unless one side is a `@` literal:
+resource values and `%runStart + 1 day` (whose result is a string too) are both plain
+strings, so `start >= %runStart + 1 day` is a lexicographic comparison. That is only
+chronological when both sides are written the same way, so every date-time with a time
+zone in the resource, in `%current` and in `%runStart`/`%now` is rewritten to one form
+before evaluating: UTC, milliseconds, numeric offset (`2025-03-07T08:00:00.000+00:00`,
+also the only form its date arithmetic handles). Evaluation runs on a normalised copy,
+so the snapshot's resources are never touched (fhirpathpy annotates what it is given).
+
+Known limits, left alone because scenario authors write `%runStart`-relative times:
+comparing with a `@…` literal of second precision that is equal to the second is empty
+(fhirpathpy treats seconds and milliseconds as different precisions); a date-only value
+compared with a date-time compares as a string.
+
+fhirpathpy keeps some global state per evaluation (`constants.reset()`), so grading is
+single-threaded, as it is in the worker.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+import fhirpathpy
+from fhirpathpy.models import models as fhirpath_models
+
+from app.grading.snapshot import RunSnapshot
+
+R4_MODEL: dict[str, Any] = fhirpath_models["r4"]
+
+# Distinct expressions across all loaded scenarios fit easily; the bound only guards
+# against a tenant submitting endless ad-hoc scenarios.
+COMPILE_CACHE_SIZE = 4096
+# Evidence shows what a clause evaluated to; a whole resource would drown the reason.
+MAX_VALUE_CHARS = 300
+
+# A FHIR dateTime/instant with a time part and a zone (FHIR requires the zone whenever
+# there is a time). Dates alone and times of day are left as they are.
+_DATETIME_RE = re.compile(
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$", re.ASCII
+)
+
+Compiled = Callable[[Any, Mapping[str, Any]], list[Any]]
+
+
+class FhirPathError(Exception):
+    """An expression that does not compile or fails while evaluating."""
+
+
+def fhirpath_datetime(moment: datetime) -> str:
+    """The one date-time form fhirpathpy compares and adds correctly. A naive datetime is
+    taken as UTC (every time in the service is UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")
+
+
+def _normalise_string(value: str) -> str:
+    if not _DATETIME_RE.match(value):
+        return value
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:  # e.g. a leap second or hour 24: keep what was written
+        return value
+    return fhirpath_datetime(parsed)
+
+
+def normalise(value: Any) -> Any:
+    """A copy of `value` with every zoned date-time in the one comparable form."""
+    if isinstance(value, str):
+        return _normalise_string(value)
+    if isinstance(value, dict):
+        return {key: normalise(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [normalise(item) for item in value]
+    return value
+
+
+@lru_cache(maxsize=COMPILE_CACHE_SIZE)
+def _compile(expression: str) -> Compiled | str:
+    # A failure is cached as its message so a broken expression is not re-parsed on
+    # every grading pass.
+    try:
+        compiled: Compiled = fhirpathpy.compile(expression, R4_MODEL)
+    except Exception as exc:
+        return f"does not compile: {_error_text(exc)}"
+    return compiled
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def evaluate_normalised(
+    expression: str, resource: Mapping[str, Any] | None, variables: Mapping[str, Any]
+) -> list[Any]:
+    """Evaluate on a resource already passed through `normalise` (the grading context
+    normalises each resource once per pass). Raises FhirPathError."""
+    compiled = _compile(expression)
+    if isinstance(compiled, str):
+        raise FhirPathError(compiled)
+    try:
+        result = compiled(resource if resource is not None else {}, dict(variables))
+    except Exception as exc:
+        # fhirpathpy raises bare Exception, ValueError, TypeError, even UnboundLocalError.
+        raise FhirPathError(_error_text(exc)) from exc
+    return list(result)
+
+
+def evaluate(
+    expression: str, resource: Mapping[str, Any] | None, variables: Mapping[str, Any]
+) -> list[Any]:
+    """The FHIRPath result of `expression` on `resource` (normalised first). `variables`
+    should come from `snapshot_variables`. Raises FhirPathError."""
+    return evaluate_normalised(expression, normalise(resource), variables)
+
+
+def truthy(result: list[Any]) -> bool:
+    """FHIRPath singleton evaluation in a boolean context: empty is false, one boolean is
+    itself, one other item is true (it exists). More than one item is an error in
+    FHIRPath; a where clause needs `exists()` or a comparison there."""
+    if not result:
+        return False
+    if len(result) > 1:
+        raise FhirPathError(
+            f"returned {len(result)} items where one boolean was expected "
+            "(use exists(), all() or a comparison)"
+        )
+    single = result[0]
+    return single if isinstance(single, bool) else True
+
+
+def holds(
+    expression: str, resource: Mapping[str, Any] | None, variables: Mapping[str, Any]
+) -> bool:
+    """Whether `expression` holds on `resource`. Raises FhirPathError; `check` does not."""
+    return truthy(evaluate(expression, resource, variables))
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    """One `where` expression's outcome on one resource."""
+
+    where: str
+    holds: bool
+    value: Any = None
+    error: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"where": self.where, "holds": self.holds}
+        if self.error is not None:
+            out["error"] = self.error
+        else:
+            out["value"] = self.value
+        return out
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Mapping):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(item) for item in value]
+    return str(value)  # FP_DateTime, FP_Quantity and friends print as FHIRPath writes them
+
+
+def _evidence_value(result: list[Any]) -> Any:
+    safe = _json_safe(result)
+    text = repr(safe)
+    if len(text) > MAX_VALUE_CHARS:
+        return text[: MAX_VALUE_CHARS - 1] + "…"
+    return safe
+
+
+def snapshot_variables(snapshot: RunSnapshot) -> dict[str, Any]:
+    """`%fixture` ({symbol: bare id}), `%current` ({symbol: resource now, or empty}),
+    `%runStart`, `%now`, all in the forms `evaluate_normalised` expects."""
+    fixture = {symbol: ref.rpartition("/")[2] for symbol, ref in snapshot.fixture.items()}
+    current: dict[str, Any] = {}
+    for symbol in snapshot.fixture.keys() | snapshot.current.keys():
+        body = snapshot.current.get(symbol)
+        # An empty list reads as the empty collection: `%current.appt.exists()` is false.
+        current[symbol] = normalise(body) if body is not None else []
+    return {
+        "fixture": fixture,
+        "current": current,
+        "runStart": fhirpath_datetime(snapshot.started_at),
+        "now": fhirpath_datetime(snapshot.now),
+    }
+
+
+class FhirPathContext:
+    """Variables and normalised resources for one grading pass."""
+
+    def __init__(self, variables: Mapping[str, Any]) -> None:
+        self.variables = variables
+        # Keyed by id(); the original is kept alongside so the id cannot be reused.
+        self._normalised: dict[int, tuple[Mapping[str, Any], dict[str, Any]]] = {}
+        # The same clause on the same resource recurs (matching, then closest-candidate
+        # evidence; expectations sharing a clause), and evaluation is the costly part.
+        self._clauses: dict[tuple[str, int], Clause] = {}
+
+    @classmethod
+    def from_snapshot(cls, snapshot: RunSnapshot) -> FhirPathContext:
+        return cls(snapshot_variables(snapshot))
+
+    def _prepared(self, resource: Mapping[str, Any]) -> dict[str, Any]:
+        hit = self._normalised.get(id(resource))
+        if hit is not None and hit[0] is resource:
+            return hit[1]
+        prepared: dict[str, Any] = normalise(dict(resource))
+        self._normalised[id(resource)] = (resource, prepared)
+        return prepared
+
+    def check(self, expression: str, resource: Mapping[str, Any]) -> Clause:
+        """Evaluate one where clause; an error is a clause that does not hold."""
+        prepared = self._prepared(resource)  # pins id(resource) for the cache key below
+        key = (expression, id(resource))
+        cached = self._clauses.get(key)
+        if cached is not None:
+            return cached
+        try:
+            result = evaluate_normalised(expression, prepared, self.variables)
+            clause = Clause(expression, truthy(result), value=_evidence_value(result))
+        except FhirPathError as exc:
+            clause = Clause(expression, False, error=str(exc))
+        self._clauses[key] = clause
+        return clause
+
+    def check_all(self, expressions: list[str], resource: Mapping[str, Any]) -> list[Clause]:
+        return [self.check(expression, resource) for expression in expressions]

@@ -1,0 +1,105 @@
+"""Counts, per-expectation scores and the run's verdict.
+
+Score = weight of the top-level expectations that passed / weight of the top-level
+expectations that could be graded (passed is True or False). An expectation with
+passed None is left out of both until it can be graded: a rubric until the judge has
+scored it, a webhook expectation while this deployment has no webhook delivery. Bonus
+expectations count like any other in the score; they never decide `passed`.
+
+`passed` = every required top-level expectation passed (True, not None). A required
+expectation that cannot be graded therefore keeps the run from passing rather than
+letting it pass silently. Children of `any_of` count only through their parent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from app.grading.snapshot import Evidence, ExpectationResult, Verdict
+from app.scenarios.schema import Count, Expectation
+
+# Evidence lists every match up to this many; a polling client can make hundreds of
+# identical calls and the reason for a verdict is visible in the first few.
+MAX_LISTED = 20
+DEFAULT_MIN = 1  # "at least one" when a scenario gives no count
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    min: int
+    max: int | None
+
+    def holds(self, n: int) -> bool:
+        return n >= self.min and (self.max is None or n <= self.max)
+
+    def describe(self) -> str:
+        if self.max is None:
+            return f"at least {self.min}"
+        if self.max == self.min:
+            return "none" if self.max == 0 else f"exactly {self.max}"
+        return f"{self.min} to {self.max}"
+
+
+def count_bounds(count: Count | None) -> Bounds:
+    """The count an expectation asks for. min defaults to 1 but never above max, so
+    `{"max": 0}` means "must not happen" and `{"max": 2}` means one or two."""
+    if count is None:
+        return Bounds(DEFAULT_MIN, None)
+    if count.min is not None:
+        return Bounds(count.min, count.max)
+    low = DEFAULT_MIN if count.max is None else min(DEFAULT_MIN, count.max)
+    return Bounds(low, count.max)
+
+
+def result_score(passed: bool | None) -> float:
+    return 1.0 if passed is True else 0.0
+
+
+def make_result(
+    expectation: Expectation,
+    passed: bool | None,
+    evidence: Evidence,
+    detail: str,
+    first_at: datetime | None = None,
+    children: list[ExpectationResult] | None = None,
+) -> ExpectationResult:
+    """The result of one expectation; `first_at` only when it passed, since `before`
+    reads a missing time as "not yet satisfied"."""
+    return ExpectationResult(
+        id=expectation.id,
+        label=expectation.label,
+        type=expectation.type,
+        required=expectation.required,
+        weight=expectation.weight,
+        passed=passed,
+        score=result_score(passed),
+        evidence=evidence,
+        detail=detail,
+        first_at=first_at if passed is True else None,
+        children=children or [],
+    )
+
+
+def capped(items: Sequence[str]) -> list[str]:
+    listed = list(items[:MAX_LISTED])
+    if len(items) > MAX_LISTED:
+        listed.append(f"… and {len(items) - MAX_LISTED} more")
+    return listed
+
+
+def verdict(results: list[ExpectationResult]) -> Verdict:
+    graded = [r for r in results if r.passed is not None]
+    denominator = sum(r.weight for r in graded)
+    numerator = sum(r.weight for r in graded if r.passed)
+    score = min(1.0, max(0.0, numerator / denominator)) if denominator > 0 else 0.0
+    required = [r for r in results if r.required]
+    holding = sum(1 for r in required if r.passed is True)
+    return Verdict(
+        passed=holding == len(required),
+        score=score,
+        results=results,
+        required_total=len(required),
+        required_holding=holding,
+    )

@@ -1,0 +1,128 @@
+"""What grading sees of a run, and what it answers: plain data, no I/O.
+
+The runs service builds a `RunSnapshot` from the database (candidates already filtered
+in SQL) and hands it with the run's expanded expectations to
+`app.grading.engine.grade`, which returns a `Verdict`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedResource:
+    """A resource written during the run by the system under test (not by setup or
+    stimulus), as it reads now. `resource` is None when it is now deleted."""
+
+    resource_type: str
+    id: str
+    resource: dict[str, Any] | None
+    first_changed_at: datetime
+    last_changed_at: datetime
+    created: bool  # first written during the run (not an update of an older resource)
+    all_refs: tuple[str, ...]  # every "Type/id" reference in its body
+    run_id: str | None  # the run it belongs to (None: tenant-wide, scope "tenant" only)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A traced API call. `path` is relative to the FHIR base for FHIR calls
+    (`/Appointment/$find`, `/Patient/123`) and absolute otherwise
+    (`/api/eligibility/$check`); no query string."""
+
+    at: datetime
+    method: str
+    path: str
+    query: str
+    status: int
+    transport: str  # rest | mcp
+    refs: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A successful webhook delivery (filled in once webhooks exist)."""
+
+    at: datetime
+    event: str
+    resource_ref: str
+
+
+@dataclass
+class RunSnapshot:
+    run_id: str
+    started_at: datetime
+    now: datetime
+    deadline: datetime
+    fixture: dict[str, str]  # symbol -> "Type/id" (fixture and stimulus resources)
+    current: dict[str, dict[str, Any] | None]  # symbol -> resource as it reads now
+    patient_refs: frozenset[str]  # "Patient/<id>" of the fixture patients
+    changed: list[ChangedResource] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    webhooks_supported: bool = False
+    final: bool = False  # grading at the end (finish, deadline): rubric may be judged
+
+
+@dataclass
+class Evidence:
+    """Why an expectation holds or fails: matching resources/calls, or the closest
+    candidate and each clause's result."""
+
+    matches: list[str] = field(default_factory=list)  # "Appointment/abc", "GET /Slot 200"
+    closest: str | None = None
+    clauses: list[dict[str, Any]] = field(default_factory=list)  # {where, holds, value?}
+    note: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"matches": self.matches}
+        if self.closest is not None:
+            out["closest"] = self.closest
+        if self.clauses:
+            out["clauses"] = self.clauses
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass
+class ExpectationResult:
+    id: str
+    label: str
+    type: str
+    required: bool
+    weight: float
+    passed: bool | None  # None: not graded (pending, unsupported, skipped)
+    score: float
+    evidence: Evidence
+    detail: str
+    first_at: datetime | None = None  # time of the earliest evidence (for `before`)
+    children: list[ExpectationResult] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "label": self.label,
+            "type": self.type,
+            "required": self.required,
+            "weight": self.weight,
+            "passed": self.passed,
+            "score": self.score,
+            "evidence": self.evidence.as_json(),
+            "detail": self.detail,
+        }
+        if self.children:
+            out["children"] = [c.as_json() for c in self.children]
+        return out
+
+
+@dataclass
+class Verdict:
+    passed: bool  # every required expectation holds
+    score: float  # weighted share of expectations passed, 0..1
+    results: list[ExpectationResult]
+    required_total: int
+    required_holding: int

@@ -1,0 +1,81 @@
+"""Scenarios imported per tenant, runs, and the run ownership of fixture references."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, Date, DateTime, Index, Integer, SmallInteger, Text, func, text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.models.base import Base
+
+
+class CustomScenario(Base):
+    """A tenant's imported scenario; re-importing an id adds a version."""
+
+    __tablename__ = "scenario"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    document: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    hash: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Run(Base):
+    __tablename__ = "run"
+    __table_args__ = (
+        Index("ix_run_started", "tenant_id", "started_at"),
+        Index("ix_run_live", "tenant_id", "id", postgresql_where=text("status = 'live'")),
+        Index("ix_run_label", "tenant_id", "label"),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    scenario_id: Mapped[str] = mapped_column(Text)
+    scenario_version: Mapped[int] = mapped_column(Integer)  # 0 for a built-in scenario
+    scenario_hash: Mapped[str] = mapped_column(Text)
+    builtin: Mapped[bool] = mapped_column()
+    mode: Mapped[str] = mapped_column(Text)
+    variant: Mapped[str | None] = mapped_column(Text)
+    label: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(Text)
+    brief: Mapped[str | None] = mapped_column(Text)
+    fixture: Mapped[dict[str, Any]] = mapped_column(JSONB)  # symbol -> "Type/id"
+    expectations: Mapped[list[Any]] = mapped_column(JSONB)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    deadline: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Last write or call attributed to the run, and the value of it the last grading saw.
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    graded_change_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    graded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    progress: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    verdict: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+
+
+class RunRef(Base):
+    """A fixture or stimulus resource of a run: writes referencing it belong to the run."""
+
+    __tablename__ = "run_ref"
+    __table_args__ = (Index("ix_run_ref_run", "tenant_id", "run_id"),)
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    ref: Mapped[str] = mapped_column(Text, primary_key=True)
+    run_id: Mapped[str] = mapped_column(Text)
+
+
+class UsageCounter(Base):
+    """FHIR writes per tenant and UTC day, spread over shards so concurrent writers of
+    one tenant do not queue on one row lock."""
+
+    __tablename__ = "usage_counter"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    writes: Mapped[int] = mapped_column(BigInteger)

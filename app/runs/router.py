@@ -1,0 +1,213 @@
+"""The testing API: runs (`/api/testing/runs…`) and the tenant's usage."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import httpx
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from app.errors import Unprocessable
+from app.jobs import Jobs
+from app.kit.clock import utcnow
+from app.runs import service
+from app.runs.live import LiveRuns
+from app.scenarios import service as scenarios_service
+from app.scenarios.expansion import ExpansionError, expand_value
+from app.tenants.auth import Tenant, pool_of, root_url
+from app.tenants.quota import QuotaGuard, resets_at, used_today
+from app.trace.recorder import TraceRecorder
+
+router = APIRouter(prefix="/api/testing", tags=["Testing"])
+usage_router = APIRouter(tags=["Usage"])
+
+MAX_LIST = 500
+
+
+class StartRunBody(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    scenario_id: str = Field(description="Scenario id, e.g. scheduling.book-named-practitioner")
+    mode: str | None = Field(default=None, description="agent or workflow (default: the first)")
+    variant: str | None = Field(default=None, description="A persona variant of the scenario")
+    label: str | None = Field(default=None, max_length=200)
+    timeout_seconds: int | None = Field(default=None, description="30 to 1800")
+
+
+def _forget_live(request: Request, tenant_id: Any) -> None:
+    live: LiveRuns = request.app.state.live_runs
+    live.forget(tenant_id)
+
+
+async def _flush_trace(request: Request) -> None:
+    """Make this process's buffered calls visible before grading on demand."""
+    recorder: TraceRecorder = request.app.state.recorder
+    await recorder.flush()
+
+
+async def _start(request: Request, tenant: Tenant, body: StartRunBody) -> service.RunRow:
+    quota: QuotaGuard = request.app.state.quota
+    settings = request.app.state.settings
+    loaded = await scenarios_service.get_scenario(pool_of(request), tenant.id, body.scenario_id)
+    extra = len(loaded.scenario.stimulus) + (0 if loaded.builtin else len(loaded.scenario.fixture))
+    await quota.check(tenant.id, extra)
+    run, counted = await service.start_run(
+        pool_of(request),
+        tenant.id,
+        service.StartRequest(
+            body.scenario_id, body.mode, body.variant, body.label, body.timeout_seconds
+        ),
+        max_live=settings.max_live_runs,
+    )
+    quota.note(tenant.id, counted)
+    _forget_live(request, tenant.id)
+    jobs: Jobs | None = request.app.state.jobs
+    if jobs is not None:
+        await jobs.grade_soon(tenant.id, run.id)
+    return run
+
+
+@router.post("/runs", status_code=201, summary="Start a run of a scenario")
+async def start_run(request: Request, tenant: Tenant, body: StartRunBody) -> dict[str, Any]:
+    run = await _start(request, tenant, body)
+    return run.view(root_url(request))
+
+
+@router.get("/runs", summary="List runs, newest first")
+async def list_runs(
+    request: Request,
+    tenant: Tenant,
+    label: str | None = None,
+    status: str | None = None,
+    scenario_id: Annotated[str | None, Query(alias="scenarioId")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
+) -> dict[str, Any]:
+    runs = await service.list_runs(
+        pool_of(request),
+        tenant.id,
+        label=label,
+        status=status,
+        scenario_id=scenario_id,
+        limit=limit,
+    )
+    root = root_url(request)
+    return {"runs": [r.view(root) for r in runs]}
+
+
+@router.get("/runs/{run_id}", summary="A run: progress while live, the verdict once final")
+async def get_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+    async with pool_of(request).acquire() as conn:
+        run = await service.get_run(conn, tenant.id, run_id)
+    return run.view(root_url(request))
+
+
+@router.post("/runs/{run_id}/finish", summary="Grade now and end the run")
+async def finish_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+    await _flush_trace(request)
+    run = await service.grade_run(pool_of(request), tenant.id, run_id, final=True)
+    _forget_live(request, tenant.id)
+    return run.view(root_url(request))
+
+
+@router.post("/runs/{run_id}/cancel", summary="End the run without a verdict")
+async def cancel_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+    run = await service.cancel_run(pool_of(request), tenant.id, run_id)
+    _forget_live(request, tenant.id)
+    return run.view(root_url(request))
+
+
+@router.delete("/runs/{run_id}/data", summary="Remove the run's patients and resources")
+async def delete_run_data(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+    removed = await service.delete_run_data(pool_of(request), tenant.id, run_id)
+    return {"id": run_id, "resourcesRemoved": removed}
+
+
+@router.get("/runs/{run_id}/trace", summary="The calls attributed to the run")
+async def run_trace(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+    await _flush_trace(request)
+    async with pool_of(request).acquire() as conn:
+        run = await service.get_run(conn, tenant.id, run_id)
+    return {"id": run_id, "calls": await service.run_trace(pool_of(request), run)}
+
+
+@router.post(
+    "/scenarios/{scenario_id}/reference-run",
+    summary="Run the scenario's oracle and return the verdict",
+)
+async def reference_run(
+    request: Request, tenant: Tenant, scenario_id: str, mode: str | None = None
+) -> dict[str, Any]:
+    loaded = await scenarios_service.get_scenario(pool_of(request), tenant.id, scenario_id)
+    run = await _start(
+        request,
+        tenant,
+        StartRunBody(scenario_id=scenario_id, mode=mode, label="reference-run"),
+    )
+    await replay_oracle(request, run, loaded.scenario)
+    await _flush_trace(request)
+    final = await service.grade_run(pool_of(request), tenant.id, run.id, final=True)
+    _forget_live(request, tenant.id)
+    return final.view(root_url(request))
+
+
+async def replay_oracle(request: Request, run: service.RunRow, scenario: Any) -> None:
+    """Send the oracle's calls through this app's own HTTP stack (run view, trace and
+    all), exactly as a client would."""
+    root = root_url(request)
+    fhir_base = service.run_view_base("", run.id)
+    refs = dict(run.fixture)
+    transport = httpx.ASGITransport(app=request.app)
+    headers = {"Authorization": request.headers.get("authorization", "")}
+    async with httpx.AsyncClient(transport=transport, base_url=root, headers=headers) as client:
+        for index, call in enumerate(scenario.oracle):
+            try:
+                body = expand_value(call.body, refs, run.started_at) if call.body else None
+                path = _expand_path(call.path, refs)
+            except ExpansionError as exc:
+                raise Unprocessable(f"oracle call {index}: {exc}") from None
+            url = path if path.startswith("/api/") else fhir_base + path
+            content_type = (
+                "application/json-patch+json"
+                if call.method == "PATCH" and isinstance(body, list)
+                else "application/fhir+json"
+            )
+            response = await client.request(
+                call.method, url, json=body, headers={"Content-Type": content_type}
+            )
+            if response.status_code >= 400:
+                raise Unprocessable(
+                    f"oracle call {index} ({call.method} {path}) answered "
+                    f"{response.status_code}: {response.text[:300]}"
+                )
+            if call.save_as and response.content:
+                created = response.json()
+                refs[call.save_as] = f"{created['resourceType']}/{created['id']}"
+
+
+def _expand_path(path: str, refs: dict[str, str]) -> str:
+    """Oracle paths may name a symbol as a segment: /Appointment/@appt -> its id."""
+    parts = []
+    for part in path.split("/"):
+        if part.startswith("@"):
+            ref = refs.get(part[1:])
+            if ref is None:
+                raise ExpansionError(f"unknown symbol '{part}' in path '{path}'")
+            part = ref.split("/", 1)[1]
+        parts.append(part)
+    return "/".join(parts)
+
+
+@usage_router.get("/api/usage", summary="Today's FHIR writes against the daily quota")
+async def usage(request: Request, tenant: Tenant) -> dict[str, Any]:
+    quota: QuotaGuard = request.app.state.quota
+    day = utcnow().date()
+    used = await used_today(pool_of(request), tenant.id, day)
+    return {
+        "date": day.isoformat(),
+        "writes": used,
+        "limit": quota.limit,
+        "remaining": max(0, quota.limit - used),
+        "resetsAt": resets_at(day).isoformat().replace("+00:00", "Z"),
+    }

@@ -1,0 +1,639 @@
+"""Runs: start, progress, grading, finish, cancel, data deletion.
+
+State machine: a run starts `live` and ends exactly once in `passed`, `failed`,
+`timed_out`, `cancelled` or `errored`. Every transition out of `live` is
+`UPDATE run … WHERE status = 'live'` with the row count checked, so when `finish`, the
+worker's tick and the deadline race, one of them writes the verdict and the others read
+it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import string
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+import asyncpg
+import orjson
+from pydantic import TypeAdapter
+
+from app.db import Conn
+from app.errors import AppError, BadRequest, Conflict, NotFound, TooManyRequests, Unprocessable
+from app.fhir import service as fhir_service
+from app.grading.engine import grade
+from app.grading.snapshot import Call, ChangedResource, RunSnapshot, Verdict
+from app.kit import jsontext
+from app.kit.clock import utcnow
+from app.scenarios import service as scenarios_service
+from app.scenarios.expansion import ExpansionError, apply_variant, expand_scenario
+from app.scenarios.schema import TIMEOUT_MAX, TIMEOUT_MIN, Expectation, Scenario
+
+_ALPHABET = string.ascii_lowercase + string.digits
+_EXPECTATIONS = TypeAdapter(list[Expectation])
+FHIR_PREFIX = "/api/fhir/r4"
+
+
+class RunStatus(StrEnum):
+    LIVE = "live"
+    PASSED = "passed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    ERRORED = "errored"
+
+
+FINAL = frozenset(s for s in RunStatus if s is not RunStatus.LIVE)
+
+
+def _token(length: int) -> str:
+    return "".join(secrets.choice(_ALPHABET) for _ in range(length))
+
+
+def run_view_base(root: str, run_id: str) -> str:
+    return f"{root}/api/testing/runs/{run_id}/fhir/r4"
+
+
+@dataclass
+class RunRow:
+    tenant_id: uuid.UUID
+    id: str
+    scenario_id: str
+    scenario_version: int
+    scenario_hash: str
+    builtin: bool
+    mode: str
+    variant: str | None
+    label: str | None
+    status: str
+    brief: str | None
+    fixture: dict[str, str]
+    expectations: list[Any]
+    started_at: datetime
+    deadline: datetime
+    finished_at: datetime | None
+    changed_at: datetime
+    graded_change_at: datetime | None
+    graded_at: datetime | None
+    progress: dict[str, Any] | None
+    verdict: dict[str, Any] | None
+
+    @classmethod
+    def from_record(cls, r: asyncpg.Record) -> RunRow:
+        def js(value: Any) -> Any:
+            # Our own JSON (no FHIR decimals): plain floats, so scores serialise as numbers.
+            return None if value is None else orjson.loads(value)
+
+        return cls(
+            tenant_id=r["tenant_id"],
+            id=r["id"],
+            scenario_id=r["scenario_id"],
+            scenario_version=r["scenario_version"],
+            scenario_hash=r["scenario_hash"],
+            builtin=r["builtin"],
+            mode=r["mode"],
+            variant=r["variant"],
+            label=r["label"],
+            status=r["status"],
+            brief=r["brief"],
+            fixture=js(r["fixture"]),
+            expectations=js(r["expectations"]),
+            started_at=r["started_at"],
+            deadline=r["deadline"],
+            finished_at=r["finished_at"],
+            changed_at=r["changed_at"],
+            graded_change_at=r["graded_change_at"],
+            graded_at=r["graded_at"],
+            progress=js(r["progress"]),
+            verdict=js(r["verdict"]),
+        )
+
+    def view(self, root: str) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "status": self.status,
+            "mode": self.mode,
+            "scenarioId": self.scenario_id,
+            "scenarioVersion": self.scenario_version,
+            "scenarioHash": self.scenario_hash,
+            "variant": self.variant,
+            "label": self.label,
+            "fixture": self.fixture,
+            "fhirBase": run_view_base(root, self.id),
+            "startedAt": self.started_at.isoformat(),
+            "deadline": self.deadline.isoformat(),
+        }
+        if self.mode == "agent":
+            out["brief"] = self.brief
+        if self.status == RunStatus.LIVE:
+            out["progress"] = self.progress or {
+                "requiredTotal": None,
+                "requiredHolding": None,
+                "lastGradedAt": None,
+            }
+        else:
+            out["finishedAt"] = self.finished_at.isoformat() if self.finished_at else None
+            verdict = self.verdict or {}
+            out["passed"] = verdict.get("passed", False)
+            out["score"] = verdict.get("score", 0.0)
+            out["expectations"] = verdict.get("expectations", [])
+            if verdict.get("note"):
+                out["note"] = verdict["note"]
+        return out
+
+
+_SELECT = "SELECT * FROM run WHERE tenant_id = $1 AND id = $2"
+
+
+async def get_run(conn: Conn, tenant_id: uuid.UUID, run_id: str) -> RunRow:
+    row = await conn.fetchrow(_SELECT, tenant_id, run_id)
+    if row is None:
+        raise NotFound(f"no run '{run_id}'")
+    return RunRow.from_record(row)
+
+
+async def list_runs(
+    pool: asyncpg.Pool,
+    tenant_id: uuid.UUID,
+    *,
+    label: str | None,
+    status: str | None,
+    scenario_id: str | None,
+    limit: int,
+) -> list[RunRow]:
+    rows = await pool.fetch(
+        """SELECT * FROM run WHERE tenant_id = $1
+        AND ($2::text IS NULL OR label = $2) AND ($3::text IS NULL OR status = $3)
+        AND ($4::text IS NULL OR scenario_id = $4)
+        ORDER BY started_at DESC LIMIT $5""",
+        tenant_id,
+        label,
+        status,
+        scenario_id,
+        limit,
+    )
+    return [RunRow.from_record(r) for r in rows]
+
+
+@dataclass
+class StartRequest:
+    scenario_id: str
+    mode: str | None
+    variant: str | None
+    label: str | None
+    timeout_seconds: int | None
+
+
+async def start_run(
+    pool: asyncpg.Pool,
+    tenant_id: uuid.UUID,
+    request: StartRequest,
+    *,
+    max_live: int,
+) -> tuple[RunRow, int]:
+    """Write the fixture (silently) and the stimulus, and record the run. Returns the run
+    and how many quota-counted writes it made."""
+    loaded = await scenarios_service.get_scenario(pool, tenant_id, request.scenario_id)
+    scenario: Scenario = loaded.scenario
+    modes = [str(m) for m in scenario.modes]
+    mode = request.mode or modes[0]
+    if mode not in modes:
+        raise Unprocessable(
+            f"scenario '{scenario.id}' supports mode(s) {', '.join(modes)}, not '{mode}'"
+        )
+    if request.variant is not None:
+        try:
+            scenario = apply_variant(scenario, request.variant)
+        except KeyError:
+            personas = ", ".join(v.persona for v in loaded.scenario.variants) or "none"
+            raise Unprocessable(
+                f"scenario '{loaded.scenario.id}' has no variant '{request.variant}' "
+                f"(variants: {personas})"
+            ) from None
+    timeout = request.timeout_seconds or scenario.timeout_seconds
+    if not TIMEOUT_MIN <= timeout <= TIMEOUT_MAX:
+        raise Unprocessable(f"timeoutSeconds must be {TIMEOUT_MIN} to {TIMEOUT_MAX}, not {timeout}")
+    run_id = "run_" + _token(12)
+    started = utcnow()
+    try:
+        expanded = expand_scenario(scenario, _token(8), started)
+    except ExpansionError as exc:
+        raise Unprocessable(f"the scenario cannot be expanded: {exc}") from None
+    counted = len(expanded.stimulus) + (0 if loaded.builtin else len(expanded.fixture))
+    async with pool.acquire() as conn, conn.transaction():
+        # One start at a time per tenant, so the live-run limit holds under concurrency.
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"runs:{tenant_id}")
+        live = await conn.fetchval(
+            "SELECT count(*) FROM run WHERE tenant_id = $1 AND status = 'live'", tenant_id
+        )
+        if live >= max_live:
+            raise TooManyRequests(
+                f"live run limit reached: {live} of {max_live} runs are live; finish or "
+                "cancel one first"
+            )
+        refs = sorted(set(expanded.refs.values()))
+        await conn.execute(
+            "INSERT INTO run_ref (tenant_id, ref, run_id) SELECT $1, unnest($2::text[]), $3",
+            tenant_id,
+            refs,
+            run_id,
+        )
+        versions = await _write_setup(conn, tenant_id, run_id, expanded.fixture, loaded.builtin)
+        await _write_stimulus(conn, tenant_id, run_id, expanded.stimulus, versions, started)
+        expectations = [
+            e.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for e in scenario.expectations
+        ]
+        row = await conn.fetchrow(
+            """INSERT INTO run (tenant_id, id, scenario_id, scenario_version, scenario_hash,
+                builtin, mode, variant, label, status, brief, fixture, expectations,
+                started_at, deadline, changed_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'live', $10, $11::jsonb, $12::jsonb,
+                $13, $14, $13)
+            RETURNING *""",
+            tenant_id,
+            run_id,
+            scenario.id,
+            loaded.version,
+            loaded.hash,
+            loaded.builtin,
+            mode,
+            request.variant,
+            request.label,
+            expanded.brief if mode == "agent" else None,
+            jsontext.dumps(expanded.refs),
+            jsontext.dumps(expectations),
+            started,
+            started + timedelta(seconds=timeout),
+        )
+    assert row is not None
+    return RunRow.from_record(row), counted
+
+
+async def _write_setup(
+    conn: Conn,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    fixture: list[dict[str, Any]],
+    builtin: bool,
+) -> dict[tuple[str, str], int]:
+    ctx = fhir_service.FhirContext(
+        tenant_id=tenant_id, base_url="", run_id=run_id, source="setup", count_usage=not builtin
+    )
+    now = utcnow()
+    writes = []
+    for resource in fixture:
+        rtype, rid = resource["resourceType"], resource["id"]
+        try:
+            writes.append(
+                fhir_service.prepare_write(ctx, rtype, dict(resource), rid, 1, "create", now)
+            )
+        except AppError as exc:
+            raise Unprocessable(f"fixture {rtype}/{rid} is invalid: {exc.message}") from None
+    await ctx.write(conn, writes)
+    return {(w.resource_type, w.id): 1 for w in writes}
+
+
+async def _write_stimulus(
+    conn: Conn,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    stimulus: list[dict[str, Any]],
+    versions: dict[tuple[str, str], int],
+    now: datetime,
+) -> None:
+    """Stimulus resources are ordinary writes (they count, and fire events once events
+    exist); one reusing a fixture symbol updates that resource."""
+    ctx = fhir_service.FhirContext(
+        tenant_id=tenant_id, base_url="", run_id=run_id, source="stimulus"
+    )
+    for resource in stimulus:
+        rtype, rid = resource["resourceType"], resource["id"]
+        previous = versions.get((rtype, rid), 0)
+        write = fhir_service.prepare_write(
+            ctx,
+            rtype,
+            dict(resource),
+            rid,
+            previous + 1,
+            "update" if previous else "create",
+            utcnow(),
+        )
+        await ctx.write(conn, [write])
+        versions[(rtype, rid)] = previous + 1
+
+
+# --- grading ----------------------------------------------------------------------------
+
+
+def expectations_of(run: RunRow) -> list[Expectation]:
+    return _EXPECTATIONS.validate_python(run.expectations)
+
+
+def _relative_path(path: str) -> str:
+    """Trace paths as api_call expectations see them: FHIR calls relative to the base."""
+    if path.startswith(FHIR_PREFIX):
+        return path[len(FHIR_PREFIX) :] or "/"
+    if path.startswith("/api/testing/runs/"):
+        marker = "/fhir/r4"
+        index = path.find(marker)
+        if index >= 0:
+            return path[index + len(marker) :] or "/"
+    return path
+
+
+def _resource_types(expectations: list[Expectation], scope: str) -> set[str]:
+    out: set[str] = set()
+    for e in expectations:
+        if e.type == "resource" and e.scope == scope:
+            out.add(e.resource_type)
+        elif e.type == "any_of":
+            out |= _resource_types(e.expectations, scope)
+    return out
+
+
+async def build_snapshot(
+    conn: Conn, run: RunRow, expectations: list[Expectation], *, final: bool
+) -> RunSnapshot:
+    now = utcnow()
+    refs = run.fixture
+    pairs = [tuple(ref.split("/", 1)) for ref in refs.values()]
+    rows = await conn.fetch(
+        """SELECT r.resource_type, r.id, r.deleted, r.resource FROM fhir_resource r
+        JOIN unnest($2::text[], $3::text[]) AS k(t, i) ON r.resource_type = k.t AND r.id = k.i
+        WHERE r.tenant_id = $1""",
+        run.tenant_id,
+        [p[0] for p in pairs],
+        [p[1] for p in pairs],
+    )
+    by_ref = {
+        f"{r['resource_type']}/{r['id']}": (
+            None if r["deleted"] or r["resource"] is None else jsontext.loads(r["resource"])
+        )
+        for r in rows
+    }
+    current = {symbol: by_ref.get(ref) for symbol, ref in refs.items()}
+    changed = await _changed(conn, run, expectations)
+    calls = [
+        Call(
+            at=c["at"],
+            method=c["method"],
+            path=_relative_path(c["path"]),
+            query=c["query"],
+            status=c["status"],
+            transport=c["transport"],
+            refs=tuple(c["refs"] or ()),
+        )
+        for c in await conn.fetch(
+            """SELECT at, method, path, query, status, transport, refs FROM trace_call
+            WHERE tenant_id = $1 AND (run_id = $2 OR (run_id IS NULL AND at >= $3 AND at <= $4))
+            ORDER BY at""",
+            run.tenant_id,
+            run.id,
+            run.started_at,
+            now,
+        )
+    ]
+    return RunSnapshot(
+        run_id=run.id,
+        started_at=run.started_at,
+        now=now,
+        deadline=run.deadline,
+        fixture=dict(refs),
+        current=current,
+        patient_refs=frozenset(r for r in refs.values() if r.startswith("Patient/")),
+        changed=changed,
+        calls=calls,
+        final=final,
+    )
+
+
+async def _changed(
+    conn: Conn, run: RunRow, expectations: list[Expectation]
+) -> list[ChangedResource]:
+    """Resources the system under test wrote during the run, filtered in SQL to the types
+    the expectations ask about: the run's own (patient scope) and, for tenant-scope
+    expectations, any tenant write in the run's window not owned by another run."""
+    own_types = sorted(_resource_types(expectations, "patient"))
+    tenant_types = sorted(_resource_types(expectations, "tenant"))
+    if not own_types and not tenant_types:
+        return []
+    rows = await conn.fetch(
+        """WITH h AS (
+            SELECT resource_type, id, min(last_updated) AS first_at,
+                max(last_updated) AS last_at, bool_or(interaction = 'create') AS created
+            FROM fhir_history
+            WHERE tenant_id = $1 AND source IS NULL AND (
+                (run_id = $2 AND resource_type = ANY($3::text[]))
+                OR (resource_type = ANY($4::text[]) AND last_updated >= $5
+                    AND (run_id IS NULL OR run_id = $2))
+            )
+            GROUP BY resource_type, id
+        )
+        SELECT h.*, r.deleted, r.resource, r.all_refs, r.run_id
+        FROM h JOIN fhir_resource r
+            ON r.tenant_id = $1 AND r.resource_type = h.resource_type AND r.id = h.id""",
+        run.tenant_id,
+        run.id,
+        own_types,
+        tenant_types,
+        run.started_at,
+    )
+    out: list[ChangedResource] = []
+    for r in rows:
+        out.append(
+            ChangedResource(
+                resource_type=r["resource_type"],
+                id=r["id"],
+                resource=None
+                if r["deleted"] or r["resource"] is None
+                else jsontext.loads(r["resource"]),
+                first_changed_at=r["first_at"],
+                last_changed_at=r["last_at"],
+                created=r["created"],
+                all_refs=tuple(k.split("|", 1)[1] for k in r["all_refs"] or ()),
+                run_id=r["run_id"],
+            )
+        )
+    return out
+
+
+def _verdict_json(verdict: Verdict, note: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "passed": verdict.passed,
+        "score": round(verdict.score, 4),
+        "expectations": [r.as_json() for r in verdict.results],
+    }
+    if note:
+        out["note"] = note
+    return out
+
+
+async def grade_run(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str, *, final: bool = False
+) -> RunRow:
+    """Grade a live run; end it when it passed, when `final` (finish), or at its deadline.
+    A run that already ended is returned as it is."""
+    async with pool.acquire() as conn:
+        run = await get_run(conn, tenant_id, run_id)
+        if run.status != RunStatus.LIVE:
+            return run
+        seen_change = run.changed_at
+        expectations = expectations_of(run)
+        snapshot = await build_snapshot(conn, run, expectations, final=final)
+        verdict = grade(expectations, snapshot)
+        now = snapshot.now
+        status: RunStatus | None = None
+        note = None
+        if verdict.passed:
+            status = RunStatus.PASSED
+        elif final:
+            status = RunStatus.FAILED
+        elif now >= run.deadline:
+            status = RunStatus.TIMED_OUT
+            note = "the deadline passed before every required expectation held"
+        if status is not None:
+            ended = await conn.fetchrow(
+                """UPDATE run SET status = $3, verdict = $4::jsonb, finished_at = $5,
+                    graded_at = $5, graded_change_at = $6
+                WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
+                tenant_id,
+                run_id,
+                str(status),
+                jsontext.dumps(_verdict_json(verdict, note)),
+                now,
+                seen_change,
+            )
+            if ended is not None:
+                return RunRow.from_record(ended)
+            return await get_run(conn, tenant_id, run_id)  # another grader ended it first
+        progress = {
+            "requiredTotal": verdict.required_total,
+            "requiredHolding": verdict.required_holding,
+            "lastGradedAt": now.isoformat(),
+        }
+        updated = await conn.fetchrow(
+            """UPDATE run SET progress = $3::jsonb, graded_at = $4, graded_change_at = $5
+            WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
+            tenant_id,
+            run_id,
+            jsontext.dumps(progress),
+            now,
+            seen_change,
+        )
+        if updated is None:
+            return await get_run(conn, tenant_id, run_id)
+        return RunRow.from_record(updated)
+
+
+async def cancel_run(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> RunRow:
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(
+            """UPDATE run SET status = 'cancelled', finished_at = $3,
+                verdict = '{"passed": false, "score": 0, "expectations": [],
+                            "note": "cancelled before a verdict"}'::jsonb
+            WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
+            tenant_id,
+            run_id,
+            utcnow(),
+        )
+        if row is None:
+            run = await get_run(conn, tenant_id, run_id)
+            raise Conflict(f"run '{run_id}' already ended as {run.status}")
+        return RunRow.from_record(row)
+
+
+async def delete_run_data(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> int:
+    """Remove the run's resources (its fixture patients and everything it created) with
+    their history. Returns how many resources were removed."""
+    async with pool.acquire() as conn, conn.transaction():
+        run = await get_run(conn, tenant_id, run_id)
+        if run.status == RunStatus.LIVE:
+            raise Conflict(f"run '{run_id}' is live: finish or cancel it before deleting its data")
+        await conn.execute(
+            """DELETE FROM fhir_date d USING fhir_resource r
+            WHERE r.tenant_id = $1 AND r.run_id = $2 AND d.tenant_id = $1
+                AND d.resource_type = r.resource_type AND d.id = r.id""",
+            tenant_id,
+            run_id,
+        )
+        await conn.execute(
+            """DELETE FROM fhir_history h USING fhir_resource r
+            WHERE r.tenant_id = $1 AND r.run_id = $2 AND h.tenant_id = $1
+                AND h.resource_type = r.resource_type AND h.id = r.id""",
+            tenant_id,
+            run_id,
+        )
+        status = await conn.execute(
+            "DELETE FROM fhir_resource WHERE tenant_id = $1 AND run_id = $2", tenant_id, run_id
+        )
+        await conn.execute(
+            "DELETE FROM run_ref WHERE tenant_id = $1 AND run_id = $2", tenant_id, run_id
+        )
+    return int(status.split()[-1])
+
+
+async def run_trace(pool: asyncpg.Pool, run: RunRow) -> list[dict[str, Any]]:
+    end = run.finished_at or utcnow()
+    rows = await pool.fetch(
+        """SELECT at, method, path, query, status, duration_ms, transport, refs, run_id
+        FROM trace_call WHERE tenant_id = $1
+        AND (run_id = $2 OR (run_id IS NULL AND at >= $3 AND at <= $4)) ORDER BY at""",
+        run.tenant_id,
+        run.id,
+        run.started_at,
+        end,
+    )
+    return [
+        {
+            "at": r["at"].isoformat(),
+            "method": r["method"],
+            "path": r["path"],
+            "query": r["query"],
+            "status": r["status"],
+            "durationMs": round(r["duration_ms"], 2),
+            "transport": r["transport"],
+            "refs": list(r["refs"] or ()),
+            "shared": r["run_id"] is None,
+        }
+        for r in rows
+    ]
+
+
+async def runs_needing_grades(pool: asyncpg.Pool) -> list[tuple[uuid.UUID, str]]:
+    """Live runs with something new since their last grading, or past their deadline."""
+    rows = await pool.fetch(
+        """SELECT tenant_id, id FROM run WHERE status = 'live' AND (
+            graded_change_at IS NULL OR changed_at > graded_change_at OR deadline <= $1)""",
+        utcnow(),
+    )
+    return [(r["tenant_id"], r["id"]) for r in rows]
+
+
+async def mark_changed(
+    pool: asyncpg.Pool, attributed: set[tuple[uuid.UUID, str]], shared_tenants: set[uuid.UUID]
+) -> list[tuple[uuid.UUID, str]]:
+    """Traced calls happened: mark the runs they belong to (a shared call: every live run
+    of its tenant) as changed; return them to be regraded soon."""
+    if not attributed and not shared_tenants:
+        return []
+    rows = await pool.fetch(
+        """UPDATE run SET changed_at = $4 WHERE status = 'live' AND (
+            (tenant_id, id) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
+            OR tenant_id = ANY($3::uuid[]))
+        RETURNING tenant_id, id""",
+        [t for t, _ in attributed],
+        [r for _, r in attributed],
+        list(shared_tenants),
+        utcnow(),
+    )
+    return [(r["tenant_id"], r["id"]) for r in rows]
+
+
+def check_limit(value: int, low: int, high: int, name: str) -> int:
+    if not low <= value <= high:
+        raise BadRequest(f"'{name}' must be {low} to {high}")
+    return value

@@ -1,0 +1,58 @@
+"""The testing API: scenarios (`/api/testing/scenarios…`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+
+from app.fhir.service import parse_body
+from app.scenarios import service
+from app.tenants.auth import Tenant, pool_of
+
+router = APIRouter(prefix="/api/testing/scenarios", tags=["Testing"])
+
+
+@router.get("", summary="List built-in and imported scenarios")
+async def list_scenarios(request: Request, tenant: Tenant) -> dict[str, Any]:
+    found = await service.list_scenarios(pool_of(request), tenant.id)
+    return {"scenarios": [s.summary() for s in found]}
+
+
+@router.get("/{scenario_id}", summary="The whole scenario")
+async def get_scenario(request: Request, tenant: Tenant, scenario_id: str) -> dict[str, Any]:
+    loaded = await service.get_scenario(pool_of(request), tenant.id, scenario_id)
+    document: dict[str, Any] = loaded.scenario.model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    return {**loaded.summary(), "scenario": document}
+
+
+@router.post(
+    "",
+    status_code=201,
+    summary="Import a custom scenario (a new version when the id exists); ?dryRun=true validates",
+)
+async def import_scenario(
+    request: Request,
+    tenant: Tenant,
+    dry_run: Annotated[bool, Query(alias="dryRun")] = False,
+) -> Any:
+    document = parse_body(await request.body())
+    try:
+        loaded = await service.import_scenario(
+            pool_of(request), tenant.id, document, dry_run=dry_run
+        )
+    except service.ScenarioInvalid as exc:
+        return JSONResponse(
+            {
+                "title": exc.message,
+                "status": 422,
+                "errors": [{"path": p.path, "message": p.message} for p in exc.problems],
+            },
+            status_code=422,
+            media_type="application/problem+json",
+        )
+    body = {**loaded.summary(), "dryRun": dry_run, "valid": True}
+    return JSONResponse(body, status_code=200 if dry_run else 201)

@@ -1,0 +1,172 @@
+"""The scenario format (DESIGN.md "Scenarios" and "Expectations and grading").
+
+A scenario is JSON; these models are its shape. Field names are camelCase in JSON and
+snake_case here (`populate_by_name`, aliases). Semantic checks that need more than the
+shape (symbols, FHIRPath, time tokens, FHIR validity, variants) live in
+`app.scenarios.validation`.
+
+Symbols: a fixture/stimulus resource's `"id": "@name"` defines symbol `name`;
+`{"reference": "@name"}` and any string equal to `"@name"` use it. Expectations name
+symbols without the `@` in FHIRPath (`%fixture.name`, `%current.name`) and with it in
+`target`/`resource` fields (`"target": "@appt"`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+TIMEOUT_MIN = 30
+TIMEOUT_MAX = 1800
+TIMEOUT_DEFAULT = 300
+MAX_TURNS_DEFAULT = 6
+MAX_TURNS_MAX = 12
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class Mode(StrEnum):
+    AGENT = "agent"
+    WORKFLOW = "workflow"
+
+
+class Count(Model):
+    min: int | None = Field(default=None, ge=0)
+    max: int | None = Field(default=None, ge=0)
+
+
+class ExpectationBase(Model):
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    label: str = Field(min_length=1)
+    weight: float = Field(default=1.0, gt=0)
+    required: bool = True
+
+
+class ResourceExpectation(ExpectationBase):
+    """Resources of `resource_type` changed during the run (by the system under test)
+    on the fixture patients — or anywhere in the tenant with scope "tenant" — matching
+    every `where` FHIRPath; their number within `count` (default: at least one)."""
+
+    type: Literal["resource"]
+    resource_type: str
+    where: list[str] = Field(default_factory=list)
+    count: Count | None = None
+    scope: Literal["patient", "tenant"] = "patient"
+
+
+class FieldExpectation(ExpectationBase):
+    """The fixture resource `target` (a symbol, "@appt"), as it reads now, matches every
+    `where`."""
+
+    type: Literal["field"]
+    target: str
+    where: list[str] = Field(min_length=1)
+
+
+class WebhookExpectation(ExpectationBase):
+    """A successful delivery of `event` for the fixture resource `resource` (graded once
+    webhooks exist)."""
+
+    type: Literal["webhook"]
+    event: str
+    resource: str
+
+
+class ApiCallExpectation(ExpectationBase):
+    """Calls in the run's trace with `method` and a `path` glob (`*`, `**`, `{a,b}`),
+    matched against the path alone: FHIR calls relative to the FHIR base
+    (`/Appointment/$find`), other calls absolute (`/api/eligibility/$check`). With
+    `before`, only calls made before that expectation's first evidence count."""
+
+    type: Literal["api_call"]
+    method: str = Field(pattern=r"^(GET|POST|PUT|PATCH|DELETE|\*)$")
+    path: str = Field(min_length=1)
+    before: str | None = None
+    count: Count | None = None
+
+
+TextSource = Literal["communications", "tasks", "documents"]
+ALL_TEXT_SOURCES: tuple[TextSource, ...] = ("communications", "tasks", "documents")
+
+
+class RubricExpectation(ExpectationBase):
+    """Graded by a judge once the run is final; always bonus."""
+
+    type: Literal["rubric"]
+    required: bool = False
+    rubric: str = Field(min_length=1)
+    threshold: float = Field(default=0.7, ge=0, le=1)
+    of: list[TextSource] = Field(default_factory=lambda: list(ALL_TEXT_SOURCES))
+
+
+class AnyOfExpectation(ExpectationBase):
+    type: Literal["any_of"]
+    expectations: list[Expectation] = Field(min_length=1)
+
+
+Expectation = Annotated[
+    ResourceExpectation
+    | FieldExpectation
+    | WebhookExpectation
+    | ApiCallExpectation
+    | RubricExpectation
+    | AnyOfExpectation,
+    Field(discriminator="type"),
+]
+AnyOfExpectation.model_rebuild()
+
+
+class OracleCall(Model):
+    """One API call of the reference solution. `path` follows the api_call rule: relative
+    to the FHIR base, or absolute for `/api/...`. `body` may use symbols and time
+    tokens; `save_as` names the created resource so later calls can use `@name`."""
+
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+    path: str = Field(min_length=1)
+    body: Any = None
+    save_as: str | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+class Variant(Model):
+    persona: str = Field(min_length=1, max_length=40, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    summary: str = ""
+    # Symbol ("@patient") -> RFC 7396 merge patch on that fixture/stimulus resource.
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    brief: str | None = None
+
+
+class Fact(Model):
+    topic: str
+    keywords: list[str] = Field(min_length=1)
+    answer: str
+
+
+class PatientSim(Model):
+    patient: str  # a symbol, "@patient"
+    goal: str
+    facts: list[Fact] = Field(default_factory=list)
+    max_turns: int = Field(default=MAX_TURNS_DEFAULT, ge=1, le=MAX_TURNS_MAX)
+
+
+class Scenario(Model):
+    id: str = Field(min_length=3, max_length=100, pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    title: str = Field(min_length=1)
+    category: str = Field(min_length=1)
+    summary: str = ""
+    modes: list[Mode] = Field(min_length=1)
+    brief: str | None = None
+    workflow: str | None = None
+    fixture: list[dict[str, Any]] = Field(default_factory=list)
+    stimulus: list[dict[str, Any]] = Field(default_factory=list)
+    expectations: list[Expectation] = Field(min_length=1)
+    timeout_seconds: int = Field(default=TIMEOUT_DEFAULT, ge=TIMEOUT_MIN, le=TIMEOUT_MAX)
+    oracle: list[OracleCall] = Field(default_factory=list)
+    variants: list[Variant] = Field(default_factory=list)
+    patient_sim: PatientSim | None = None

@@ -1,0 +1,74 @@
+"""The daily write quota.
+
+Writes are counted in the write statement itself (`usage_counter`, sharded); the check
+before a write reads the tenant's total for today at most once a second per process and
+adds what this process wrote since. Across several API processes the check may let
+through up to a second's worth of writes over the limit; nothing already written is
+ever lost or undone.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as dtime
+
+import asyncpg
+
+from app.errors import TooManyRequests
+from app.kit.clock import utcnow
+
+REFRESH_SECONDS = 1.0
+
+
+@dataclass
+class _Seen:
+    day: date
+    fetched: float
+    used: int
+
+
+class QuotaExceeded(TooManyRequests):
+    pass
+
+
+def resets_at(day: date) -> datetime:
+    return datetime.combine(day + timedelta(days=1), dtime.min, UTC)
+
+
+async def used_today(pool: asyncpg.Pool, tenant_id: uuid.UUID, day: date) -> int:
+    used: int = await pool.fetchval(
+        "SELECT coalesce(sum(writes), 0)::bigint FROM usage_counter WHERE tenant_id = $1 AND day = $2",
+        tenant_id,
+        day,
+    )
+    return used
+
+
+class QuotaGuard:
+    def __init__(self, pool: asyncpg.Pool, limit: int) -> None:
+        self._pool = pool
+        self.limit = limit
+        self._seen: dict[uuid.UUID, _Seen] = {}
+
+    async def check(self, tenant_id: uuid.UUID, adding: int) -> None:
+        day = utcnow().date()
+        seen = self._seen.get(tenant_id)
+        now = time.monotonic()
+        if seen is None or seen.day != day or now - seen.fetched > REFRESH_SECONDS:
+            seen = _Seen(day, now, await used_today(self._pool, tenant_id, day))
+            self._seen[tenant_id] = seen
+        if seen.used + adding > self.limit:
+            reset = resets_at(day)
+            raise QuotaExceeded(
+                f"daily write quota exceeded: {seen.used} of {self.limit} FHIR writes used "
+                f"today; it resets at {reset.isoformat().replace('+00:00', 'Z')}",
+                headers={"Retry-After": str(int((reset - utcnow()).total_seconds()) + 1)},
+            )
+
+    def note(self, tenant_id: uuid.UUID, written: int) -> None:
+        seen = self._seen.get(tenant_id)
+        if seen is not None:
+            seen.used += written

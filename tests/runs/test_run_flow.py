@@ -1,0 +1,282 @@
+"""Runs over real HTTP with a scripted agent: pass, near miss, no-op, races, cancel,
+data deletion, run views, trace attribution, limits and tenant isolation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from fhirpy import AsyncFHIRClient
+
+from app.db import Database
+from app.runs import service as runs_service
+from tests.conftest import TenantHandle, make_tenant
+
+SCENARIO = "scheduling.book-named-practitioner"
+CHEN = "Practitioner/demo-canonical-prac-chen"
+PATEL = "Practitioner/demo-canonical-prac-patel"
+
+
+def api(tenant: TenantHandle) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        base_url=f"{tenant.server}/api/testing", headers=tenant.headers, timeout=30
+    )
+
+
+async def start(tenant: TenantHandle, **body: Any) -> dict[str, Any]:
+    async with api(tenant) as client:
+        r = await client.post("/runs", json={"scenarioId": SCENARIO, **body})
+    assert r.status_code == 201, r.text
+    run: dict[str, Any] = r.json()
+    return run
+
+
+async def wait_for(
+    tenant: TenantHandle, run_id: str, statuses: set[str], timeout: float = 15
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    async with api(tenant) as client:
+        while True:
+            view: dict[str, Any] = (await client.get(f"/runs/{run_id}")).json()
+            if view["status"] in statuses or time.monotonic() > deadline:
+                return view
+            await asyncio.sleep(0.1)
+
+
+async def book(run: dict[str, Any], tenant: TenantHandle, practitioner: str) -> str:
+    """The scripted agent: looks up free slots with fhirpy on the run's base and books."""
+    fhir = AsyncFHIRClient(run["fhirBase"], authorization=f"Bearer {tenant.key}")
+    patient_ref = run["fixture"]["patient"]
+    schedule = "Schedule/demo-canonical-sched-" + practitioner.rsplit("-", 1)[1]
+    slots = await fhir.resources("Slot").search(schedule=schedule, status="free").limit(50).fetch()
+    start = datetime.now(UTC) + timedelta(hours=1)
+    slot = next(s for s in slots if datetime.fromisoformat(s["start"]) > start)
+    appointment = fhir.resource(
+        "Appointment",
+        status="booked",
+        start=slot["start"],
+        end=slot["end"],
+        slot=[{"reference": f"Slot/{slot['id']}"}],
+        serviceType=[{"text": "Annual physical"}],
+        participant=[
+            {"actor": {"reference": patient_ref}, "status": "accepted"},
+            {"actor": {"reference": practitioner}, "status": "accepted"},
+        ],
+    )
+    await appointment.save()
+    return str(appointment.id)
+
+
+async def test_start_returns_the_contract_and_no_expectations(tenant: TenantHandle) -> None:
+    run = await start(tenant)
+    assert run["id"].startswith("run_")
+    assert run["status"] == "live"
+    assert run["mode"] == "agent"
+    assert "Rivera" in run["brief"]
+    assert run["fixture"]["patient"].startswith("Patient/")
+    assert run["fhirBase"].endswith(f"/api/testing/runs/{run['id']}/fhir/r4")
+    assert datetime.fromisoformat(run["deadline"]) > datetime.fromisoformat(run["startedAt"])
+    assert "expectations" not in run
+    pid = run["fixture"]["patient"].split("/")[1]
+    assert pid in run["brief"]
+    async with httpx.AsyncClient(headers=tenant.headers) as client:
+        patient = (await client.get(f"{run['fhirBase']}/{run['fixture']['patient']}")).json()
+    assert patient["name"][0]["family"] == "Rivera"
+    assert {"system": "urn:understudy:source", "code": "test-run"} in [
+        {"system": t.get("system"), "code": t.get("code")} for t in patient["meta"].get("tag", [])
+    ]
+
+
+async def test_scripted_agent_passes_quickly(tenant: TenantHandle) -> None:
+    run = await start(tenant)
+    live = await wait_for(tenant, run["id"], {"live"})
+    assert "expectations" not in live and "passed" not in live
+    began = time.monotonic()
+    await book(run, tenant, CHEN)
+    final = await wait_for(tenant, run["id"], {"passed", "failed", "timed_out"})
+    assert final["status"] == "passed", final
+    assert time.monotonic() - began < 5
+    booked = next(e for e in final["expectations"] if e["id"] == "booked")
+    assert booked["passed"] is True
+    assert booked["evidence"]["matches"][0].startswith("Appointment/")
+    assert final["score"] > 0
+
+
+async def test_wrong_practitioner_fails_naming_the_clause(tenant: TenantHandle) -> None:
+    run = await start(tenant)
+    await book(run, tenant, PATEL)
+    async with api(tenant) as client:
+        final = (await client.post(f"/runs/{run['id']}/finish")).json()
+    assert final["status"] == "failed"
+    assert final["passed"] is False
+    booked = next(e for e in final["expectations"] if e["id"] == "booked")
+    assert booked["passed"] is False
+    assert booked["evidence"]["closest"].startswith("Appointment/")
+    failing = [c for c in booked["evidence"]["clauses"] if not c["holds"]]
+    assert any("demo-canonical-prac-chen" in c["where"] for c in failing)
+    guard = next(e for e in final["expectations"] if e["id"] == "no-other-practitioner")
+    assert guard["passed"] is False
+
+
+async def test_doing_nothing_times_out(tenant: TenantHandle, db: Database) -> None:
+    run = await start(tenant, timeoutSeconds=30)
+    # Let the deadline pass without waiting for it: the worker's tick ends the run.
+    await db.pool.execute(
+        "UPDATE run SET deadline = now() - interval '1 second' WHERE tenant_id = $1 AND id = $2",
+        tenant.id,
+        run["id"],
+    )
+    final = await wait_for(tenant, run["id"], {"timed_out", "passed", "failed"}, timeout=20)
+    assert final["status"] == "timed_out"
+    assert final["passed"] is False
+
+
+async def test_finish_and_tick_race_to_one_verdict(tenant: TenantHandle, db: Database) -> None:
+    run = await start(tenant)
+    await book(run, tenant, CHEN)
+    async with api(tenant) as client:
+        results = await asyncio.gather(
+            *(client.post(f"/runs/{run['id']}/finish") for _ in range(4)),
+            *(runs_service.grade_run(db.pool, tenant.id, run["id"]) for _ in range(4)),
+        )
+    statuses = {r.json()["status"] if isinstance(r, httpx.Response) else r.status for r in results}
+    assert statuses == {"passed"}
+    rows = await db.pool.fetch(
+        "SELECT status, finished_at FROM run WHERE tenant_id = $1 AND id = $2",
+        tenant.id,
+        run["id"],
+    )
+    assert len(rows) == 1 and rows[0]["status"] == "passed"
+
+
+async def test_cancel(tenant: TenantHandle) -> None:
+    run = await start(tenant)
+    async with api(tenant) as client:
+        r = await client.post(f"/runs/{run['id']}/cancel")
+        assert r.json()["status"] == "cancelled"
+        again = await client.post(f"/runs/{run['id']}/cancel")
+        assert again.status_code == 409
+        finish = await client.post(f"/runs/{run['id']}/finish")
+        assert finish.json()["status"] == "cancelled"
+
+
+async def test_delete_data_removes_the_run_resources(tenant: TenantHandle) -> None:
+    run = await start(tenant)
+    appointment = await book(run, tenant, CHEN)
+    async with api(tenant) as client:
+        live_delete = await client.delete(f"/runs/{run['id']}/data")
+        assert live_delete.status_code == 409
+        await client.post(f"/runs/{run['id']}/finish")
+        removed = (await client.delete(f"/runs/{run['id']}/data")).json()
+    assert removed["resourcesRemoved"] >= 2
+    async with httpx.AsyncClient(base_url=tenant.fhir_base, headers=tenant.headers) as fhir:
+        assert (await fhir.get(f"/{run['fixture']['patient']}")).status_code == 404
+        assert (await fhir.get(f"/Appointment/{appointment}")).status_code == 404
+        assert (await fhir.get(f"/Appointment/{appointment}/_history")).status_code == 404
+        # The canonical directory the run used is untouched.
+        assert (await fhir.get("/Practitioner/demo-canonical-prac-chen")).status_code == 200
+
+
+async def test_run_views_hide_other_runs(tenant: TenantHandle) -> None:
+    runs = await asyncio.gather(*(start(tenant) for _ in range(3)))
+    async with httpx.AsyncClient(headers=tenant.headers) as client:
+        for run in runs:
+            found = (await client.get(f"{run['fhirBase']}/Patient?name=Alex Rivera")).json()
+            assert found["total"] == 1
+            assert f"Patient/{found['entry'][0]['resource']['id']}" == run["fixture"]["patient"]
+            other = runs[0] if run is not runs[0] else runs[1]
+            hidden = await client.get(f"{run['fhirBase']}/{other['fixture']['patient']}")
+            assert hidden.status_code == 404
+            # Shared data (the canonical directory) is visible in every view.
+            chen = await client.get(f"{run['fhirBase']}/{CHEN}")
+            assert chen.status_code == 200
+        everyone = (await client.get(f"{tenant.fhir_base}/Patient?name=Alex Rivera")).json()
+        assert everyone["total"] == 3
+
+
+async def test_trace_attribution(tenant: TenantHandle) -> None:
+    first, second = await asyncio.gather(start(tenant), start(tenant))
+    async with httpx.AsyncClient(headers=tenant.headers) as client:
+        await client.get(f"{first['fhirBase']}/Slot?status=free&_count=1")
+        await client.get(f"{tenant.fhir_base}/{second['fixture']['patient']}")
+        await client.get(f"{tenant.fhir_base}/Practitioner?family=Chen")
+    async with api(tenant) as client:
+        one = (await client.get(f"/runs/{first['id']}/trace")).json()["calls"]
+        two = (await client.get(f"/runs/{second['id']}/trace")).json()["calls"]
+    one_paths = {(c["path"], c["shared"]) for c in one}
+    two_paths = {(c["path"], c["shared"]) for c in two}
+    assert (f"/api/testing/runs/{first['id']}/fhir/r4/Slot", False) in one_paths
+    assert (f"/api/fhir/r4/{second['fixture']['patient']}", False) in two_paths
+    assert (f"/api/fhir/r4/{second['fixture']['patient']}", False) not in one_paths
+    assert ("/api/fhir/r4/Practitioner", True) in one_paths
+    assert ("/api/fhir/r4/Practitioner", True) in two_paths
+    assert not any("/Slot" in p for p, _ in two_paths)
+
+
+async def test_live_run_limit(tenant: TenantHandle) -> None:
+    async with api(tenant) as client:
+        for _ in range(20):
+            r = await client.post("/runs", json={"scenarioId": SCENARIO})
+            assert r.status_code == 201, r.text
+        over = await client.post("/runs", json={"scenarioId": SCENARIO})
+    assert over.status_code == 429
+    assert "live run limit" in over.json()["detail"]
+
+
+async def test_bad_start_requests(tenant: TenantHandle) -> None:
+    async with api(tenant) as client:
+        assert (await client.post("/runs", json={"scenarioId": "nope"})).status_code == 404
+        bad_mode = await client.post("/runs", json={"scenarioId": SCENARIO, "mode": "workflow"})
+        assert bad_mode.status_code == 422
+        assert "workflow" in bad_mode.json()["detail"]
+        bad_variant = await client.post("/runs", json={"scenarioId": SCENARIO, "variant": "nope"})
+        assert bad_variant.status_code == 422
+        short = await client.post("/runs", json={"scenarioId": SCENARIO, "timeoutSeconds": 5})
+        assert short.status_code == 422
+        assert (await client.post("/runs", json={})).status_code == 422
+        assert (await client.get("/runs/run_nope")).status_code == 404
+
+
+async def test_runs_are_invisible_to_other_tenants(
+    tenant: TenantHandle, db: Database, server_url: str
+) -> None:
+    run = await start(tenant)
+    other = await make_tenant(db, server_url)
+    async with api(other) as client:
+        assert (await client.get(f"/runs/{run['id']}")).status_code == 404
+        assert (await client.post(f"/runs/{run['id']}/finish")).status_code == 404
+        assert (await client.post(f"/runs/{run['id']}/cancel")).status_code == 404
+        assert (await client.delete(f"/runs/{run['id']}/data")).status_code == 404
+        assert (await client.get(f"/runs/{run['id']}/trace")).status_code == 404
+        assert (await client.get("/runs")).json()["runs"] == []
+    async with httpx.AsyncClient(headers=other.headers) as client:
+        view = await client.get(f"{run['fhirBase']}/Patient")
+        assert view.status_code == 404
+
+
+async def test_quota_and_usage(tenant: TenantHandle, db: Database) -> None:
+    async with httpx.AsyncClient(base_url=tenant.server, headers=tenant.headers) as client:
+        before = (await client.get("/api/usage")).json()
+        assert before["writes"] == 0 and before["limit"] == 20_000
+        await client.post("/api/fhir/r4/Patient", json={"resourceType": "Patient"})
+        await start(tenant)  # built-in setup writes are free
+        after = (await client.get("/api/usage")).json()
+        assert after["writes"] == 1
+        await db.pool.execute(
+            "INSERT INTO usage_counter (tenant_id, day, shard, writes) VALUES ($1, $2, 99, $3)",
+            tenant.id,
+            datetime.now(UTC).date(),
+            20_000,
+        )
+        await asyncio.sleep(1.1)  # the per-process quota cache refreshes every second
+        over = await client.post("/api/fhir/r4/Patient", json={"resourceType": "Patient"})
+        assert over.status_code == 429
+        outcome = over.json()
+        assert outcome["resourceType"] == "OperationOutcome"
+        assert "daily write quota" in outcome["issue"][0]["diagnostics"]
+        assert "resets at" in outcome["issue"][0]["diagnostics"]
+        reads = await client.get("/api/fhir/r4/Patient")
+        assert reads.status_code == 200

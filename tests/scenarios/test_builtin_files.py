@@ -1,0 +1,132 @@
+"""The built-in scenario library (`scenarios/*.json`): every file loads, validates as an
+import would, and is a fair test — a reference solution to show what passing looks
+like, something the system must do, and something it must not."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.scenarios.expansion import apply_variant, expand_scenario
+from app.scenarios.schema import (
+    AnyOfExpectation,
+    ApiCallExpectation,
+    Count,
+    Expectation,
+    ResourceExpectation,
+    Scenario,
+    WebhookExpectation,
+)
+from app.scenarios.validation import Problem, validate_scenario
+
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
+FILES = sorted(SCENARIO_DIR.glob("*.json"))
+# Run starts for expanding each scenario: a weekday morning and a Saturday night, so
+# weekday tokens ("+0wd@10:00") are resolved on both sides of a weekend.
+RUN_STARTS = (datetime(2025, 3, 4, 9, 30, tzinfo=UTC), datetime(2025, 3, 8, 23, 45, tzinfo=UTC))
+
+each_file = pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+
+
+def _document(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert isinstance(data, dict), f"{path.name}: a scenario is a JSON object"
+    return data
+
+
+def _scenario(path: Path) -> Scenario:
+    return Scenario.model_validate(_document(path))
+
+
+def _walk(expectations: list[Expectation]) -> Iterator[Expectation]:
+    for expectation in expectations:
+        yield expectation
+        if isinstance(expectation, AnyOfExpectation):
+            yield from _walk(expectation.expectations)
+
+
+def _is_must_not(expectation: Expectation) -> bool:
+    return (
+        isinstance(expectation, ResourceExpectation)
+        and expectation.count is not None
+        and expectation.count.max == 0
+    )
+
+
+def _needs_evidence(expectation: Expectation) -> bool:
+    """Whether the expectation can only hold once something was done (so a run that
+    does nothing fails it)."""
+    if isinstance(expectation, ResourceExpectation | ApiCallExpectation):
+        count = expectation.count or Count(min=1)
+        return (count.min or 0) >= 1
+    if isinstance(expectation, WebhookExpectation):
+        return True
+    if isinstance(expectation, AnyOfExpectation):
+        return all(_needs_evidence(child) for child in expectation.expectations)
+    return False
+
+
+def _explain(problems: list[Problem]) -> str:
+    return "\n".join(f"  {p.path or '/'}: {p.message}" for p in problems)
+
+
+def test_library_is_not_empty() -> None:
+    assert FILES, f"no built-in scenarios in {SCENARIO_DIR}"
+
+
+@each_file
+def test_file_is_a_scenario_named_by_its_id(path: Path) -> None:
+    scenario = _scenario(path)
+    assert path.name == f"{scenario.id}.json"
+
+
+@each_file
+def test_has_a_reference_solution_and_guards(path: Path) -> None:
+    scenario = _scenario(path)
+    assert scenario.oracle, "a built-in scenario needs an oracle (its reference solution)"
+    required = [e for e in scenario.expectations if e.required]
+    assert any(_needs_evidence(e) for e in required), (
+        "needs a required expectation that only holds once something was done"
+        " (so doing nothing fails)"
+    )
+    assert any(_is_must_not(e) for e in required), (
+        'needs a required "must not happen" expectation (a resource one with count max 0)'
+    )
+
+
+@each_file
+def test_expectation_ids_are_unique(path: Path) -> None:
+    ids = [e.id for e in _walk(_scenario(path).expectations)]
+    assert len(ids) == len(set(ids)), f"duplicate expectation ids: {sorted(ids)}"
+
+
+@each_file
+def test_validates_without_problems(path: Path) -> None:
+    scenario, problems = validate_scenario(_document(path))
+    assert not problems, f"{path.name}:\n{_explain(problems)}"
+    assert scenario is not None
+
+
+@each_file
+def test_each_variant_applies_and_validates(path: Path) -> None:
+    scenario = _scenario(path)
+    for variant in scenario.variants:
+        applied = apply_variant(scenario, variant.persona)
+        _, problems = validate_scenario(applied.model_dump(by_alias=True, exclude_none=True))
+        assert not problems, f"{path.name} variant {variant.persona}:\n{_explain(problems)}"
+
+
+@each_file
+@pytest.mark.parametrize("run_start", RUN_STARTS, ids=lambda d: f"{d:%a-%H%M}")
+def test_expands_for_every_persona(path: Path, run_start: datetime) -> None:
+    scenario = _scenario(path)
+    for persona in [None, *(v.persona for v in scenario.variants)]:
+        expanded = expand_scenario(scenario, "builtin", run_start, persona)
+        if scenario.brief is not None:
+            assert expanded.brief, f"persona {persona}: the brief renders empty"
+            assert "{{" not in expanded.brief, f"persona {persona}: {expanded.brief}"
