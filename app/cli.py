@@ -263,6 +263,32 @@ def cmd_tenants_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tenants_trace(args: argparse.Namespace) -> int:
+    from app.db import open_database
+    from app.tenants import service as tenants
+
+    settings, endpoints = _endpoints(Settings(), quiet=True)
+
+    async def run() -> int:
+        assert settings.database_url is not None
+        db = await open_database(settings.database_url, pool_size=2)
+        try:
+            changed = await tenants.set_trace_by_name(db.pool, args.name, args.state == "on")
+        finally:
+            await db.close()
+        if not changed:
+            print(f"understudy: no tenant named '{args.name}'", file=sys.stderr)
+            return 1
+        when = "always" if args.state == "on" else "only while one of its runs is live"
+        print(f"tenant {args.name}: request trace recorded {when}")
+        return 0
+
+    try:
+        return asyncio.run(run())
+    finally:
+        close_endpoints(endpoints)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="understudy",
@@ -293,6 +319,12 @@ def build_parser() -> argparse.ArgumentParser:
     create.set_defaults(func=cmd_tenants_create)
     lst = tsub.add_parser("list", help="list tenants")
     lst.set_defaults(func=cmd_tenants_list)
+    trace = tsub.add_parser(
+        "trace", help="record every request of a tenant (on), or only while a run is live (off)"
+    )
+    trace.add_argument("name")
+    trace.add_argument("state", choices=["on", "off"])
+    trace.set_defaults(func=cmd_tenants_trace)
     return parser
 
 

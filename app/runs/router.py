@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Annotated, Any
 
 import httpx
@@ -20,6 +22,7 @@ from app.tenants.auth import Tenant, pool_of, root_url
 from app.tenants.quota import QuotaGuard, resets_at, used_today
 from app.trace.recorder import TraceRecorder
 
+log = logging.getLogger("understudy.runs")
 router = APIRouter(prefix="/api/testing", tags=["Testing"])
 usage_router = APIRouter(tags=["Usage"])
 
@@ -44,7 +47,11 @@ def _forget_live(request: Request, tenant_id: Any) -> None:
 async def _flush_trace(request: Request) -> None:
     """Make this process's buffered calls visible before grading on demand."""
     recorder: TraceRecorder = request.app.state.recorder
-    await recorder.flush()
+    try:
+        await recorder.flush()
+    except Exception:
+        # Grading goes on with what is stored; the flusher keeps retrying the rest.
+        log.exception("trace_flush_before_grading_failed")
 
 
 async def _start(request: Request, tenant: Tenant, body: StartRunBody) -> service.RunRow:
@@ -137,15 +144,24 @@ async def run_trace(request: Request, tenant: Tenant, run_id: str) -> dict[str, 
     summary="Run the scenario's oracle and return the verdict",
 )
 async def reference_run(
-    request: Request, tenant: Tenant, scenario_id: str, mode: str | None = None
+    request: Request,
+    tenant: Tenant,
+    scenario_id: str,
+    mode: str | None = None,
+    variant: str | None = None,
 ) -> dict[str, Any]:
     loaded = await scenarios_service.get_scenario(pool_of(request), tenant.id, scenario_id)
     run = await _start(
         request,
         tenant,
-        StartRunBody(scenario_id=scenario_id, mode=mode, label="reference-run"),
+        StartRunBody(scenario_id=scenario_id, mode=mode, variant=variant, label="reference-run"),
     )
-    await replay_oracle(request, run, loaded.scenario)
+    try:
+        await replay_oracle(request, run, loaded.scenario)
+    except Exception:
+        await service.cancel_run(pool_of(request), tenant.id, run.id)
+        _forget_live(request, tenant.id)
+        raise
     await _flush_trace(request)
     final = await service.grade_run(pool_of(request), tenant.id, run.id, final=True)
     _forget_live(request, tenant.id)
@@ -186,17 +202,20 @@ async def replay_oracle(request: Request, run: service.RunRow, scenario: Any) ->
                 refs[call.save_as] = f"{created['resourceType']}/{created['id']}"
 
 
+_PATH_SYMBOL = re.compile(r"(?<=[/=,])@([A-Za-z][A-Za-z0-9_]*)")
+
+
 def _expand_path(path: str, refs: dict[str, str]) -> str:
-    """Oracle paths may name a symbol as a segment: /Appointment/@appt -> its id."""
-    parts = []
-    for part in path.split("/"):
-        if part.startswith("@"):
-            ref = refs.get(part[1:])
-            if ref is None:
-                raise ExpansionError(f"unknown symbol '{part}' in path '{path}'")
-            part = ref.split("/", 1)[1]
-        parts.append(part)
-    return "/".join(parts)
+    """Oracle paths may name symbols as a segment or a query value:
+    /Appointment/@appt, /Slot?patient=@patient -> their ids."""
+
+    def replace(match: re.Match[str]) -> str:
+        ref = refs.get(match.group(1))
+        if ref is None:
+            raise ExpansionError(f"unknown symbol '@{match.group(1)}' in path '{path}'")
+        return ref.split("/", 1)[1]
+
+    return _PATH_SYMBOL.sub(replace, path)
 
 
 @usage_router.get("/api/usage", summary="Today's FHIR writes against the daily quota")

@@ -371,11 +371,16 @@ class _Checker:
 
     def check_resources(self, section: str) -> None:
         for index, resource in enumerate(_list(self.data.get(section))):
-            if isinstance(resource, dict):
-                # The resource's own "id" defines its symbol; it is not a use.
-                for key, value in resource.items():
-                    if key != "id":
-                        self.walk_body(value, _pointer(section, index, key))
+            if not isinstance(resource, dict):
+                continue
+            if any(key in resource for key in _TIME_KEYS):
+                # A time token in place of a resource, or merged into one by a variant.
+                self.check_time_token(resource, _pointer(section, index))
+                continue
+            # The resource's own "id" defines its symbol; it is not a use.
+            for key, value in resource.items():
+                if key != "id":
+                    self.walk_body(value, _pointer(section, index, key))
 
     def walk_body(self, value: Any, path: str, on_symbol: _OnSymbol | None = None) -> None:
         """Symbols and time tokens anywhere in a JSON value; each symbol use goes to
@@ -604,12 +609,14 @@ class _Checker:
                     f" or one of {', '.join(_BRIEF_TEXT_FIELDS)}",
                 )
         if len(self.problems) == before and self.scenario is not None and self.symbols_readable:
-            # The fields after a symbol are only known once the fixture is expanded.
-            resources, refs = self.expanded_latest()
-            try:
-                render_brief(brief, self.scenario, resources, refs)
-            except ExpansionError as exc:
-                self.add("/brief", str(exc))
+            # The fields after a symbol are only known once the fixture is expanded; if a
+            # resource cannot be, its own problem is reported and the brief not judged.
+            resources = self.expanded_latest()
+            if resources is not None:
+                try:
+                    render_brief(brief, self.scenario, resources, self.refs())
+                except ExpansionError as exc:
+                    self.add("/brief", str(exc))
 
     def check_patient_sim(self) -> None:
         sim = _get(self.data, "patientSim")
@@ -645,7 +652,9 @@ class _Checker:
                     self.add(path, f"unknown symbol @{symbol}")
                 if isinstance(patch, dict):
                     self.check_override_identity(patch, path, key, known)
-                self.walk_body(patch, path)
+                    # A patch is fields to merge, never a time token itself.
+                    for name, value in patch.items():
+                        self.walk_body(value, f"{path}/{_escape(name)}")
 
     def check_override_identity(
         self, patch: dict[str, Any], path: str, key: str, known: _Definition | None
@@ -699,20 +708,26 @@ class _Checker:
             if not isinstance(resource, dict):
                 continue
             try:
-                yield index, expand_value(resource, refs, VALIDATION_RUN_START)
+                expanded = expand_value(resource, refs, VALIDATION_RUN_START)
             except ExpansionError:
-                yield index, None
+                expanded = None
+            # Not an object if the "resource" is a bare time token (no resourceType: that
+            # is reported already).
+            yield index, expanded if isinstance(expanded, dict) else None
 
-    def expanded_latest(self) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-        # A brief reads a symbol's last version: a stimulus update over the fixture.
+    def expanded_latest(self) -> dict[str, dict[str, Any]] | None:
+        """Symbol -> its last version (a stimulus update over the fixture), as a brief
+        reads it; None if some resource cannot be expanded."""
         latest: dict[str, dict[str, Any]] = {}
         for section in ("fixture", "stimulus"):
             originals = _list(self.data.get(section))
             for index, resource in self.expanded(section):
+                if resource is None:
+                    return None
                 symbol = _symbol_of(originals[index].get("id"))
-                if symbol is not None and resource is not None:
+                if symbol is not None:
                     latest[symbol] = resource
-        return latest, self.refs()
+        return latest
 
     def check_fhir_validity(self) -> None:
         for section in ("fixture", "stimulus"):

@@ -40,7 +40,8 @@ def resets_at(day: date) -> datetime:
 
 async def used_today(pool: asyncpg.Pool, tenant_id: uuid.UUID, day: date) -> int:
     used: int = await pool.fetchval(
-        "SELECT coalesce(sum(writes), 0)::bigint FROM usage_counter WHERE tenant_id = $1 AND day = $2",
+        """SELECT coalesce(sum(writes), 0)::bigint FROM usage_counter
+        WHERE tenant_id = $1 AND day = $2""",
         tenant_id,
         day,
     )

@@ -94,6 +94,14 @@ async def set_trace(pool: asyncpg.Pool, tenant_id: uuid.UUID, enabled: bool) -> 
     _cache.clear()
 
 
+async def set_trace_by_name(pool: asyncpg.Pool, name: str, enabled: bool) -> bool:
+    status = await pool.execute(
+        "UPDATE tenant SET trace_enabled = $2 WHERE name = $1", name, enabled
+    )
+    _cache.clear()
+    return bool(status.endswith(" 1"))
+
+
 async def all_tenant_ids(pool: asyncpg.Pool) -> list[uuid.UUID]:
     return [r["id"] for r in await pool.fetch("SELECT id FROM tenant")]
 

@@ -101,14 +101,23 @@ class TraceRecorder:
             try:
                 async with self._pool.acquire() as conn:
                     await conn.copy_records_to_table("trace_call", records=rows, columns=COLUMNS)
+            except asyncpg.DataError:
+                # Rows PostgreSQL refuses would be refused forever: drop, don't block.
+                log.exception("trace_rows_rejected count=%d", len(rows))
+                return
             except Exception:
-                self._rows[:0] = rows  # keep them for the next attempt
+                self._rows[:0] = rows  # keep them for the next attempt (database away)
                 raise
         if self._on_flush is not None:
             try:
                 await self._on_flush(rows)
             except Exception:
                 log.exception("trace_on_flush_failed")
+
+
+def _text(value: str) -> str:
+    # PostgreSQL text cannot hold NUL; a hostile URL may carry one.
+    return value.replace("\x00", "\ufffd") if "\x00" in value else value
 
 
 def record_refs(scope: Scope, refs: list[str]) -> None:
@@ -174,11 +183,11 @@ class TraceMiddleware:
                         run_id,
                         at,
                         scope["method"],
-                        path,
-                        scope.get("query_string", b"").decode("latin-1"),
+                        _text(path),
+                        _text(scope.get("query_string", b"").decode("latin-1")),
                         status,
                         (time.perf_counter() - started) * 1000.0,
                         self.transport,
-                        refs,
+                        [_text(r) for r in refs],
                     )
                 )

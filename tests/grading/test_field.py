@@ -110,10 +110,11 @@ CASES = [
     Case(
         "an erroring clause fails with its error",
         "@appt",
-        ["participant.actor.reference = 'x'"],
+        ["participant.actor.reference"],  # two items where one boolean belongs
         {},
         False,
-        failing=["participant.actor.reference = 'x'"],
+        detail="returned 2 items",
+        failing=["participant.actor.reference"],
     ),
 ]
 

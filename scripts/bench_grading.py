@@ -1,0 +1,1137 @@
+#!/usr/bin/env python3
+"""Benchmark of runs and grading: start latency, write-to-verdict, one grading pass.
+
+Usage:
+    scripts/bench_grading.py [--port 8797] [--json-out FILE] [--keep]
+        [--starts 200] [--bookings 30] [--live 1000] [--changed 100] [--passes 3]
+        [--profile-grading FILE.pstats]
+
+Run it from the project's virtualenv (`. .venv/bin/activate`): part (c) imports the
+app. It needs PostgreSQL (user postgres, trust auth) and Redis answering on
+127.0.0.1 (`--pg-port`, `--redis-port`); it talks to nothing else.
+
+Set-up: the scratch database `--database` (default understudy_bench_grading) is dropped
+and created afresh, then `understudy serve --dev --port P` (the console script beside
+the running Python) is started as a subprocess — API and worker in one process — with
+its settings from the environment: UNDERSTUDY_LOCAL_DATABASE=<scratch database>,
+UNDERSTUDY_QUEUE_NAME=understudy:bench-grading:<pid> (a Redis queue of its own),
+UNDERSTUDY_DATA_DIR=<a temporary directory> (so the dev key is a fresh one),
+UNDERSTUDY_MAX_LIVE_RUNS=2000 and UNDERSTUDY_DAILY_WRITE_QUOTA=10000000 (limits raised
+for the benchmark); UNDERSTUDY_DATABASE_URL/REDIS_URL/PUBLIC_URL are removed so the
+local servers are used. The dev key is read from the server's output ("API key: …").
+A custom scenario, `bench.grading-chart-10`, is imported over HTTP: a Patient and nine
+resources referencing it (Encounter, Condition, 2 Observations, AllergyIntolerance,
+MedicationRequest, Coverage, ServiceRequest, Appointment), agent mode with a brief, a
+resource expectation (a follow-up Task for Dr. Chen) and a must-not (no
+MedicationRequest written).
+
+(a) Run start latency: --warmup starts (not counted), then --starts runs of that
+    scenario started one after another over one keep-alive httpx connection; the
+    latency of each POST /api/testing/runs (request sent to answer read) gives
+    p50/p99/mean. All of them are cancelled afterwards. Goal: p50 <= 50 ms.
+(b) Decisive write to `passed`: --bookings times, start a run of
+    scheduling.book-named-practitioner, search Dr. Chen's free Slots through the run's
+    fhirBase, POST the booking Appointment (status booked, the run's patient and
+    Practitioner/demo-canonical-prac-chen, start/end of a free Slot within 13 days —
+    a different Slot each time), then GET /api/testing/runs/{id} every 20 ms until the
+    run has ended. Measured: the time from the Appointment's 201 arriving to the first
+    poll answering `passed`. Goal: p50 <= 1.5 s. (The worker grades a run about 0.5 s
+    after a write: the job is deferred to debounce writes.)
+(c) One grading pass: the server is stopped (so its worker cannot grade at the same
+    time), then in this process, against the same database: 1,000 (--live) runs of
+    the custom scenario are started with `app.runs.service.start_run(pool, tenant,
+    StartRequest(...), max_live=5000)` for the dev tenant; one full pass grades them
+    all (not timed); then 100 (--changed) of them are changed by a FHIR create of a
+    draft Task for the run's patient through `app.fhir.service.create` with a
+    `FhirContext` whose run_id is the run — the code path of a write through the run's
+    REST view, minus HTTP and the trace, and the same SQL statement, which marks the
+    run changed (a draft Task does not satisfy the expectation, so the runs stay live
+    and the grader evaluates it). Then the worker's own tick,
+    `app.worker.grade_live_runs`, runs once with the worker's database pool
+    (`app.worker.startup`: 4 connections), which grades the due runs TICK_CONCURRENCY at
+    a time, on uvloop with the server's GC settings. Timed: wall time and this
+    process's CPU time (`time.process_time`, i.e. the one core the tick runs on), with
+    the number due (`runs_needing_grades`, must equal --changed) and the number graded
+    (runs whose graded_at moved). Repeated --passes times with fresh changes; the goal
+    (<= 2 s) is judged on the median. If the goal is missed, or with
+    --profile-grading FILE, one more such pass runs under cProfile and the functions
+    with the most cumulative time are printed.
+
+Afterwards the scratch database is dropped (unless --keep) and the Redis queue keys of
+this run are deleted. Output: a table with each goal met (✓) or not (✗), then the same
+figures as JSON (also written to --json-out FILE). The load average is recorded around
+each part: other work on the machine shows up in these figures.
+
+Exit status: 0 measured (whether or not goals were met); 1 the server or a step
+failed; 2 usage error or a service missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import io
+import logging
+import os
+import pstats
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+try:
+    import asyncpg
+    import httpx
+    import orjson
+    import redis
+
+    from app.cli import GC_THRESHOLD
+    from app.db import Database
+    from app.fhir import service as fhir_service
+    from app.kit.clock import utcnow
+    from app.runs import service as runs_service
+    from app.settings import Settings
+    from app.worker import TICK_CONCURRENCY, grade_live_runs, shutdown, startup
+except ImportError as _missing:  # pragma: no cover - environment hint
+    sys.exit(
+        f"bench_grading.py needs the project installed ({_missing}): run it from the "
+        "project's virtualenv (. .venv/bin/activate)"
+    )
+
+HOST = "127.0.0.1"
+TENANT = "dev"
+SCENARIO_ID = "bench.grading-chart-10"
+BOOKING_SCENARIO = "scheduling.book-named-practitioner"
+CHEN = "Practitioner/demo-canonical-prac-chen"
+CHEN_SCHEDULE = "Schedule/demo-canonical-sched-chen"
+MAX_LIVE_RUNS = 2000
+MAX_LIVE_IN_PROCESS = 5000
+
+GOAL_START_P50_MS = 50.0
+GOAL_PASSED_P50_S = 1.5
+GOAL_PASS_S = 2.0
+
+POLL_INTERVAL_S = 0.020
+PASSED_TIMEOUT_S = 30.0
+HTTP_TIMEOUT_S = 30.0
+
+
+class BenchError(Exception):
+    """A step failed; the message says which and why."""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between the closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q / 100.0
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def summary_ms(values_s: Sequence[float]) -> dict[str, float]:
+    ms = [v * 1000.0 for v in values_s]
+    return {
+        "n": len(ms),
+        "p50_ms": round(percentile(ms, 50), 2),
+        "p90_ms": round(percentile(ms, 90), 2),
+        "p99_ms": round(percentile(ms, 99), 2),
+        "mean_ms": round(statistics.fmean(ms), 2),
+        "min_ms": round(min(ms), 2),
+        "max_ms": round(max(ms), 2),
+    }
+
+
+def port_answers(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------- scenario
+
+
+def _coding(system: str, code: str, display: str) -> dict[str, str]:
+    return {"system": system, "code": code, "display": display}
+
+
+def _concept(system: str, code: str, display: str) -> dict[str, Any]:
+    return {"coding": [_coding(system, code, display)]}
+
+
+LOINC = "http://loinc.org"
+SNOMED = "http://snomed.info/sct"
+UCUM = "http://unitsofmeasure.org"
+OBS_CATEGORY = "http://terminology.hl7.org/CodeSystem/observation-category"
+
+
+def bench_scenario() -> dict[str, Any]:
+    """A Patient and nine resources referencing it; one resource expectation, one
+    must-not. Valid R4; every symbol is used (the brief names them)."""
+    patient = {"reference": "@patient"}
+    visit = {"reference": "@visit"}
+    chen = {"reference": CHEN}
+    return {
+        "id": SCENARIO_ID,
+        "title": "Follow up an abnormal HbA1c on a ten-resource chart",
+        "category": "results",
+        "summary": "Benchmark scenario of scripts/bench_grading.py: a patient with nine "
+        "resources referencing them. The agent creates a follow-up Task for Dr. Chen and "
+        "prescribes nothing.",
+        "modes": ["agent"],
+        "brief": "Review the chart of {{patient.name}} (patient id {{patient.id}}). Their "
+        "latest HbA1c ({{hba1c.ref}}) is high. On file: weight {{weight.ref}}, allergy "
+        "{{allergy.ref}}, metformin {{metformin.ref}}, coverage {{coverage.ref}} and a "
+        "follow-up visit {{followup.ref}}. Create a follow-up Task for Dr. Sarah Chen "
+        "about the HbA1c. Do not prescribe.",
+        "fixture": [
+            {
+                "resourceType": "Patient",
+                "id": "@patient",
+                "active": True,
+                "name": [{"use": "official", "family": "Okoro", "given": ["Dana"]}],
+                "gender": "female",
+                "birthDate": "1969-05-02",
+                "generalPractitioner": [chen],
+                "managingOrganization": {"reference": "Organization/demo-canonical-org"},
+            },
+            {
+                "resourceType": "Encounter",
+                "id": "@visit",
+                "status": "finished",
+                "class": _coding(
+                    "http://terminology.hl7.org/CodeSystem/v3-ActCode", "AMB", "ambulatory"
+                ),
+                "subject": patient,
+                "participant": [{"individual": chen}],
+                "period": {"start": {"$time": "-5wd@09:00"}, "end": {"$time": "-5wd@09:30"}},
+                "serviceProvider": {"reference": "Organization/demo-canonical-org"},
+            },
+            {
+                "resourceType": "Condition",
+                "id": "@diabetes",
+                "clinicalStatus": _concept(
+                    "http://terminology.hl7.org/CodeSystem/condition-clinical", "active", "Active"
+                ),
+                "verificationStatus": _concept(
+                    "http://terminology.hl7.org/CodeSystem/condition-ver-status",
+                    "confirmed",
+                    "Confirmed",
+                ),
+                "code": _concept(SNOMED, "44054006", "Diabetes mellitus type 2"),
+                "subject": patient,
+                "encounter": visit,
+                "recordedDate": "2019-04-10",
+            },
+            {
+                "resourceType": "Observation",
+                "id": "@hba1c",
+                "status": "final",
+                "category": [_concept(OBS_CATEGORY, "laboratory", "Laboratory")],
+                "code": _concept(LOINC, "4548-4", "Hemoglobin A1c/Hemoglobin.total in Blood"),
+                "subject": patient,
+                "encounter": visit,
+                "basedOn": [{"reference": "@order"}],
+                "effectiveDateTime": {"$time": "-2wd@08:10"},
+                "valueQuantity": {"value": 9.1, "unit": "%", "system": UCUM, "code": "%"},
+            },
+            {
+                "resourceType": "Observation",
+                "id": "@weight",
+                "status": "final",
+                "category": [_concept(OBS_CATEGORY, "vital-signs", "Vital Signs")],
+                "code": _concept(LOINC, "29463-7", "Body weight"),
+                "subject": patient,
+                "encounter": visit,
+                "effectiveDateTime": {"$time": "-5wd@09:05"},
+                "valueQuantity": {"value": 82.5, "unit": "kg", "system": UCUM, "code": "kg"},
+            },
+            {
+                "resourceType": "AllergyIntolerance",
+                "id": "@allergy",
+                "clinicalStatus": _concept(
+                    "http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical",
+                    "active",
+                    "Active",
+                ),
+                "verificationStatus": _concept(
+                    "http://terminology.hl7.org/CodeSystem/allergyintolerance-verification",
+                    "confirmed",
+                    "Confirmed",
+                ),
+                "category": ["medication"],
+                "criticality": "high",
+                "code": _concept(SNOMED, "764146007", "Penicillin"),
+                "patient": patient,
+            },
+            {
+                "resourceType": "MedicationRequest",
+                "id": "@metformin",
+                "status": "active",
+                "intent": "order",
+                "medicationCodeableConcept": _concept(
+                    "http://www.nlm.nih.gov/research/umls/rxnorm",
+                    "861007",
+                    "metformin hydrochloride 500 MG Oral Tablet",
+                ),
+                "subject": patient,
+                "encounter": visit,
+                "authoredOn": "2019-04-10",
+                "requester": chen,
+                "reasonReference": [{"reference": "@diabetes"}],
+            },
+            {
+                "resourceType": "Coverage",
+                "id": "@coverage",
+                "status": "active",
+                "beneficiary": patient,
+                "payor": [{"display": "Acme Health Plan"}],
+                "period": {"start": "2024-01-01"},
+            },
+            {
+                "resourceType": "ServiceRequest",
+                "id": "@order",
+                "status": "completed",
+                "intent": "order",
+                "code": _concept(LOINC, "4548-4", "Hemoglobin A1c/Hemoglobin.total in Blood"),
+                "subject": patient,
+                "encounter": visit,
+                "authoredOn": {"$time": "-5wd@09:20"},
+                "requester": chen,
+                "reasonReference": [{"reference": "@diabetes"}],
+            },
+            {
+                "resourceType": "Appointment",
+                "id": "@followup",
+                "status": "booked",
+                "description": "Diabetes follow-up",
+                "start": {"$time": "+15wd@10:00"},
+                "end": {"$time": "+15wd@10:30"},
+                "basedOn": [{"reference": "@order"}],
+                "participant": [
+                    {"actor": patient, "status": "accepted"},
+                    {"actor": chen, "status": "accepted"},
+                ],
+            },
+        ],
+        "expectations": [
+            {
+                "id": "followup-task",
+                "type": "resource",
+                "label": "A follow-up Task for Dr. Chen about the patient's HbA1c",
+                "resourceType": "Task",
+                "where": [
+                    "for.reference = 'Patient/' + %fixture.patient",
+                    f"owner.reference = '{CHEN}'",
+                    "status = 'requested' or status = 'ready'",
+                    "intent = 'order'",
+                ],
+            },
+            {
+                "id": "no-prescribing",
+                "type": "resource",
+                "label": "No medication ordered or changed",
+                "resourceType": "MedicationRequest",
+                "count": {"max": 0},
+            },
+        ],
+        "timeoutSeconds": 1800,
+    }
+
+
+def draft_task(patient_ref: str) -> dict[str, Any]:
+    """What part (c) writes into a run: a Task the expectation examines but that does
+    not satisfy it (status draft), so the run stays live."""
+    return {
+        "resourceType": "Task",
+        "status": "draft",
+        "intent": "order",
+        "description": "Review the high HbA1c",
+        "for": {"reference": patient_ref},
+        "owner": {"reference": CHEN},
+    }
+
+
+def booking(patient_ref: str, slot: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "resourceType": "Appointment",
+        "status": "booked",
+        "description": "Annual physical",
+        "start": slot["start"],
+        "end": slot["end"],
+        "slot": [{"reference": f"Slot/{slot['id']}"}],
+        "participant": [
+            {"actor": {"reference": patient_ref}, "required": "required", "status": "accepted"},
+            {"actor": {"reference": CHEN}, "required": "required", "status": "accepted"},
+        ],
+    }
+
+
+# --------------------------------------------------------------------------- database
+
+
+def admin_dsn(pg_port: int) -> str:
+    return f"postgresql://postgres@{HOST}:{pg_port}/postgres"
+
+
+def database_url(pg_port: int, name: str) -> str:
+    return f"postgresql://postgres@{HOST}:{pg_port}/{name}"
+
+
+async def _recreate(pg_port: int, name: str, create: bool) -> None:
+    conn = await asyncpg.connect(admin_dsn(pg_port), timeout=10)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if create:
+            await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+
+
+def recreate_database(pg_port: int, name: str) -> None:
+    asyncio.run(_recreate(pg_port, name, create=True))
+
+
+def drop_database(pg_port: int, name: str) -> None:
+    asyncio.run(_recreate(pg_port, name, create=False))
+
+
+def clean_queue(redis_port: int, queue: str) -> int:
+    """Delete this run's queue and the job keys still waiting in it."""
+    client = redis.Redis(host=HOST, port=redis_port, socket_timeout=5)
+    try:
+        jobs = [j.decode() for j in client.zrange(queue, 0, 100_000)]
+        keys = [f"arq:job:{j}" for j in jobs] + [queue, f"{queue}:health-check"]
+        return int(client.delete(*keys))
+    finally:
+        client.close()
+
+
+# --------------------------------------------------------------------------- server
+
+
+def find_understudy() -> str | None:
+    beside = Path(sys.executable).parent / "understudy"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("understudy")
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+
+def server_env(args: argparse.Namespace, data_dir: Path, queue: str) -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("UNDERSTUDY_DATABASE_URL", "UNDERSTUDY_REDIS_URL", "UNDERSTUDY_PUBLIC_URL"):
+        env.pop(name, None)
+    env.update(
+        {
+            "TZ": "UTC",
+            "UNDERSTUDY_LOCAL_POSTGRES_PORT": str(args.pg_port),
+            "UNDERSTUDY_LOCAL_REDIS_PORT": str(args.redis_port),
+            "UNDERSTUDY_LOCAL_DATABASE": args.database,
+            "UNDERSTUDY_DATA_DIR": str(data_dir),
+            "UNDERSTUDY_QUEUE_NAME": queue,
+            "UNDERSTUDY_MAX_LIVE_RUNS": str(MAX_LIVE_RUNS),
+            "UNDERSTUDY_DAILY_WRITE_QUOTA": "10000000",
+            "UNDERSTUDY_DEV_TENANT": TENANT,
+            "UNDERSTUDY_HOST": HOST,
+            "UNDERSTUDY_LOG_LEVEL": "warning",
+        }
+    )
+    return env
+
+
+class Server:
+    """`understudy serve --dev` in its own session; stopped by SIGTERM (SIGKILL to its
+    own process group after --stop-timeout)."""
+
+    def __init__(self, command: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.command = command
+        self.env = env
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.key = ""
+        self.ready_s = 0.0
+
+    def start(self, port: int, timeout: float) -> None:
+        started = time.perf_counter()
+        with self.log_path.open("wb") as out:
+            self.proc = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+            )
+        deadline = started + timeout
+        with httpx.Client(timeout=2.0, trust_env=False) as client:
+            for _ in range(int(timeout / 0.05) + 1):
+                if self.proc.poll() is not None:
+                    raise BenchError(
+                        f"the server exited with {self.proc.returncode}; log tail:\n"
+                        + log_tail(self.log_path)
+                    )
+                if not self.key:
+                    for line in self.log_path.read_text(errors="replace").splitlines():
+                        if "API key: " in line:
+                            self.key = line.split("API key: ", 1)[1].strip()
+                if self.key:
+                    try:
+                        if client.get(f"http://{HOST}:{port}/health").status_code == 200:
+                            self.ready_s = time.perf_counter() - started
+                            return
+                    except httpx.HTTPError:
+                        pass
+                if time.perf_counter() >= deadline:
+                    break
+                time.sleep(0.05)
+        raise BenchError(
+            f"the server did not answer /health with a key within {timeout:.0f} s; log tail:\n"
+            + log_tail(self.log_path)
+        )
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the server process so far."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        ticks = os.sysconf("SC_CLK_TCK")
+        # After the command name: state is field 3, utime 14 and stime 15 (1-based).
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    def stop(self, timeout: float) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                log(f"server pid {self.proc.pid} ignored SIGTERM; killing its process group")
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        return self.proc.returncode
+
+
+# --------------------------------------------------------------------------- HTTP parts
+
+
+def expect(response: httpx.Response, status: int, what: str) -> Any:
+    if response.status_code != status:
+        raise BenchError(
+            f"{what}: HTTP {response.status_code} (expected {status}): {response.text[:2000]}"
+        )
+    return response.json()
+
+
+def import_scenario(client: httpx.Client) -> dict[str, Any]:
+    response = client.post(
+        "/api/testing/scenarios",
+        content=orjson.dumps(bench_scenario()),
+        headers={"Content-Type": "application/json"},
+    )
+    if response.status_code != 201:
+        try:
+            errors = response.json().get("errors", [])
+        except ValueError:
+            errors = []
+        for error in errors:
+            log(f"  import error at {error.get('path')!r}: {error.get('message')}")
+        raise BenchError(
+            f"importing {SCENARIO_ID}: HTTP {response.status_code}: {response.text[:2000]}"
+        )
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def start_body(scenario_id: str, label: str, timeout_s: int | None = None) -> bytes:
+    body: dict[str, Any] = {"scenarioId": scenario_id, "label": label}
+    if timeout_s is not None:
+        body["timeoutSeconds"] = timeout_s
+    return orjson.dumps(body)
+
+
+JSON_HEADERS = {"Content-Type": "application/json"}
+FHIR_HEADERS = {"Content-Type": "application/fhir+json"}
+
+
+def cancel_runs(client: httpx.Client, run_ids: Sequence[str]) -> int:
+    cancelled = 0
+    for run_id in run_ids:
+        response = client.post(f"/api/testing/runs/{run_id}/cancel")
+        if response.status_code == 200:
+            cancelled += 1
+        elif response.status_code != 409:  # 409: it had ended already
+            raise BenchError(f"cancel {run_id}: HTTP {response.status_code}: {response.text}")
+    return cancelled
+
+
+def part_a(client: httpx.Client, server: Server, starts: int, warmup: int) -> dict[str, Any]:
+    log(f"(a) {warmup} warm-up + {starts} run starts of {SCENARIO_ID}, one at a time")
+    load_before = loadavg()
+    run_ids: list[str] = []
+    warm: list[float] = []
+    latencies: list[float] = []
+    body = start_body(SCENARIO_ID, "bench-a", 1800)
+    cpu0 = server.cpu_s()
+    wall0 = time.perf_counter()
+    for index in range(warmup + starts):
+        t0 = time.perf_counter()
+        response = client.post("/api/testing/runs", content=body, headers=JSON_HEADERS)
+        elapsed = time.perf_counter() - t0
+        run = expect(response, 201, f"start {index + 1}")
+        run_ids.append(run["id"])
+        (warm if index < warmup else latencies).append(elapsed)
+    wall = time.perf_counter() - wall0
+    cpu = server.cpu_s() - cpu0
+    stats = summary_ms(latencies)
+    log(
+        f"    p50 {stats['p50_ms']:.1f} ms, p99 {stats['p99_ms']:.1f} ms, mean "
+        f"{stats['mean_ms']:.1f} ms; server CPU {cpu:.2f} s over {wall:.2f} s"
+    )
+    load_after = loadavg()
+    cancelled = cancel_runs(client, run_ids)
+    log(f"    cancelled {cancelled} of {len(run_ids)} runs")
+    return {
+        "scenario": SCENARIO_ID,
+        "starts": starts,
+        "warmup_starts": warmup,
+        "warmup_ms": [round(w * 1000, 2) for w in warm],
+        "latency": stats,
+        "wall_s": round(wall, 3),
+        "server_cpu_s": round(cpu, 3),
+        "server_cpu_ms_per_start": round(cpu * 1000 / max(1, warmup + starts), 2),
+        "cancelled": cancelled,
+        "loadavg_before": load_before,
+        "loadavg_after": load_after,
+        "goal_p50_ms": GOAL_START_P50_MS,
+        "goal_met": stats["p50_ms"] <= GOAL_START_P50_MS,
+    }
+
+
+def local_base(url: str, base: str) -> str:
+    if not url.startswith(base + "/"):
+        raise BenchError(f"the server answered a base outside {base}: {url!r}")
+    return url
+
+
+def free_slots(client: httpx.Client, fhir_base: str) -> list[dict[str, Any]]:
+    now = datetime.now(UTC)
+    params = [
+        ("schedule", CHEN_SCHEDULE),
+        ("status", "free"),
+        ("start", "ge" + (now + timedelta(hours=1)).isoformat(timespec="seconds")),
+        ("start", "le" + (now + timedelta(days=13)).isoformat(timespec="seconds")),
+        ("_sort", "start"),
+        ("_count", "100"),
+    ]
+    bundle = expect(client.get(f"{fhir_base}/Slot", params=params), 200, "Slot search")
+    slots = [e["resource"] for e in bundle.get("entry", [])]
+    if not slots:
+        raise BenchError("no free Slot of Dr. Chen within the next 13 days")
+    return slots
+
+
+def part_b(client: httpx.Client, base: str, bookings: int) -> dict[str, Any]:
+    log(f"(b) {bookings} runs of {BOOKING_SCENARIO}: booking write -> `passed`, polled every 20 ms")
+    load_before = loadavg()
+    seen: list[float] = []
+    rows: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
+    max_polls = int(PASSED_TIMEOUT_S / POLL_INTERVAL_S) + 1
+    for index in range(bookings):
+        run = expect(
+            client.post(
+                "/api/testing/runs",
+                content=start_body(BOOKING_SCENARIO, "bench-b"),
+                headers=JSON_HEADERS,
+            ),
+            201,
+            f"start booking run {index + 1}",
+        )
+        run_id: str = run["id"]
+        fhir_base = local_base(run["fhirBase"], base)
+        patient_ref: str = run["fixture"]["patient"]
+        slots = free_slots(client, fhir_base)
+        slot = slots[index % len(slots)]
+        t_sent = time.perf_counter()
+        response = client.post(
+            f"{fhir_base}/Appointment",
+            content=orjson.dumps(booking(patient_ref, slot)),
+            headers=FHIR_HEADERS,
+        )
+        t_ack = time.perf_counter()
+        expect(response, 201, f"booking Appointment of run {run_id}")
+        status = "live"
+        polls = 0
+        t_seen = t_ack
+        view: dict[str, Any] = {}
+        while polls < max_polls:
+            tick = time.perf_counter()
+            polls += 1
+            view = expect(client.get(f"/api/testing/runs/{run_id}"), 200, f"GET run {run_id}")
+            status = view["status"]
+            if status != "live":
+                t_seen = time.perf_counter()
+                break
+            time.sleep(max(0.0, POLL_INTERVAL_S - (time.perf_counter() - tick)))
+        row = {
+            "run": run_id,
+            "write_ms": round((t_ack - t_sent) * 1000, 2),
+            "status": status,
+            "polls": polls,
+            "passed_after_s": round(t_seen - t_ack, 3) if status == "passed" else None,
+        }
+        rows.append(row)
+        if status == "passed":
+            seen.append(t_seen - t_ack)
+        else:
+            failures.append({**row, "view": view})
+            log(f"    run {run_id} ended {status!r} (not passed): {orjson.dumps(view)[:600]!r}")
+            if status == "live":
+                cancel_runs(client, [run_id])
+    stats = summary_ms(seen) if seen else {}
+    if seen:
+        log(
+            f"    passed seen p50 {stats['p50_ms'] / 1000:.3f} s, p99 "
+            f"{stats['p99_ms'] / 1000:.3f} s after the write ({len(seen)}/{bookings} passed)"
+        )
+    p50_s = stats["p50_ms"] / 1000 if seen else float("inf")
+    return {
+        "scenario": BOOKING_SCENARIO,
+        "bookings": bookings,
+        "passed": len(seen),
+        "write_to_passed": stats,
+        "write_latency": summary_ms([r["write_ms"] / 1000 for r in rows]),
+        "poll_interval_ms": POLL_INTERVAL_S * 1000,
+        "runs": rows,
+        "failures": failures,
+        "loadavg_before": load_before,
+        "loadavg_after": loadavg(),
+        "goal_p50_s": GOAL_PASSED_P50_S,
+        "goal_met": bool(seen) and len(seen) == bookings and p50_s <= GOAL_PASSED_P50_S,
+    }
+
+
+# --------------------------------------------------------------------------- part (c)
+
+
+class _FailureCounter(logging.Handler):
+    """Counts the tick's `grade_failed` log records (it logs and carries on)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.ERROR)
+        self.failures: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.failures.append(record.getMessage())
+
+
+async def _write_changes(
+    db: Database, tenant_id: uuid.UUID, runs: Sequence[runs_service.RunRow]
+) -> float:
+    t0 = time.perf_counter()
+    for run in runs:
+        ctx = fhir_service.FhirContext(tenant_id=tenant_id, base_url="", run_id=run.id)
+        async with db.pool.acquire() as conn:
+            await fhir_service.create(ctx, conn, "Task", draft_task(run.fixture["patient"]))
+        if run.id not in ctx.changed_runs:
+            raise BenchError(f"the write into {run.id} was not attributed to that run")
+    return time.perf_counter() - t0
+
+
+async def _timed_pass(
+    ctx: dict[str, Any], tenant_id: uuid.UUID, profile: cProfile.Profile | None
+) -> dict[str, Any]:
+    db: Database = ctx["db"]
+    q0 = time.perf_counter()
+    due = await runs_service.runs_needing_grades(db.pool)
+    due_query_ms = (time.perf_counter() - q0) * 1000
+    mark = utcnow()
+    counter = _FailureCounter()
+    worker_log = logging.getLogger("understudy.worker")
+    worker_log.addHandler(counter)
+    try:
+        cpu0 = time.process_time()
+        t0 = time.perf_counter()
+        if profile is not None:
+            profile.enable()
+        returned = await grade_live_runs(ctx)
+        if profile is not None:
+            profile.disable()
+        wall = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
+    finally:
+        worker_log.removeHandler(counter)
+    graded = await db.pool.fetchval(
+        "SELECT count(*) FROM run WHERE tenant_id = $1 AND graded_at >= $2", tenant_id, mark
+    )
+    return {
+        "due": len(due),
+        "due_query_ms": round(due_query_ms, 2),
+        "tick_returned": returned,
+        "graded": graded,
+        "failed": len(counter.failures),
+        "wall_s": round(wall, 4),
+        "cpu_s": round(cpu, 4),
+    }
+
+
+async def _part_c(args: argparse.Namespace, url: str) -> dict[str, Any]:
+    load_before = loadavg()
+    # As `understudy serve` runs its worker: frozen start-up heap, a high GC threshold.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, 20, 20)
+    ctx: dict[str, Any] = {"settings": Settings(database_url=url)}
+    await startup(ctx)  # the worker's own pool (4 connections)
+    db: Database = ctx["db"]
+    try:
+        tenant_id = await db.pool.fetchval("SELECT id FROM tenant WHERE name = $1", TENANT)
+        if tenant_id is None:
+            raise BenchError(f"no tenant named {TENANT!r} in the scratch database")
+        leftover = await db.pool.fetch(
+            "SELECT id FROM run WHERE tenant_id = $1 AND status = 'live'", tenant_id
+        )
+        for row in leftover:
+            await runs_service.cancel_run(db.pool, tenant_id, row["id"])
+        log(f"(c) starting {args.live} runs in-process (start_run, max_live={MAX_LIVE_IN_PROCESS})")
+        t0 = time.perf_counter()
+        runs: list[runs_service.RunRow] = []
+        for _ in range(args.live):
+            run, _counted = await runs_service.start_run(
+                db.pool,
+                tenant_id,
+                runs_service.StartRequest(SCENARIO_ID, None, None, "bench-c", 1800),
+                max_live=MAX_LIVE_IN_PROCESS,
+            )
+            runs.append(run)
+        start_s = time.perf_counter() - t0
+        log(f"    started in {start_s:.1f} s; first full pass (not timed)")
+        t0 = time.perf_counter()
+        first = await grade_live_runs(ctx)
+        first_s = time.perf_counter() - t0
+        left_due = len(await runs_service.runs_needing_grades(db.pool))
+        log(f"    full pass graded {first} runs in {first_s:.2f} s; due afterwards: {left_due}")
+        if left_due:
+            raise BenchError(f"{left_due} runs still due after a full pass")
+
+        step = max(1, args.live // args.changed)
+        passes: list[dict[str, Any]] = []
+        for number in range(args.passes):
+            chosen = runs[number % step :: step][: args.changed]
+            write_s = await _write_changes(db, tenant_id, chosen)
+            result = await _timed_pass(ctx, tenant_id, None)
+            result["pass"] = number + 1
+            result["writes_s"] = round(write_s, 3)
+            passes.append(result)
+            log(
+                f"    pass {number + 1}: due {result['due']}, graded {result['graded']} "
+                f"(failed {result['failed']}) in {result['wall_s']:.3f} s wall, "
+                f"{result['cpu_s']:.3f} s CPU"
+            )
+        walls = [p["wall_s"] for p in passes]
+        median_wall = statistics.median(walls)
+        due_ok = all(p["due"] == args.changed for p in passes)
+        goal_met = median_wall <= GOAL_PASS_S and due_ok and all(not p["failed"] for p in passes)
+        profile_top: list[str] = []
+        if args.profile_grading or not goal_met:
+            number = len(passes)
+            chosen = runs[number % step :: step][: args.changed]
+            await _write_changes(db, tenant_id, chosen)
+            profile = cProfile.Profile()
+            profiled = await _timed_pass(ctx, tenant_id, profile)
+            log(f"    profiled pass (cProfile, slower): {profiled['wall_s']:.3f} s wall")
+            if args.profile_grading:
+                profile.dump_stats(str(args.profile_grading))
+            out = io.StringIO()
+            pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(25)
+            profile_top = out.getvalue().splitlines()
+        live_now = await db.pool.fetchval(
+            "SELECT count(*) FROM run WHERE tenant_id = $1 AND status = 'live'", tenant_id
+        )
+    finally:
+        await shutdown(ctx)
+    return {
+        "scenario": SCENARIO_ID,
+        "live_runs": live_now,
+        "changed_per_pass": args.changed,
+        "tick_concurrency": TICK_CONCURRENCY,
+        "pool_size": 4,
+        "change_write": "app.fhir.service.create(Task, draft) with FhirContext(run_id=run)",
+        "start_runs_s": round(start_s, 2),
+        "first_full_pass": {"graded": first, "wall_s": round(first_s, 3)},
+        "passes": passes,
+        "median_wall_s": median_wall,
+        "median_cpu_s": statistics.median(p["cpu_s"] for p in passes),
+        "due_ok": due_ok,
+        "profile_top": profile_top,
+        "loadavg_before": load_before,
+        "loadavg_after": loadavg(),
+        "goal_s": GOAL_PASS_S,
+        "goal_met": goal_met,
+    }
+
+
+def part_c(args: argparse.Namespace, url: str) -> dict[str, Any]:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(_part_c(args, url))
+    result: dict[str, Any] = uvloop.run(_part_c(args, url))
+    return result
+
+
+# --------------------------------------------------------------------------- report
+
+
+def mark(ok: bool) -> str:
+    return "✓" if ok else "✗"
+
+
+def print_table(report: dict[str, Any]) -> None:
+    a, b, c = report.get("a"), report.get("b"), report.get("c")
+    rows: list[tuple[str, str, str, str]] = []
+    if a:
+        lat = a["latency"]
+        rows.append(
+            (
+                f"(a) POST /runs latency ({a['starts']} starts, 10-resource scenario)",
+                f"p50 ≤ {GOAL_START_P50_MS:.0f} ms",
+                f"p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
+                f"mean {lat['mean_ms']:.1f} ms",
+                mark(a["goal_met"]),
+            )
+        )
+    if b:
+        w = b["write_to_passed"]
+        figure = (
+            f"p50 {w['p50_ms'] / 1000:.3f} s, p99 {w['p99_ms'] / 1000:.3f} s "
+            f"({b['passed']}/{b['bookings']} passed)"
+            if w
+            else f"0/{b['bookings']} passed"
+        )
+        rows.append(
+            (
+                f"(b) booking write → `passed` seen ({b['bookings']} runs)",
+                f"p50 ≤ {GOAL_PASSED_P50_S} s",
+                figure,
+                mark(b["goal_met"]),
+            )
+        )
+    if c:
+        first = c["passes"][0]
+        rows.append(
+            (
+                f"(c) grading pass: {c['live_runs']} live, {c['changed_per_pass']} changed",
+                f"≤ {GOAL_PASS_S:.0f} s, 1 core",
+                f"median {c['median_wall_s']:.3f} s wall, {c['median_cpu_s']:.3f} s CPU; "
+                f"due {first['due']}, graded {first['graded']} (pass 1)",
+                mark(c["goal_met"]),
+            )
+        )
+    widths = [
+        max(len(r[i]) for r in [("measure", "goal", "measured", "ok"), *rows]) for i in (0, 1, 2)
+    ]
+    header = ("measure", "goal", "measured", "ok")
+    for row in [header, *rows]:
+        print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}")
+    if c:
+        print()
+        print(f"{'pass':>4} {'due':>5} {'graded':>7} {'failed':>7} {'wall s':>8} {'CPU s':>8}")
+        for p in c["passes"]:
+            print(
+                f"{p['pass']:>4} {p['due']:>5} {p['graded']:>7} {p['failed']:>7} "
+                f"{p['wall_s']:>8.3f} {p['cpu_s']:>8.3f}"
+            )
+        if c["profile_top"]:
+            print()
+            print("cProfile of one more pass (cumulative):")
+            print("\n".join(c["profile_top"]))
+    print()
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Benchmark Understudy's run start latency, write-to-verdict latency "
+        "and one worker grading pass (see the module docstring).",
+        epilog="Example: scripts/bench_grading.py --json-out /tmp/bench_grading.json",
+    )
+    parser.add_argument("--port", type=int, default=8797, help="port to serve on (default 8797)")
+    parser.add_argument("--pg-port", type=int, default=5432, help="local PostgreSQL port")
+    parser.add_argument("--redis-port", type=int, default=6379, help="local Redis port")
+    parser.add_argument(
+        "--database",
+        default="understudy_bench_grading",
+        help="scratch database (dropped and created at start; default understudy_bench_grading)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    parser.add_argument("--starts", type=int, default=200, help="(a) measured starts (200)")
+    parser.add_argument("--warmup", type=int, default=5, help="(a) warm-up starts, not counted")
+    parser.add_argument("--bookings", type=int, default=30, help="(b) booking runs (30)")
+    parser.add_argument("--live", type=int, default=1000, help="(c) live runs (1000)")
+    parser.add_argument("--changed", type=int, default=100, help="(c) changed runs (100)")
+    parser.add_argument("--passes", type=int, default=3, help="(c) timed passes (3)")
+    parser.add_argument(
+        "--profile-grading",
+        type=Path,
+        help="(c) also profile one more pass with cProfile and save the stats here",
+    )
+    parser.add_argument(
+        "--start-timeout", type=float, default=90.0, help="seconds to wait for the server"
+    )
+    parser.add_argument(
+        "--stop-timeout", type=float, default=30.0, help="seconds to wait after SIGTERM"
+    )
+    parser.add_argument("--command", help="the understudy executable (default: the venv's)")
+    parser.add_argument("--json-out", type=Path, help="also write the JSON report here")
+    args = parser.parse_args(argv)
+    if not all(1 <= p <= 65535 for p in (args.port, args.pg_port, args.redis_port)):
+        parser.error("ports must be 1..65535")
+    if not args.database.replace("_", "").isalnum() or not args.database[0].isalpha():
+        parser.error("--database must be letters, digits and underscores")
+    if args.database in ("postgres", "understudy", "template0", "template1"):
+        parser.error(f"--database {args.database!r} is not a scratch database")
+    if not 1 <= args.starts + args.warmup <= MAX_LIVE_RUNS or args.warmup < 0:
+        parser.error(f"--starts + --warmup must be 1..{MAX_LIVE_RUNS}")
+    if not 1 <= args.bookings <= 500:
+        parser.error("--bookings must be 1..500")
+    if not 1 <= args.live <= MAX_LIVE_IN_PROCESS:
+        parser.error(f"--live must be 1..{MAX_LIVE_IN_PROCESS}")
+    if not 1 <= args.changed <= args.live:
+        parser.error("--changed must be 1..--live")
+    if not 1 <= args.passes <= 20:
+        parser.error("--passes must be 1..20")
+    if args.changed * (args.passes + 1) > args.live * 20:
+        parser.error("too many passes for so few runs")
+    if not 0 < args.start_timeout <= 600 or not 0 < args.stop_timeout <= 600:
+        parser.error("timeouts must be in (0, 600] seconds")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("TZ", "UTC")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    exe = args.command or find_understudy()
+    if not exe:
+        log("no `understudy` command: install the project (pip install -e .) in the venv")
+        return 2
+    for name, port in (("PostgreSQL", args.pg_port), ("Redis", args.redis_port)):
+        if not port_answers(port):
+            log(f"{name} does not answer on {HOST}:{port} (scripts/ensure-services starts it)")
+            return 2
+    if port_answers(args.port):
+        log(f"port {args.port} is already in use on {HOST}; pick another with --port")
+        return 2
+
+    command = [exe, "serve", "--dev", "--port", str(args.port)]
+    queue = f"understudy:bench-grading:{os.getpid()}"
+    base = f"http://{HOST}:{args.port}"
+    url = database_url(args.pg_port, args.database)
+    report: dict[str, Any] = {
+        "command": command,
+        "database": args.database,
+        "queue": queue,
+        "settings": {
+            "UNDERSTUDY_MAX_LIVE_RUNS": MAX_LIVE_RUNS,
+            "TICK_CONCURRENCY": TICK_CONCURRENCY,
+        },
+        "cpus": os.cpu_count(),
+        "loadavg_start": loadavg(),
+    }
+    log(f"scratch database {args.database}: dropping and creating it")
+    recreate_database(args.pg_port, args.database)
+    code = 0
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench_grading_") as tmp:
+            server = Server(
+                command, server_env(args, Path(tmp) / "data", queue), Path(tmp) / "server.log"
+            )
+            log(f"starting: {' '.join(command)}")
+            try:
+                server.start(args.port, args.start_timeout)
+                log(f"    ready in {server.ready_s:.2f} s (pid {server.pid})")
+                report["server_ready_s"] = round(server.ready_s, 2)
+                with httpx.Client(
+                    base_url=base,
+                    headers={"Authorization": f"Bearer {server.key}"},
+                    timeout=HTTP_TIMEOUT_S,
+                    trust_env=False,
+                ) as client:
+                    imported = import_scenario(client)
+                    log(f"imported {imported['id']} v{imported['version']}")
+                    report["a"] = part_a(client, server, args.starts, args.warmup)
+                    report["b"] = part_b(client, base, args.bookings)
+            finally:
+                exit_code = server.stop(args.stop_timeout)
+                log(f"server stopped (exit {exit_code})")
+                if exit_code not in (0, None):
+                    log("server log tail:\n" + log_tail(server.log_path))
+            report["c"] = part_c(args, url)
+    except BenchError as exc:
+        log(f"error: {exc}")
+        code = 1
+    finally:
+        try:
+            removed = clean_queue(args.redis_port, queue)
+            log(f"Redis: removed {removed} key(s) of queue {queue}")
+        except redis.RedisError as exc:
+            log(f"warning: could not clean Redis queue {queue}: {exc}")
+        if args.keep:
+            log(f"kept the scratch database: {url}")
+        else:
+            drop_database(args.pg_port, args.database)
+            log(f"dropped the scratch database {args.database}")
+
+    report["loadavg_end"] = loadavg()
+    if code == 0:
+        print_table(report)
+    text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
+    print(text)
+    if args.json_out:
+        args.json_out.write_text(text + "\n")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Importing custom scenarios through the testing API."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import httpx
+
+from tests.conftest import TenantHandle
+
+SCENARIO: dict[str, Any] = {
+    "id": "custom.task-for-chen",
+    "title": "Ask Dr. Chen to call the patient",
+    "category": "inbox",
+    "summary": "Create a Task for Dr. Chen about the patient.",
+    "modes": ["agent"],
+    "brief": "Please ask Dr. Chen to call {{patient.name}} (id {{patient.id}}) back today.",
+    "fixture": [
+        {
+            "resourceType": "Patient",
+            "id": "@patient",
+            "name": [{"family": "Okoye", "given": ["Ngozi"]}],
+            "birthDate": {"$date": "-12000d"},
+        }
+    ],
+    "expectations": [
+        {
+            "id": "task",
+            "type": "resource",
+            "label": "A Task for Dr. Chen about the patient",
+            "resourceType": "Task",
+            "where": [
+                "owner.reference = 'Practitioner/demo-canonical-prac-chen'",
+                "for.reference = 'Patient/' + %fixture.patient",
+            ],
+        },
+        {
+            "id": "no-prescription",
+            "type": "resource",
+            "label": "No prescription written",
+            "resourceType": "MedicationRequest",
+            "count": {"max": 0},
+        },
+    ],
+    "oracle": [
+        {
+            "method": "POST",
+            "path": "/Task",
+            "body": {
+                "resourceType": "Task",
+                "status": "requested",
+                "intent": "order",
+                "for": {"reference": "@patient"},
+                "owner": {"reference": "Practitioner/demo-canonical-prac-chen"},
+                "description": "Please call the patient back today.",
+            },
+        }
+    ],
+    "variants": [
+        {"persona": "terse", "brief": "Chen: call back {{patient.name}} ({{patient.id}})."}
+    ],
+}
+
+
+def api_client(tenant: TenantHandle) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        base_url=f"{tenant.server}/api/testing", headers=tenant.headers, timeout=30
+    )
+
+
+async def test_import_versions_and_run(tenant: TenantHandle) -> None:
+    async with api_client(tenant) as client:
+        dry = await client.post("/scenarios", json=SCENARIO, params={"dryRun": "true"})
+        assert dry.status_code == 200, dry.text
+        assert dry.json()["dryRun"] is True
+        assert (await client.get(f"/scenarios/{SCENARIO['id']}")).status_code == 404
+
+        first = await client.post("/scenarios", json=SCENARIO)
+        assert first.status_code == 201, first.text
+        assert first.json()["version"] == 1
+        changed = copy.deepcopy(SCENARIO)
+        changed["title"] = "Ask Dr. Chen to call back"
+        second = (await client.post("/scenarios", json=changed)).json()
+        assert second["version"] == 2
+        assert second["hash"] != first.json()["hash"]
+        listed = (await client.get("/scenarios")).json()["scenarios"]
+        mine = [s for s in listed if s["id"] == SCENARIO["id"]]
+        assert len(mine) == 1 and mine[0]["builtin"] is False and mine[0]["version"] == 2
+
+        verdict = (await client.post(f"/scenarios/{SCENARIO['id']}/reference-run")).json()
+        assert verdict["status"] == "passed", verdict
+        assert verdict["scenarioHash"] == second["hash"]
+        run = (await client.post("/runs", json={"scenarioId": SCENARIO["id"]})).json()
+        noop = (await client.post(f"/runs/{run['id']}/finish")).json()
+        assert noop["status"] == "failed"
+
+
+async def test_invalid_scenario_lists_every_problem(tenant: TenantHandle) -> None:
+    broken = copy.deepcopy(SCENARIO)
+    broken["expectations"][0]["where"].append("status = = 'requested'")
+    broken["expectations"][0]["where"].append("%nonsense.x = 1")
+    broken["expectations"][1]["before"] = "does-not-exist"
+    broken["expectations"][1]["type"] = "api_call"
+    broken["expectations"][1]["method"] = "GET"
+    broken["expectations"][1]["path"] = "/Task"
+    del broken["expectations"][1]["resourceType"]
+    broken["fixture"][0]["birthDate"] = {"$date": "+1x"}
+    broken["fixture"].append({"resourceType": "Patient", "id": "@unused", "gender": "robot"})
+    broken["timeoutSeconds"] = 5
+    async with api_client(tenant) as client:
+        r = await client.post("/scenarios", json=broken)
+    assert r.status_code == 422, r.text
+    errors = r.json()["errors"]
+    paths = {e["path"] for e in errors}
+    messages = " | ".join(e["message"] for e in errors)
+    assert len(errors) >= 4, errors
+    assert any(p.startswith("/timeoutSeconds") for p in paths), errors
+    for fragment in ("30", "1800"):
+        assert fragment in messages
+
+
+async def test_builtin_ids_cannot_be_replaced(tenant: TenantHandle) -> None:
+    clash = copy.deepcopy(SCENARIO)
+    clash["id"] = "scheduling.book-named-practitioner"
+    async with api_client(tenant) as client:
+        r = await client.post("/scenarios", json=clash)
+    assert r.status_code == 409
+
+
+async def test_custom_scenarios_are_per_tenant(
+    tenant: TenantHandle, db: Any, server_url: str
+) -> None:
+    from tests.conftest import make_tenant
+
+    async with api_client(tenant) as client:
+        assert (await client.post("/scenarios", json=SCENARIO)).status_code == 201
+    other = await make_tenant(db, server_url)
+    async with api_client(other) as client:
+        assert (await client.get(f"/scenarios/{SCENARIO['id']}")).status_code == 404
+        assert (await client.post("/runs", json={"scenarioId": SCENARIO["id"]})).status_code == 404
