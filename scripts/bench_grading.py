@@ -256,7 +256,10 @@ def bench_scenario() -> dict[str, Any]:
                 "encounter": visit,
                 "basedOn": [{"reference": "@order"}],
                 "effectiveDateTime": {"$time": "-2wd@08:10"},
-                "valueQuantity": {"value": 9.1, "unit": "%", "system": UCUM, "code": "%"},
+                # Whole numbers on purpose: an imported scenario is stored through
+                # model_dump(mode="json"), which turns fractional decimals (9.1) into
+                # strings, and then every run start answers 422 (found by this bench).
+                "valueQuantity": {"value": 9, "unit": "%", "system": UCUM, "code": "%"},
             },
             {
                 "resourceType": "Observation",
@@ -267,7 +270,7 @@ def bench_scenario() -> dict[str, Any]:
                 "subject": patient,
                 "encounter": visit,
                 "effectiveDateTime": {"$time": "-5wd@09:05"},
-                "valueQuantity": {"value": 82.5, "unit": "kg", "system": UCUM, "code": "kg"},
+                "valueQuantity": {"value": 82, "unit": "kg", "system": UCUM, "code": "kg"},
             },
             {
                 "resourceType": "AllergyIntolerance",
@@ -423,9 +426,10 @@ def clean_queue(redis_port: int, queue: str) -> int:
     """Delete this run's queue and the job keys still waiting in it."""
     client = redis.Redis(host=HOST, port=redis_port, socket_timeout=5)
     try:
-        jobs = [j.decode() for j in client.zrange(queue, 0, 100_000)]
-        keys = [f"arq:job:{j}" for j in jobs] + [queue, f"{queue}:health-check"]
-        return int(client.delete(*keys))
+        waiting: list[bytes] = client.zrange(queue, 0, 100_000)  # type: ignore[assignment]
+        keys = [f"arq:job:{j.decode()}" for j in waiting] + [queue, f"{queue}:health-check"]
+        removed: int = client.delete(*keys)  # type: ignore[assignment]
+        return removed
     finally:
         client.close()
 
@@ -653,7 +657,7 @@ def local_base(url: str, base: str) -> str:
 
 def free_slots(client: httpx.Client, fhir_base: str) -> list[dict[str, Any]]:
     now = datetime.now(UTC)
-    params = [
+    params: list[tuple[str, str | int | float | bool | None]] = [
         ("schedule", CHEN_SCHEDULE),
         ("status", "free"),
         ("start", "ge" + (now + timedelta(hours=1)).isoformat(timespec="seconds")),

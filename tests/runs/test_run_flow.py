@@ -282,3 +282,33 @@ async def test_quota_and_usage(tenant: TenantHandle, db: Database) -> None:
         assert "resets at" in outcome["issue"][0]["diagnostics"]
         reads = await client.get("/api/fhir/r4/Patient")
         assert reads.status_code == 200
+
+
+async def test_list_filters(tenant: TenantHandle) -> None:
+    first = await start(tenant, label="nightly-1")
+    second = await start(tenant, label="nightly-2")
+    async with api(tenant) as client:
+        await client.post(f"/runs/{second['id']}/cancel")
+        by_label = (await client.get("/runs", params={"label": "nightly-1"})).json()["runs"]
+        assert [r["id"] for r in by_label] == [first["id"]]
+        cancelled = (await client.get("/runs", params={"status": "cancelled"})).json()["runs"]
+        assert [r["id"] for r in cancelled] == [second["id"]]
+        by_scenario = (await client.get("/runs", params={"scenarioId": SCENARIO})).json()
+        assert {r["id"] for r in by_scenario["runs"]} == {first["id"], second["id"]}
+        assert (await client.get("/runs", params={"limit": 0})).status_code == 422
+
+
+async def test_trace_retention(tenant: TenantHandle, db: Database) -> None:
+    from app.worker import purge_trace
+
+    old = datetime.now(UTC) - timedelta(days=8)
+    await db.pool.execute(
+        """INSERT INTO trace_call (tenant_id, at, method, path, query, status, duration_ms,
+            transport, refs) VALUES ($1, $2, 'GET', '/api/fhir/r4/Patient', '', 200, 1, 'rest',
+            '{}'), ($1, now(), 'GET', '/api/fhir/r4/Patient', '', 200, 1, 'rest', '{}')""",
+        tenant.id,
+        old,
+    )
+    assert await purge_trace({"db": db}) >= 1
+    left = await db.pool.fetch("SELECT at FROM trace_call WHERE tenant_id = $1", tenant.id)
+    assert len(left) == 1 and left[0]["at"] > old
