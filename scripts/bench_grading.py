@@ -163,6 +163,14 @@ def summary_ms(values_s: Sequence[float]) -> dict[str, float]:
     }
 
 
+def p50_by_quarter(values_s: Sequence[float]) -> list[float]:
+    """p50 (ms) of each quarter of the samples, in order: does a start slow down as
+    live runs accumulate?"""
+    n = len(values_s)
+    quarters = [values_s[q * n // 4 : (q + 1) * n // 4] for q in range(4)]
+    return [round(percentile([v * 1000 for v in part], 50), 2) for part in quarters if part]
+
+
 def port_answers(port: int) -> bool:
     try:
         with socket.create_connection((HOST, port), timeout=0.5):
@@ -638,6 +646,7 @@ def part_a(client: httpx.Client, server: Server, starts: int, warmup: int) -> di
         "warmup_starts": warmup,
         "warmup_ms": [round(w * 1000, 2) for w in warm],
         "latency": stats,
+        "p50_ms_by_quarter": p50_by_quarter(latencies),
         "wall_s": round(wall, 3),
         "server_cpu_s": round(cpu, 3),
         "server_cpu_ms_per_start": round(cpu * 1000 / max(1, warmup + starts), 2),

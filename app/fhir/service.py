@@ -608,25 +608,8 @@ async def _includes(
                 inc.source_type,
                 [f"{inc.param}={query.resource_type}/{r['id']}" for r in rows],
             )
-            revs = await conn.fetch(
-                """SELECT id, version_id, last_updated, resource, run_id FROM fhir_resource
-                WHERE tenant_id = $1 AND resource_type = $2 AND NOT deleted
-                AND refs && $3::text[] LIMIT 1000""",
-                ctx.tenant_id,
-                inc.source_type,
-                refs,
-            )
             found.extend(
-                storage.StoredResource(
-                    inc.source_type,
-                    r["id"],
-                    r["version_id"],
-                    r["last_updated"],
-                    False,
-                    r["resource"],
-                    r["run_id"],
-                )
-                for r in revs
+                await storage.fetch_referencing(conn, ctx.tenant_id, inc.source_type, refs)
             )
             continue
         if inc.source_type != query.resource_type:

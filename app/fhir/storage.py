@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import asyncpg
+
 from app.db import Conn
 from app.fhir.search.index import IndexValues
 
@@ -404,15 +406,36 @@ async def fetch_many(
         [t for t, _ in refs],
         [i for _, i in refs],
     )
-    return [
-        StoredResource(
-            r["resource_type"],
-            r["id"],
-            r["version_id"],
-            r["last_updated"],
-            False,
-            r["resource"],
-            r["run_id"],
-        )
-        for r in rows
-    ]
+    return [_stored(r) for r in rows]
+
+
+def _stored(r: asyncpg.Record) -> StoredResource:
+    return StoredResource(
+        r["resource_type"],
+        r["id"],
+        r["version_id"],
+        r["last_updated"],
+        False,
+        r["resource"],
+        r["run_id"],
+    )
+
+
+# Cap on resources one `_revinclude` adds to a page.
+REVINCLUDE_MAX = 1000
+
+
+async def fetch_referencing(
+    conn: Conn, tenant_id: uuid.UUID, resource_type: str, keys: Sequence[str]
+) -> list[StoredResource]:
+    """Current resources of `resource_type` whose reference keys overlap `keys`
+    (already scoped with index_keys), for `_revinclude`."""
+    rows = await conn.fetch(
+        f"""SELECT resource_type, id, version_id, last_updated, resource, run_id
+        FROM fhir_resource WHERE tenant_id = $1 AND resource_type = $2 AND NOT deleted
+        AND refs && $3::text[] LIMIT {REVINCLUDE_MAX}""",
+        tenant_id,
+        resource_type,
+        list(keys),
+    )
+    return [_stored(r) for r in rows]

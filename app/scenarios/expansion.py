@@ -175,7 +175,7 @@ def _step_weekdays(day: date, count: int) -> date:
 # --- symbols -----------------------------------------------------------------------------
 
 
-def _symbol_of(value: Any) -> str | None:
+def symbol_of(value: Any) -> str | None:
     """The symbol name if `value` is a string that is exactly `@name`, else None."""
     if isinstance(value, str):
         match = _SYMBOL_RE.fullmatch(value)
@@ -191,7 +191,7 @@ def _defined_symbol(resource: Any, where: str) -> tuple[str, str] | None:
     rid = resource.get("id")
     if not (isinstance(rid, str) and rid.startswith("@")):
         return None
-    symbol = _symbol_of(rid)
+    symbol = symbol_of(rid)
     if symbol is None:
         raise ExpansionError(f"{where}: bad symbol {rid!r}: expected @ + {SYMBOL_NAME}")
     rtype = resource.get("resourceType")
@@ -251,7 +251,7 @@ def _collect_symbols(value: Any, found: set[str]) -> None:
         for item in value:
             _collect_symbols(item, found)
     else:
-        symbol = _symbol_of(value)
+        symbol = symbol_of(value)
         if symbol is not None:
             found.add(symbol)
 
@@ -325,7 +325,7 @@ def expand_value(value: Any, refs: Mapping[str, str], run_start: datetime) -> An
         }
     if isinstance(value, list):
         return [expand_value(item, refs, run_start) for item in value]
-    symbol = _symbol_of(value)
+    symbol = symbol_of(value)
     if symbol is not None:
         return _ref_of(symbol, refs).rpartition("/")[2]
     # Remaining scalars (str, int, bool, None, Decimal) are immutable: share them.
@@ -333,7 +333,7 @@ def expand_value(value: Any, refs: Mapping[str, str], run_start: datetime) -> An
 
 
 def _expand_reference(value: Any, refs: Mapping[str, str], run_start: datetime) -> Any:
-    symbol = _symbol_of(value)
+    symbol = symbol_of(value)
     if symbol is None:
         return expand_value(value, refs, run_start)
     return _ref_of(symbol, refs)
@@ -364,7 +364,7 @@ def apply_variant(scenario: Scenario, persona: str) -> Scenario:
     fixture = [copy.deepcopy(resource) for resource in scenario.fixture]
     stimulus = [copy.deepcopy(resource) for resource in scenario.stimulus]
     for key, patch in variant.overrides.items():
-        symbol = _symbol_of(key)
+        symbol = symbol_of(key)
         if symbol is None:
             raise ExpansionError(f"variant {persona}: override key {key!r} is not a symbol")
         hits = 0
@@ -570,7 +570,7 @@ def expand_scenario(
         latest: dict[str, dict[str, Any]] = {}
         for source, expanded in ((scenario.fixture, fixture), (scenario.stimulus, stimulus)):
             for original, resource in zip(source, expanded, strict=True):
-                symbol = _symbol_of(original.get("id"))
+                symbol = symbol_of(original.get("id"))
                 if symbol is not None:
                     latest[symbol] = resource
         brief = render_brief(scenario.brief, scenario, latest, refs)

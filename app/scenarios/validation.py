@@ -28,7 +28,6 @@ from pydantic.alias_generators import to_snake
 from app.fhir.validation import is_known_type, validate_resource
 from app.scenarios import schema
 from app.scenarios.expansion import (
-    SYMBOL_NAME,
     ExpansionError,
     apply_variant,
     brief_tokens,
@@ -37,6 +36,7 @@ from app.scenarios.expansion import (
     render_brief,
     resolve_time_token,
     run_ids,
+    symbol_of,
     used_symbols,
 )
 from app.scenarios.fhirpath_syntax import (
@@ -61,7 +61,6 @@ VALIDATION_RUN_START: Final = datetime(2025, 3, 7, 8, 0, tzinfo=UTC)
 # Dummy ids for expanding the fixture: "validate-patient" is a valid FHIR id.
 VALIDATION_RUN_KEY: Final = "validate"
 
-_SYMBOL_RE: Final = re.compile(rf"@({SYMBOL_NAME})")
 _TIME_KEYS: Final = ("$time", "$date")
 # What a brief may quote besides symbol fields; mirrors `expansion.render_brief`.
 _BRIEF_TEXT_FIELDS: Final = ("id", "title", "category", "summary", "workflow")
@@ -226,14 +225,6 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _symbol_of(value: Any) -> str | None:
-    if isinstance(value, str):
-        match = _SYMBOL_RE.fullmatch(value)
-        if match is not None:
-            return match.group(1)
-    return None
-
-
 def _article(word: str) -> str:
     return "an" if word[:1].lower() in "aeiou" else "a"
 
@@ -303,7 +294,7 @@ class _Checker:
                 if not (isinstance(rid, str) and rid.startswith("@")):
                     continue
                 id_path = _pointer(section, index, "id")
-                symbol = _symbol_of(rid)
+                symbol = symbol_of(rid)
                 if symbol is None:
                     self.add(id_path, f"bad symbol {rid!r}: expected @ and a name like @appt")
                     continue
@@ -342,7 +333,7 @@ class _Checker:
         """A field that must hold a symbol, like `"target": "@appt"`."""
         if not isinstance(value, str):
             return  # a shape problem already
-        symbol = _symbol_of(value)
+        symbol = symbol_of(value)
         if symbol is None:
             self.add(path, f"expected a symbol like @appt, got {value!r}")
             return
@@ -642,7 +633,7 @@ class _Checker:
                 continue
             for key, patch in overrides.items():
                 path = _pointer("variants", index, "overrides", key)
-                symbol = _symbol_of(key)
+                symbol = symbol_of(key)
                 if symbol is None:
                     self.add(path, f"override key {key!r} is not a symbol like @patient")
                     continue
@@ -724,7 +715,7 @@ class _Checker:
             for index, resource in self.expanded(section):
                 if resource is None:
                     return None
-                symbol = _symbol_of(originals[index].get("id"))
+                symbol = symbol_of(originals[index].get("id"))
                 if symbol is not None:
                     latest[symbol] = resource
         return latest
@@ -781,7 +772,7 @@ def _path_symbols(call_path: str) -> list[str]:
     ("?patient=@patient")."""
     path, _, query = call_path.partition("?")
     parts = path.split("/") + [pair.partition("=")[2] for pair in query.split("&") if pair]
-    return [symbol for part in parts if (symbol := _symbol_of(part)) is not None]
+    return [symbol for part in parts if (symbol := symbol_of(part)) is not None]
 
 
 def _saved_type(call: dict[str, Any]) -> str:
