@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from app.fhir.service import parse_body
+from app.kit import jsontext
 from app.scenarios import service
 from app.tenants.auth import Tenant, pool_of
 
@@ -21,12 +22,14 @@ async def list_scenarios(request: Request, tenant: Tenant) -> dict[str, Any]:
 
 
 @router.get("/{scenario_id}", summary="The whole scenario")
-async def get_scenario(request: Request, tenant: Tenant, scenario_id: str) -> dict[str, Any]:
+async def get_scenario(request: Request, tenant: Tenant, scenario_id: str) -> Response:
     loaded = await service.get_scenario(pool_of(request), tenant.id, scenario_id)
-    document: dict[str, Any] = loaded.scenario.model_dump(
-        mode="json", by_alias=True, exclude_none=True
+    document = loaded.scenario.model_dump(by_alias=True, exclude_none=True)
+    # Through jsontext so fixture decimals stay numbers with their scale.
+    return Response(
+        jsontext.dumpb({**loaded.summary(), "scenario": document}),
+        media_type="application/json",
     )
-    return {**loaded.summary(), "scenario": document}
 
 
 @router.post(

@@ -4,7 +4,6 @@ imported ones (versioned in the `scenario` table)."""
 from __future__ import annotations
 
 import functools
-import json
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +59,7 @@ def builtin_scenarios() -> dict[str, LoadedScenario]:
     (tests/scenarios), so it raises here rather than being skipped silently."""
     out: dict[str, LoadedScenario] = {}
     for path in sorted(builtin_dir().glob("*.json")):
-        scenario = Scenario.model_validate(json.loads(path.read_text()))
+        scenario = Scenario.model_validate(jsontext.loads(path.read_text()))
         out[scenario.id] = LoadedScenario(scenario, 0, True, content_hash(scenario))
     return out
 
@@ -109,7 +108,9 @@ async def import_scenario(
     digest = content_hash(scenario)
     if dry_run:
         return LoadedScenario(scenario, 0, False, digest)
-    body = jsontext.dumps(scenario.model_dump(mode="json", by_alias=True, exclude_none=True))
+    # Python mode keeps fixture decimals as Decimal, which jsontext writes back verbatim
+    # (JSON mode would turn 9.1 into the string "9.1", and the fixture would fail FHIR).
+    body = jsontext.dumps(scenario.model_dump(by_alias=True, exclude_none=True))
     async with pool.acquire() as conn, conn.transaction():
         # Serialise imports of one id so versions stay dense.
         await conn.execute(

@@ -151,6 +151,9 @@ class TraceMiddleware:
             scope["type"] != "http"
             or not path.startswith(RECORDED_PREFIXES)
             or path.startswith(NOT_RECORDED)
+            # Under /api/testing/runs/ only the run views' FHIR calls are the system's
+            # work; polling a run or finishing it is not.
+            or (path.startswith("/api/testing/runs/") and "/fhir/r4" not in path)
         ):
             await self.app(scope, receive, send)
             return

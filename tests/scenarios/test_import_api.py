@@ -139,3 +139,32 @@ async def test_custom_scenarios_are_per_tenant(
     async with api_client(other) as client:
         assert (await client.get(f"/scenarios/{SCENARIO['id']}")).status_code == 404
         assert (await client.post("/runs", json={"scenarioId": SCENARIO["id"]})).status_code == 404
+
+
+async def test_fixture_decimals_keep_their_scale(tenant: TenantHandle) -> None:
+    scenario = copy.deepcopy(SCENARIO)
+    scenario["id"] = "custom.with-decimal"
+    scenario["fixture"].append(
+        {
+            "resourceType": "Observation",
+            "id": "@a1c",
+            "status": "final",
+            "code": {"coding": [{"system": "http://loinc.org", "code": "4548-4"}]},
+            "subject": {"reference": "@patient"},
+            "valueQuantity": {"value": 9.10, "unit": "%"},
+        }
+    )
+    scenario["expectations"][0]["where"].append("%current.a1c.value.value > 9")
+    body = httpx.Request("POST", "x", json=scenario).content.replace(b"9.1,", b"9.10,")
+    async with api_client(tenant) as client:
+        imported = await client.post(
+            "/scenarios", content=body, headers={"Content-Type": "application/json"}
+        )
+        assert imported.status_code == 201, imported.text
+        run = await client.post("/runs", json={"scenarioId": "custom.with-decimal"})
+        assert run.status_code == 201, run.text
+        stored = (await client.get("/scenarios/custom.with-decimal")).content
+    assert b"9.10" in stored
+    async with httpx.AsyncClient(headers=tenant.headers) as fhir:
+        obs = await fhir.get(f"{run.json()['fhirBase']}/{run.json()['fixture']['a1c']}")
+    assert b"9.10" in obs.content
