@@ -10,6 +10,7 @@ from arq import create_pool
 from arq.connections import ArqRedis, RedisSettings
 
 GRADE_JOB = "grade_run"
+DELIVER_JOB = "deliver_webhook"
 # Writes to one run within this window share one grading job.
 GRADE_DEBOUNCE_SECONDS = 0.5
 
@@ -38,6 +39,20 @@ class Jobs:
 
     async def close(self) -> None:
         await self.redis.aclose()
+
+    async def deliver_soon(
+        self, tenant_id: uuid.UUID, delivery_id: str, attempt: int, delay: float = 0.0
+    ) -> None:
+        """Send (or retry) a webhook delivery. The job id names the attempt, so a duplicate
+        enqueue (the sweeper and the writer both) runs once; a lease guards the rest."""
+        await self.redis.enqueue_job(
+            DELIVER_JOB,
+            str(tenant_id),
+            delivery_id,
+            _job_id=f"deliver:{delivery_id}:{attempt}",
+            _defer_by=delay or None,
+            _queue_name=self.queue_name,
+        )
 
     async def grade_soon(self, tenant_id: uuid.UUID, run_id: str) -> None:
         """Grade the run about half a second from now; repeated calls within that window

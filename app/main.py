@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -28,6 +29,7 @@ from app.scenarios.router import router as scenarios_router
 from app.settings import Settings
 from app.tenants.quota import QuotaGuard
 from app.trace.recorder import TraceMiddleware, TraceRecorder, TraceRow
+from app.webhooks.router import router as webhooks_router
 
 log = logging.getLogger("understudy.api")
 
@@ -89,9 +91,11 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.live_runs = LiveRuns(db.pool)
         app.state.quota = QuotaGuard(db.pool, settings.daily_write_quota)
         app.state.autoanalyze = AutoAnalyze(db.pool)
+        app.state.http = httpx.AsyncClient(follow_redirects=False)
         try:
             yield
         finally:
+            await app.state.http.aclose()
             await app.state.autoanalyze.stop()
             await recorder.stop()
             if jobs is not None:
@@ -155,4 +159,5 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(scenarios_router)
     app.include_router(runs_router)
     app.include_router(usage_router)
+    app.include_router(webhooks_router)
     return app

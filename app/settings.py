@@ -59,6 +59,16 @@ class Settings(BaseSettings):
         "are free).",
     )
     max_live_runs: int = Field(default=20, description="Live runs per tenant.")
+    webhook_retry_seconds: list[float] = Field(
+        default=[1, 5, 30, 120, 600],
+        description="Waits before each retry of a failed webhook delivery (JSON list); "
+        "attempts = retries + 1.",
+    )
+    webhook_timeout_seconds: float = Field(default=10, description="Per delivery attempt.")
+    webhook_allow_private: bool = Field(
+        default=True,
+        description="Allow webhook URLs on loopback and private addresses (local development).",
+    )
     queue_name: str = Field(
         default="understudy:queue", description="The Redis queue API and worker share."
     )

@@ -8,25 +8,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
 
+import httpx
 from arq import cron, func
 from arq.worker import Worker
 
 from app.db import Database, open_database
 from app.fhir import maintenance
-from app.jobs import GRADE_JOB, redis_settings
+from app.jobs import DELIVER_JOB, GRADE_JOB, Jobs, connect_jobs, redis_settings
 from app.kit.clock import utcnow
 from app.runs import service as runs_service
 from app.settings import Settings
 from app.tenants import service as tenants_service
 from app.tenants.directory import ensure_directory
+from app.webhooks import service as webhooks_service
 
 log = logging.getLogger("understudy.worker")
 
 TRACE_RETENTION = timedelta(days=7)
+POLL_SECONDS = 0.05
 # Runs graded concurrently by one tick.
 TICK_CONCURRENCY = 8
 
@@ -84,16 +88,72 @@ async def grade_live_runs(ctx: dict[str, Any]) -> int:
     return len(due)
 
 
+async def deliver_webhook(ctx: dict[str, Any], tenant_id: str, delivery_id: str) -> str:
+    """Send one webhook delivery; schedule the retry (or the wait behind an earlier
+    delivery for the same resource) as a new job."""
+    db: Database = ctx["db"]
+    settings: Settings = ctx["settings"]
+    tenant = uuid.UUID(tenant_id)
+    result = await webhooks_service.send_delivery(
+        db.pool,
+        ctx["http"],
+        tenant,
+        delivery_id,
+        retry_seconds=settings.webhook_retry_seconds,
+        attempt_timeout=settings.webhook_timeout_seconds,
+    )
+    if result.status in ("retry", "waiting"):
+        jobs: Jobs = ctx["jobs"]
+        key = result.attempt if result.status == "retry" else int(time.time() * 10)
+        await jobs.deliver_soon(tenant, delivery_id, key, delay=result.retry_in)
+    if result.status in ("delivered", "failed"):
+        # A webhook expectation may now hold: regrade the run the event belongs to.
+        run_id = await db.pool.fetchval(
+            """SELECT e.run_id FROM webhook_delivery d JOIN webhook_event e
+                ON e.tenant_id = d.tenant_id AND e.id = d.event_id
+            WHERE d.tenant_id = $1 AND d.id = $2""",
+            tenant,
+            delivery_id,
+        )
+        if run_id is not None:
+            await db.pool.execute(
+                "UPDATE run SET changed_at = now() WHERE tenant_id = $1 AND id = $2 "
+                "AND status = 'live'",
+                tenant,
+                run_id,
+            )
+            await ctx["jobs"].grade_soon(tenant, run_id)
+    return result.status
+
+
+async def sweep_deliveries(ctx: dict[str, Any]) -> int:
+    """Re-enqueue pending deliveries whose job was lost (a crash between commit and
+    enqueue, a dropped job); the job id dedupes against a job still queued."""
+    db: Database = ctx["db"]
+    jobs: Jobs = ctx["jobs"]
+    due = await webhooks_service.due_deliveries(db.pool)
+    for tenant_id, delivery_id, attempts in due:
+        await jobs.deliver_soon(tenant_id, delivery_id, attempts)
+    return len(due)
+
+
 async def startup(ctx: dict[str, Any]) -> None:
     settings: Settings = ctx["settings"]
     assert settings.database_url is not None
     ctx["db"] = await open_database(settings.database_url, pool_size=4)
+    ctx["http"] = httpx.AsyncClient(follow_redirects=False)
+    assert settings.redis_url is not None
+    ctx["jobs"] = await connect_jobs(settings.redis_url, settings.queue_name)
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
     db: Database | None = ctx.get("db")
     if db is not None:
         await db.close()
+    if "http" in ctx:
+        await ctx["http"].aclose()
+    if "jobs" in ctx:
+        await ctx["jobs"].close()
 
 
 def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool = False) -> Worker:
@@ -104,11 +164,14 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
             purge_trace,
             refresh_statistics,
             func(grade_run, name=GRADE_JOB, keep_result=0),
+            func(deliver_webhook, name=DELIVER_JOB, keep_result=0),
+            sweep_deliveries,
         ],
         cron_jobs=[
             cron(roll_directory, hour={0}, minute={5}, run_at_startup=True, unique=True),
             cron(purge_trace, hour={3}, minute={17}, unique=True),
             cron(refresh_statistics, minute=set(range(0, 60, 5)), unique=True),
+            cron(sweep_deliveries, second=set(range(0, 60, 5)), unique=True),
             cron(
                 grade_live_runs,
                 second=set(range(0, 60, settings.grade_interval_seconds)),
@@ -124,4 +187,7 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
         handle_signals=handle_signals,
         burst=burst,
         keep_result=0,
+        # How often the worker looks for due jobs: webhook deliveries and regrades should
+        # start within tens of milliseconds, and a Redis poll costs ~0.1 ms.
+        poll_delay=POLL_SECONDS,
     )

@@ -399,6 +399,7 @@ async def _transaction(
                     previous + 1,
                     "create" if created else "update",
                     now,
+                    service.previous_status(e.resource_type, current),
                 )
                 writes.append(write)
                 write_status.append((e.index, 201 if created else 200, write))

@@ -57,7 +57,9 @@ async def context(request: Request, tenant: TenantInfo) -> service.FhirContext:
         )
         if known is None:
             raise NotFound(f"no run '{run_id}'")
-    ctx = service.FhirContext(tenant_id=tenant.id, base_url=base_url(request), run_id=run_id)
+    ctx = service.FhirContext(
+        tenant_id=tenant.id, base_url=base_url(request), run_id=run_id, root_url=root_url(request)
+    )
     record_refs(request.scope, ctx.touched)
     return ctx
 
@@ -74,6 +76,8 @@ async def after_write(request: Request, ctx: service.FhirContext) -> None:
     request.app.state.autoanalyze.note_writes(ctx.writes)
     jobs: Jobs | None = request.app.state.jobs
     if jobs is not None:
+        for delivery_id in ctx.deliveries:
+            await jobs.deliver_soon(ctx.tenant_id, delivery_id, 0)
         for run_id in ctx.changed_runs:
             await jobs.grade_soon(ctx.tenant_id, run_id)
 

@@ -61,6 +61,10 @@ class FhirContext:
     source: str | None = None
     count_usage: bool = True
     writes: int = 0
+    # The API root the client used (for links in webhook payloads), and the webhook
+    # deliveries the writes created (enqueued after commit).
+    root_url: str = ""
+    deliveries: list[str] = field(default_factory=list)
 
     @property
     def visibility(self) -> Visibility:
@@ -71,9 +75,10 @@ class FhirContext:
 
     async def write(self, conn: Conn, writes: list[storage.PreparedWrite]) -> None:
         outcome = await storage.write_versions(
-            conn, self.tenant_id, writes, count_usage=self.count_usage
+            conn, self.tenant_id, writes, count_usage=self.count_usage, fhir_root=self.root_url
         )
         self.changed_runs.update(outcome.runs)
+        self.deliveries.extend(outcome.deliveries)
         self.writes += len(writes)
 
 
@@ -152,6 +157,52 @@ def _validate(resource_type: str, resource: Any) -> dict[str, Any]:
     return resource
 
 
+_FINAL = ("final", "amended")
+_INTERACTION_EVENT = {"create": "created", "update": "updated", "delete": "deleted"}
+
+
+def events_for(
+    ctx: FhirContext,
+    resource_type: str,
+    interaction: str,
+    resource: dict[str, Any] | None,
+    previous_status: Any = None,
+) -> list[str]:
+    """The webhook events a write emits: `<Type>.created|updated|deleted` and the named
+    events. Setup writes of a run emit nothing."""
+    if ctx.source == "setup":
+        return []
+    out = [f"{resource_type}.{_INTERACTION_EVENT[interaction]}"]
+    if resource is None:
+        return out
+    status = resource.get("status")
+    if resource_type == "Communication" and interaction == "create":
+        sender = resource.get("sender")
+        if isinstance(sender, dict) and str(sender.get("reference", "")).startswith("Patient/"):
+            out.append("message.received")
+    elif resource_type == "Appointment" and status == "noshow" and previous_status != "noshow":
+        out.append("appointment.noshow")
+    elif (
+        resource_type in ("DiagnosticReport", "Observation")
+        and status in _FINAL
+        and previous_status not in _FINAL
+    ):
+        out.append("result.final")
+    return out
+
+
+# The types whose named events depend on the status a write changes.
+_STATUS_EVENT_TYPES = frozenset({"Appointment", "DiagnosticReport", "Observation"})
+
+
+def previous_status(resource_type: str, current: storage.StoredResource | None) -> Any:
+    if current is None or current.deleted or current.json is None:
+        return None
+    if resource_type not in _STATUS_EVENT_TYPES:
+        return None
+    return jsontext.loads(current.json).get("status")
+
+
 def prepare_write(
     ctx: FhirContext,
     resource_type: str,
@@ -160,6 +211,7 @@ def prepare_write(
     version_id: int,
     interaction: str,
     now: datetime,
+    previous: Any = None,
 ) -> storage.PreparedWrite:
     """Validate and stamp a resource; extract its search values. Mutates `resource`."""
     _validate(resource_type, resource)
@@ -185,6 +237,7 @@ def prepare_write(
         index=index,
         run_id=ctx.run_id,
         source=ctx.source,
+        events=events_for(ctx, resource_type, interaction, resource, previous),
     )
 
 
@@ -202,6 +255,7 @@ def deletion(
         index=None,
         run_id=ctx.run_id,
         source=ctx.source,
+        events=events_for(ctx, current.resource_type, "delete", None),
     )
 
 
@@ -375,6 +429,7 @@ async def update(
             previous + 1,
             "create" if created else "update",
             utcnow(),
+            previous_status(resource_type, current),
         )
         await _write_or_conflict(conn, ctx, [write])
     return _result(write, 201 if created else 200)
@@ -422,7 +477,14 @@ async def patch(
         if patched.get("id") != resource_id or patched.get("resourceType") != resource_type:
             raise Unprocessable("a patch may not change resourceType or id")
         write = prepare_write(
-            ctx, resource_type, patched, resource_id, current.version_id + 1, "update", utcnow()
+            ctx,
+            resource_type,
+            patched,
+            resource_id,
+            current.version_id + 1,
+            "update",
+            utcnow(),
+            original.get("status"),
         )
         await _write_or_conflict(conn, ctx, [write])
     return _result(write, 200)

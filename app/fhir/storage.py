@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -71,6 +71,7 @@ class PreparedWrite:
     index: IndexValues | None
     run_id: str | None = None
     source: str | None = None  # "setup" | "stimulus" | "sim"; None for a client's write
+    events: list[str] = field(default_factory=list)  # webhook event types this write emits
 
 
 class VersionConflict(Exception):
@@ -82,9 +83,9 @@ WITH d AS (
     SELECT * FROM unnest(
         $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::text[], $7::text[],
         $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
-        $14::text[], $15::text[]
+        $14::text[], $15::text[], $25::text[]
     ) AS t(rtype, rid, vid, ts, interaction, body, tokens, refs, strings, all_refs, sort,
-           run_id, owner_refs, source)
+           run_id, owner_refs, source, events)
 ), owned AS (
     -- A write belongs to the run whose view it came through, else to the run owning a
     -- fixture resource it is, or references (run_ref), else to no run.
@@ -145,8 +146,34 @@ WITH d AS (
     UPDATE run SET changed_at = $24::timestamptz
     WHERE tenant_id = $1 AND status = 'live'
         AND id IN (SELECT DISTINCT owner FROM done WHERE owner IS NOT NULL)
+), ev AS (
+    -- The outbox: events commit with the write, or not at all. Only written while the
+    -- tenant has an enabled subscription (nobody could receive them otherwise).
+    INSERT INTO webhook_event (
+        tenant_id, id, type, resource_type, resource_id, version_id, run_id, occurred_at,
+        fhir_root
+    )
+    SELECT $1, 'evt_' || replace(gen_random_uuid()::text, '-', ''), e.type, d.rtype, d.rid,
+        d.vid, d.owner, d.ts, $26
+    FROM done d CROSS JOIN LATERAL unnest(string_to_array(d.events, E'{SEP}')) AS e(type)
+    WHERE d.events <> '' AND EXISTS (
+        SELECT 1 FROM webhook_subscription s WHERE s.tenant_id = $1 AND s.enabled)
+    RETURNING id, type, resource_type, resource_id, seq
+), dl AS (
+    INSERT INTO webhook_delivery (
+        tenant_id, id, subscription_id, event_id, seq, resource_ref, status, attempts,
+        next_attempt_at, created_at
+    )
+    SELECT $1, 'msg_' || replace(gen_random_uuid()::text, '-', ''), s.id, ev.id, ev.seq,
+        ev.resource_type || '/' || ev.resource_id, 'pending', 0, $24, $24
+    FROM ev JOIN webhook_subscription s ON s.tenant_id = $1 AND s.enabled
+        AND (ev.type = ANY(s.events) OR '*' = ANY(s.events))
+        AND (s.resource_types IS NULL OR ev.resource_type = ANY(s.resource_types))
+    RETURNING id
 )
-SELECT count(*), array_remove(array_agg(DISTINCT owner), NULL) FROM done
+SELECT count(*), array_remove(array_agg(DISTINCT owner), NULL),
+    (SELECT array_agg(id) FROM dl)
+FROM done
 """
 
 # Concurrent writers of one tenant spread their usage increments over this many rows.
@@ -156,6 +183,7 @@ USAGE_SHARDS = 16
 @dataclass(slots=True)
 class WriteOutcome:
     runs: list[str]  # the runs the written resources belong to
+    deliveries: list[str]  # webhook deliveries created (to enqueue after commit)
 
 
 def _joined(prefix: str, values: Sequence[str]) -> str:
@@ -168,6 +196,7 @@ async def write_versions(
     writes: Sequence[PreparedWrite],
     *,
     count_usage: bool = True,
+    fhir_root: str = "",
 ) -> WriteOutcome:
     """Write new versions; raise VersionConflict unless every one was written.
 
@@ -178,7 +207,7 @@ async def write_versions(
     is false) and marks the runs they belong to as changed.
     """
     if not writes:
-        return WriteOutcome([])
+        return WriteOutcome([], [])
     rtypes: list[str] = []
     ids: list[str] = []
     vids: list[int] = []
@@ -193,6 +222,7 @@ async def write_versions(
     run_ids: list[str | None] = []
     owner_refs: list[str] = []
     sources: list[str | None] = []
+    events: list[str] = []
     d_rtype: list[str] = []
     d_id: list[str] = []
     d_param: list[str] = []
@@ -207,6 +237,7 @@ async def write_versions(
         bodies.append(w.body)
         run_ids.append(w.run_id)
         sources.append(w.source)
+        events.append(SEP.join(w.events))
         own = f"{w.resource_type}/{w.id}"
         idx = w.index
         if idx is None:
@@ -257,12 +288,14 @@ async def write_versions(
         random.randrange(USAGE_SHARDS),
         count_usage,
         now,
+        events,
+        fhir_root,
     )
     assert row is not None
     written: int = row[0]
     if written != len(writes):
         raise VersionConflict(f"{len(writes) - written} of {len(writes)} writes lost a race")
-    return WriteOutcome(list(row[1] or ()))
+    return WriteOutcome(list(row[1] or ()), list(row[2] or ()))
 
 
 def _sort_json(sort: dict[str, str]) -> str | None:

@@ -5,6 +5,7 @@ from app.models.fhir import FhirDate, FhirHistory, FhirResource
 from app.models.run import CustomScenario, Run, RunRef, UsageCounter
 from app.models.tenant import ApiKey, Tenant
 from app.models.trace import TraceCall
+from app.models.webhook import WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookSubscription
 
 __all__ = [
     "ApiKey",
@@ -18,4 +19,8 @@ __all__ = [
     "Tenant",
     "TraceCall",
     "UsageCounter",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookEvent",
+    "WebhookSubscription",
 ]

@@ -60,19 +60,22 @@ async def _start(request: Request, tenant: Tenant, body: StartRunBody) -> servic
     loaded = await scenarios_service.get_scenario(pool_of(request), tenant.id, body.scenario_id)
     extra = len(loaded.scenario.stimulus) + (0 if loaded.builtin else len(loaded.scenario.fixture))
     await quota.check(tenant.id, extra)
-    run, counted = await service.start_run(
+    run, counted, deliveries = await service.start_run(
         pool_of(request),
         tenant.id,
         service.StartRequest(
             body.scenario_id, body.mode, body.variant, body.label, body.timeout_seconds
         ),
         max_live=settings.max_live_runs,
+        root_url=root_url(request),
     )
     quota.note(tenant.id, counted)
     _forget_live(request, tenant.id)
     jobs: Jobs | None = request.app.state.jobs
     if jobs is not None:
         await jobs.grade_soon(tenant.id, run.id)
+        for delivery_id in deliveries:
+            await jobs.deliver_soon(tenant.id, delivery_id, 0)
     return run
 
 

@@ -24,13 +24,15 @@ from pydantic import TypeAdapter
 from app.db import Conn
 from app.errors import AppError, BadRequest, Conflict, NotFound, TooManyRequests, Unprocessable
 from app.fhir import service as fhir_service
+from app.fhir import storage
 from app.grading.engine import grade
-from app.grading.snapshot import Call, ChangedResource, RunSnapshot, Verdict
+from app.grading.snapshot import Call, ChangedResource, Delivery, RunSnapshot, Verdict
 from app.kit import jsontext
 from app.kit.clock import utcnow
 from app.scenarios import service as scenarios_service
 from app.scenarios.expansion import ExpansionError, apply_variant, expand_scenario
 from app.scenarios.schema import TIMEOUT_MAX, TIMEOUT_MIN, Expectation, Scenario
+from app.webhooks import service as webhooks_service
 
 _ALPHABET = string.ascii_lowercase + string.digits
 _EXPECTATIONS = TypeAdapter(list[Expectation])
@@ -193,9 +195,10 @@ async def start_run(
     request: StartRequest,
     *,
     max_live: int,
-) -> tuple[RunRow, int]:
-    """Write the fixture (silently) and the stimulus, and record the run. Returns the run
-    and how many quota-counted writes it made."""
+    root_url: str = "",
+) -> tuple[RunRow, int, list[str]]:
+    """Write the fixture (silently) and the stimulus, and record the run. Returns the run,
+    how many quota-counted writes it made, and the webhook deliveries to send."""
     loaded = await scenarios_service.get_scenario(pool, tenant_id, request.scenario_id)
     scenario: Scenario = loaded.scenario
     modes = [str(m) for m in scenario.modes]
@@ -242,7 +245,9 @@ async def start_run(
             run_id,
         )
         versions = await _write_setup(conn, tenant_id, run_id, expanded.fixture, loaded.builtin)
-        await _write_stimulus(conn, tenant_id, run_id, expanded.stimulus, versions, started)
+        deliveries = await _write_stimulus(
+            conn, tenant_id, run_id, expanded.stimulus, versions, root_url
+        )
         expectations = [
             e.model_dump(mode="json", by_alias=True, exclude_none=True)
             for e in scenario.expectations
@@ -270,7 +275,7 @@ async def start_run(
             started + timedelta(seconds=timeout),
         )
     assert row is not None
-    return RunRow.from_record(row), counted
+    return RunRow.from_record(row), counted, deliveries
 
 
 async def _write_setup(
@@ -303,16 +308,17 @@ async def _write_stimulus(
     run_id: str,
     stimulus: list[dict[str, Any]],
     versions: dict[tuple[str, str], int],
-    now: datetime,
-) -> None:
-    """Stimulus resources are ordinary writes (they count, and fire events once events
-    exist); one reusing a fixture symbol updates that resource."""
+    root_url: str,
+) -> list[str]:
+    """Stimulus resources are ordinary writes: they count and fire webhook events; one
+    reusing a fixture symbol updates that resource. Returns the deliveries created."""
     ctx = fhir_service.FhirContext(
-        tenant_id=tenant_id, base_url="", run_id=run_id, source="stimulus"
+        tenant_id=tenant_id, base_url="", run_id=run_id, source="stimulus", root_url=root_url
     )
     for resource in stimulus:
         rtype, rid = resource["resourceType"], resource["id"]
         previous = versions.get((rtype, rid), 0)
+        before = await storage.fetch_current(conn, tenant_id, rtype, rid) if previous else None
         write = fhir_service.prepare_write(
             ctx,
             rtype,
@@ -321,9 +327,11 @@ async def _write_stimulus(
             previous + 1,
             "update" if previous else "create",
             utcnow(),
+            fhir_service.previous_status(rtype, before),
         )
         await ctx.write(conn, [write])
         versions[(rtype, rid)] = previous + 1
+    return ctx.deliveries
 
 
 # --- grading ----------------------------------------------------------------------------
@@ -397,6 +405,10 @@ async def build_snapshot(
             now,
         )
     ]
+    deliveries = [
+        Delivery(at=at, event=event, resource_ref=ref)
+        for at, event, ref in await webhooks_service.run_deliveries(conn, run.tenant_id, run.id)
+    ]
     return RunSnapshot(
         run_id=run.id,
         started_at=run.started_at,
@@ -407,6 +419,8 @@ async def build_snapshot(
         patient_refs=frozenset(r for r in refs.values() if r.startswith("Patient/")),
         changed=changed,
         calls=calls,
+        deliveries=deliveries,
+        webhooks_supported=True,
         final=final,
     )
 

@@ -1,0 +1,563 @@
+"""Webhook subscriptions and deliveries.
+
+Events are outbox rows written by the same statement as the resource write (see
+`app.fhir.storage`), with one delivery row per matching subscription. After commit the
+writer enqueues a job per delivery; a sweeper re-enqueues any pending delivery whose job
+was lost (a crash between commit and enqueue). A delivery is claimed with a short lease
+(`UPDATE … WHERE status = 'pending' AND lease expired`), sent outside any transaction,
+and its attempt recorded. Deliveries of one subscription for one resource go out in
+event order: a later one waits while an earlier one is pending.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import random
+import secrets
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+import httpx
+import orjson
+from standardwebhooks import Webhook
+
+from app.errors import BadRequest, NotFound, Unprocessable
+from app.kit.clock import fhir_instant, utcnow
+
+LEASE_SECONDS = 30
+EXCERPT_CHARS = 500
+# Jitter around each retry wait, so failures of one receiver do not retry in lockstep.
+JITTER = 0.2
+# Wait before re-checking a delivery queued behind an earlier one for the same resource.
+ORDER_WAIT_SECONDS = 0.5
+SWEEP_GRACE_SECONDS = 2.0
+USER_AGENT = "Understudy-Webhooks/1"
+
+
+@dataclass
+class Subscription:
+    id: str
+    url: str
+    events: list[str]
+    resource_types: list[str] | None
+    enabled: bool
+    disabled_reason: str | None
+    created_at: datetime
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "url": self.url,
+            "events": self.events,
+            "resourceTypes": self.resource_types,
+            "enabled": self.enabled,
+            "disabledReason": self.disabled_reason,
+            "createdAt": self.created_at.isoformat(),
+        }
+
+
+def _subscription(r: asyncpg.Record) -> Subscription:
+    return Subscription(
+        r["id"],
+        r["url"],
+        list(r["events"]),
+        r["resource_types"],
+        r["enabled"],
+        r["disabled_reason"],
+        r["created_at"],
+    )
+
+
+def new_secret() -> str:
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def check_url(url: str, *, allow_private: bool) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Unprocessable("url must be an http or https URL with a host")
+    if not allow_private:
+        try:
+            infos = socket.getaddrinfo(parts.hostname, None)
+        except OSError:
+            raise Unprocessable(f"url host '{parts.hostname}' does not resolve") from None
+        for info in infos:
+            address = ipaddress.ip_address(info[4][0])
+            if address.is_private or address.is_loopback or address.is_link_local:
+                raise Unprocessable(
+                    f"url host '{parts.hostname}' is a private address; set "
+                    "UNDERSTUDY_WEBHOOK_ALLOW_PRIVATE=true to allow it"
+                )
+    return url
+
+
+def check_secret(secret: str) -> str:
+    try:
+        Webhook(secret)
+    except Exception:
+        raise Unprocessable(
+            "secret must be a base64 key, optionally prefixed 'whsec_' (leave it out to get "
+            "one generated)"
+        ) from None
+    return secret
+
+
+async def create_subscription(
+    pool: asyncpg.Pool,
+    tenant_id: uuid.UUID,
+    *,
+    url: str,
+    events: list[str],
+    resource_types: list[str] | None,
+    secret: str | None,
+    enabled: bool,
+    allow_private: bool,
+) -> tuple[Subscription, str]:
+    if not events:
+        raise Unprocessable("events must name at least one event (or '*')")
+    check_url(url, allow_private=allow_private)
+    secret = check_secret(secret) if secret else new_secret()
+    row = await pool.fetchrow(
+        """INSERT INTO webhook_subscription (tenant_id, id, url, events, resource_types, secret,
+            enabled) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *""",
+        tenant_id,
+        "wh_" + secrets.token_hex(8),
+        url,
+        events,
+        resource_types,
+        secret,
+        enabled,
+    )
+    assert row is not None
+    return _subscription(row), secret
+
+
+async def list_subscriptions(pool: asyncpg.Pool, tenant_id: uuid.UUID) -> list[Subscription]:
+    rows = await pool.fetch(
+        "SELECT * FROM webhook_subscription WHERE tenant_id = $1 ORDER BY created_at", tenant_id
+    )
+    return [_subscription(r) for r in rows]
+
+
+async def get_subscription(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, subscription_id: str
+) -> Subscription:
+    row = await pool.fetchrow(
+        "SELECT * FROM webhook_subscription WHERE tenant_id = $1 AND id = $2",
+        tenant_id,
+        subscription_id,
+    )
+    if row is None:
+        raise NotFound(f"no webhook '{subscription_id}'")
+    return _subscription(row)
+
+
+async def delete_subscription(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, subscription_id: str
+) -> None:
+    status = await pool.execute(
+        "DELETE FROM webhook_subscription WHERE tenant_id = $1 AND id = $2",
+        tenant_id,
+        subscription_id,
+    )
+    if status.endswith(" 0"):
+        raise NotFound(f"no webhook '{subscription_id}'")
+
+
+async def list_deliveries(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, subscription_id: str, limit: int
+) -> list[dict[str, Any]]:
+    await get_subscription(pool, tenant_id, subscription_id)
+    rows = await pool.fetch(
+        """SELECT d.*, e.type, e.run_id FROM webhook_delivery d
+        JOIN webhook_event e ON e.tenant_id = d.tenant_id AND e.id = d.event_id
+        WHERE d.tenant_id = $1 AND d.subscription_id = $2
+        ORDER BY d.created_at DESC, d.seq DESC LIMIT $3""",
+        tenant_id,
+        subscription_id,
+        limit,
+    )
+    ids = [r["id"] for r in rows]
+    attempts = await pool.fetch(
+        """SELECT * FROM webhook_attempt WHERE tenant_id = $1 AND delivery_id = ANY($2::text[])
+        ORDER BY delivery_id, attempt""",
+        tenant_id,
+        ids,
+    )
+    by_delivery: dict[str, list[dict[str, Any]]] = {}
+    for a in attempts:
+        by_delivery.setdefault(a["delivery_id"], []).append(
+            {
+                "attempt": a["attempt"],
+                "at": a["at"].isoformat(),
+                "statusCode": a["status_code"],
+                "latencyMs": round(a["latency_ms"], 1),
+                "error": a["error"],
+                "responseExcerpt": a["response_excerpt"],
+            }
+        )
+    return [
+        {
+            "id": r["id"],
+            "event": r["type"],
+            "eventId": r["event_id"],
+            "resource": r["resource_ref"],
+            "runId": r["run_id"],
+            "status": r["status"],
+            "attempts": by_delivery.get(r["id"], []),
+            "nextAttemptAt": r["next_attempt_at"].isoformat() if r["status"] == "pending" else None,
+            "deliveredAt": r["delivered_at"].isoformat() if r["delivered_at"] else None,
+            "createdAt": r["created_at"].isoformat(),
+        }
+        for r in rows
+    ]
+
+
+async def redeliver(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, subscription_id: str, delivery_id: str
+) -> int:
+    """Send a delivery again with the same id (receivers deduplicate on it). Returns the
+    attempt number the new job is keyed by."""
+    row = await pool.fetchrow(
+        """UPDATE webhook_delivery SET status = 'pending', next_attempt_at = $4,
+            lease_until = NULL
+        WHERE tenant_id = $1 AND subscription_id = $2 AND id = $3 RETURNING attempts""",
+        tenant_id,
+        subscription_id,
+        delivery_id,
+        utcnow(),
+    )
+    if row is None:
+        raise NotFound(f"no delivery '{delivery_id}' for webhook '{subscription_id}'")
+    attempts: int = row["attempts"]
+    return attempts
+
+
+# --- sending ----------------------------------------------------------------------------
+
+
+@dataclass
+class SendResult:
+    status: str  # delivered | retry | failed | waiting | skipped
+    retry_in: float = 0.0
+    attempt: int = 0
+
+
+_CLAIM_SQL = """
+UPDATE webhook_delivery d SET lease_until = $3, attempts = d.attempts + 1
+WHERE d.tenant_id = $1 AND d.id = $2 AND d.status = 'pending'
+    AND (d.lease_until IS NULL OR d.lease_until < $4) AND d.next_attempt_at <= $4
+    AND NOT EXISTS (
+        SELECT 1 FROM webhook_delivery e
+        WHERE e.tenant_id = d.tenant_id AND e.subscription_id = d.subscription_id
+            AND e.resource_ref = d.resource_ref AND e.seq < d.seq AND e.status = 'pending')
+RETURNING d.*
+"""
+
+
+def _fhir_base(root: str, run_id: str | None) -> str:
+    if run_id is None:
+        return f"{root}/api/fhir/r4"
+    return f"{root}/api/testing/runs/{run_id}/fhir/r4"
+
+
+async def _payload(conn: Any, tenant_id: uuid.UUID, delivery: asyncpg.Record) -> bytes:
+    event = await conn.fetchrow(
+        "SELECT * FROM webhook_event WHERE tenant_id = $1 AND id = $2",
+        tenant_id,
+        delivery["event_id"],
+    )
+    body = await conn.fetchval(
+        """SELECT resource FROM fhir_history WHERE tenant_id = $1 AND resource_type = $2
+        AND id = $3 AND version_id = $4""",
+        tenant_id,
+        event["resource_type"],
+        event["resource_id"],
+        event["version_id"],
+    )
+    payload = {
+        "id": delivery["id"],
+        "eventId": event["id"],
+        "type": event["type"],
+        "occurredAt": fhir_instant(event["occurred_at"]),
+        "tenant": str(tenant_id),
+        "runId": event["run_id"],
+        "fhirBase": _fhir_base(event["fhir_root"], event["run_id"]),
+        "resource": orjson.Fragment(body) if body is not None else None,
+    }
+    return orjson.dumps(payload)
+
+
+def _backoff(retry_seconds: list[float], attempt: int) -> float | None:
+    """Wait before the next attempt after `attempt` failed ones; None when exhausted."""
+    if attempt > len(retry_seconds):
+        return None
+    base = retry_seconds[attempt - 1]
+    return base * random.uniform(1 - JITTER, 1 + JITTER)
+
+
+async def send_delivery(
+    pool: asyncpg.Pool,
+    client: httpx.AsyncClient,
+    tenant_id: uuid.UUID,
+    delivery_id: str,
+    *,
+    retry_seconds: list[float],
+    attempt_timeout: float,
+) -> SendResult:
+    now = utcnow()
+    async with pool.acquire() as conn:
+        delivery = await conn.fetchrow(
+            _CLAIM_SQL, tenant_id, delivery_id, now + timedelta(seconds=LEASE_SECONDS), now
+        )
+        if delivery is None:
+            state = await conn.fetchrow(
+                "SELECT status, next_attempt_at, lease_until FROM webhook_delivery "
+                "WHERE tenant_id = $1 AND id = $2",
+                tenant_id,
+                delivery_id,
+            )
+            if state is None or state["status"] != "pending":
+                return SendResult("skipped")
+            if state["lease_until"] is not None and state["lease_until"] > now:
+                return SendResult("skipped")  # another worker is sending it
+            wait = max((state["next_attempt_at"] - now).total_seconds(), ORDER_WAIT_SECONDS)
+            return SendResult("waiting", retry_in=wait)
+        subscription = await conn.fetchrow(
+            "SELECT url, secret, enabled FROM webhook_subscription WHERE tenant_id = $1 "
+            "AND id = $2",
+            tenant_id,
+            delivery["subscription_id"],
+        )
+        body = await _payload(conn, tenant_id, delivery)
+    attempt: int = delivery["attempts"]
+    if subscription is None or not subscription["enabled"]:
+        await _finish(
+            pool,
+            tenant_id,
+            delivery_id,
+            "failed",
+            attempt,
+            now,
+            None,
+            0.0,
+            "the subscription is disabled or deleted",
+            None,
+        )
+        return SendResult("failed", attempt=attempt)
+    sent_at = utcnow()
+    signature = Webhook(subscription["secret"]).sign(delivery_id, sent_at, body.decode())
+    headers = {
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+        "webhook-id": delivery_id,
+        "webhook-timestamp": str(int(sent_at.timestamp())),
+        "webhook-signature": signature,
+    }
+    started = time.perf_counter()
+    status_code: int | None = None
+    error: str | None = None
+    excerpt: str | None = None
+    try:
+        response = await client.post(
+            subscription["url"], content=body, headers=headers, timeout=attempt_timeout
+        )
+        status_code = response.status_code
+        excerpt = response.text[:EXCERPT_CHARS]
+    except httpx.TimeoutException:
+        error = f"timed out after {attempt_timeout:g} s"
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__}: {exc}"[:EXCERPT_CHARS]
+    latency = (time.perf_counter() - started) * 1000.0
+    if status_code is not None and 200 <= status_code < 300:
+        await _finish(
+            pool,
+            tenant_id,
+            delivery_id,
+            "delivered",
+            attempt,
+            sent_at,
+            status_code,
+            latency,
+            None,
+            excerpt,
+        )
+        return SendResult("delivered", attempt=attempt)
+    if status_code == 410:
+        await pool.execute(
+            """UPDATE webhook_subscription SET enabled = false,
+                disabled_reason = 'the receiver answered 410 Gone'
+            WHERE tenant_id = $1 AND id = $2""",
+            tenant_id,
+            delivery["subscription_id"],
+        )
+        await _finish(
+            pool,
+            tenant_id,
+            delivery_id,
+            "failed",
+            attempt,
+            sent_at,
+            status_code,
+            latency,
+            "410 Gone: subscription disabled",
+            excerpt,
+        )
+        return SendResult("failed", attempt=attempt)
+    wait = _backoff(retry_seconds, attempt)
+    if wait is None:
+        await _finish(
+            pool,
+            tenant_id,
+            delivery_id,
+            "failed",
+            attempt,
+            sent_at,
+            status_code,
+            latency,
+            error,
+            excerpt,
+        )
+        return SendResult("failed", attempt=attempt)
+    await _finish(
+        pool,
+        tenant_id,
+        delivery_id,
+        "pending",
+        attempt,
+        sent_at,
+        status_code,
+        latency,
+        error,
+        excerpt,
+        next_at=utcnow() + timedelta(seconds=wait),
+    )
+    return SendResult("retry", retry_in=wait, attempt=attempt)
+
+
+async def _finish(
+    pool: asyncpg.Pool,
+    tenant_id: uuid.UUID,
+    delivery_id: str,
+    status: str,
+    attempt: int,
+    at: datetime,
+    status_code: int | None,
+    latency_ms: float,
+    error: str | None,
+    excerpt: str | None,
+    *,
+    next_at: datetime | None = None,
+) -> None:
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(
+            """INSERT INTO webhook_attempt (tenant_id, delivery_id, attempt, at, status_code,
+                latency_ms, error, response_excerpt) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+            ON CONFLICT DO NOTHING""",
+            tenant_id,
+            delivery_id,
+            attempt,
+            at,
+            status_code,
+            latency_ms,
+            error,
+            excerpt,
+        )
+        await conn.execute(
+            """UPDATE webhook_delivery SET status = $3, lease_until = NULL,
+                delivered_at = CASE WHEN $3 = 'delivered' THEN $4 ELSE delivered_at END,
+                next_attempt_at = coalesce($5, next_attempt_at)
+            WHERE tenant_id = $1 AND id = $2""",
+            tenant_id,
+            delivery_id,
+            status,
+            at,
+            next_at,
+        )
+
+
+async def due_deliveries(pool: asyncpg.Pool, limit: int = 1000) -> list[tuple[uuid.UUID, str, int]]:
+    """Pending deliveries whose job may have been lost: due a while ago and not leased."""
+    now = utcnow()
+    rows = await pool.fetch(
+        """SELECT tenant_id, id, attempts FROM webhook_delivery
+        WHERE status = 'pending' AND next_attempt_at <= $1
+            AND (lease_until IS NULL OR lease_until < $2)
+        ORDER BY next_attempt_at LIMIT $3""",
+        now - timedelta(seconds=SWEEP_GRACE_SECONDS),
+        now,
+        limit,
+    )
+    return [(r["tenant_id"], r["id"], r["attempts"]) for r in rows]
+
+
+async def run_deliveries(
+    conn: Any, tenant_id: uuid.UUID, run_id: str
+) -> list[tuple[datetime, str, str]]:
+    """Successful deliveries of events about a run's resources: (time, event, "Type/id")."""
+    rows = await conn.fetch(
+        """SELECT d.delivered_at, e.type, e.resource_type || '/' || e.resource_id AS ref
+        FROM webhook_event e JOIN webhook_delivery d
+            ON d.tenant_id = e.tenant_id AND d.event_id = e.id
+        WHERE e.tenant_id = $1 AND e.run_id = $2 AND d.status = 'delivered'""",
+        tenant_id,
+        run_id,
+    )
+    return [(r["delivered_at"], r["type"], r["ref"]) for r in rows]
+
+
+async def ping(
+    pool: asyncpg.Pool,
+    client: httpx.AsyncClient,
+    tenant_id: uuid.UUID,
+    subscription_id: str,
+    attempt_timeout: float,
+) -> dict[str, Any]:
+    """Send a signed `ping` to the subscription's URL now; report what came back."""
+    row = await pool.fetchrow(
+        "SELECT url, secret FROM webhook_subscription WHERE tenant_id = $1 AND id = $2",
+        tenant_id,
+        subscription_id,
+    )
+    if row is None:
+        raise NotFound(f"no webhook '{subscription_id}'")
+    message_id = "msg_ping_" + secrets.token_hex(8)
+    now = utcnow()
+    body = orjson.dumps(
+        {
+            "id": message_id,
+            "type": "ping",
+            "occurredAt": fhir_instant(now),
+            "tenant": str(tenant_id),
+            "runId": None,
+            "fhirBase": None,
+            "resource": None,
+        }
+    )
+    headers = {
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+        "webhook-id": message_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": Webhook(row["secret"]).sign(message_id, now, body.decode()),
+    }
+    started = time.perf_counter()
+    try:
+        response = await client.post(
+            row["url"], content=body, headers=headers, timeout=attempt_timeout
+        )
+    except httpx.HTTPError as exc:
+        raise BadRequest(f"the ping could not be delivered: {type(exc).__name__}: {exc}") from None
+    return {
+        "id": message_id,
+        "statusCode": response.status_code,
+        "latencyMs": round((time.perf_counter() - started) * 1000.0, 1),
+        "responseExcerpt": response.text[:EXCERPT_CHARS],
+    }
