@@ -848,7 +848,7 @@ async def _part_c(args: argparse.Namespace, url: str) -> dict[str, Any]:
         t0 = time.perf_counter()
         runs: list[runs_service.RunRow] = []
         for _ in range(args.live):
-            run, _counted = await runs_service.start_run(
+            run, _counted, _deliveries = await runs_service.start_run(
                 db.pool,
                 tenant_id,
                 runs_service.StartRequest(SCENARIO_ID, None, None, "bench-c", 1800),
