@@ -57,6 +57,29 @@ async def purge_trace(ctx: dict[str, Any]) -> int:
     return deleted
 
 
+async def purge_deliveries(ctx: dict[str, Any]) -> int:
+    """Finished webhook deliveries, their attempts and events are kept 7 days."""
+    db: Database = ctx["db"]
+    cutoff = utcnow() - TRACE_RETENTION
+    async with db.pool.acquire() as conn, conn.transaction():
+        await conn.execute(
+            """DELETE FROM webhook_attempt a USING webhook_delivery d
+            WHERE a.tenant_id = d.tenant_id AND a.delivery_id = d.id
+                AND d.status <> 'pending' AND d.created_at < $1""",
+            cutoff,
+        )
+        status = await conn.execute(
+            "DELETE FROM webhook_delivery WHERE status <> 'pending' AND created_at < $1", cutoff
+        )
+        await conn.execute(
+            """DELETE FROM webhook_event e WHERE e.occurred_at < $1 AND NOT EXISTS (
+                SELECT 1 FROM webhook_delivery d
+                WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id)""",
+            cutoff,
+        )
+    return int(status.split()[-1])
+
+
 async def refresh_statistics(ctx: dict[str, Any]) -> int:
     """Autovacuum may be off: keep planner statistics fresh and dead rows in check."""
     db: Database = ctx["db"]
@@ -166,10 +189,12 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
             func(grade_run, name=GRADE_JOB, keep_result=0),
             func(deliver_webhook, name=DELIVER_JOB, keep_result=0),
             sweep_deliveries,
+            purge_deliveries,
         ],
         cron_jobs=[
             cron(roll_directory, hour={0}, minute={5}, run_at_startup=True, unique=True),
             cron(purge_trace, hour={3}, minute={17}, unique=True),
+            cron(purge_deliveries, hour={3}, minute={27}, unique=True),
             cron(refresh_statistics, minute=set(range(0, 60, 5)), unique=True),
             cron(sweep_deliveries, second=set(range(0, 60, 5)), unique=True),
             cron(
