@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.db import open_database
 from app.errors import AppError, Issue
+from app.evals.router import router as evals_router
 from app.fhir.maintenance import AutoAnalyze
 from app.fhir.outcomes import operation_outcome
 from app.fhir.router import FHIR_JSON, FHIR_PREFIX, eligibility_router
@@ -160,4 +161,5 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(runs_router)
     app.include_router(usage_router)
     app.include_router(webhooks_router)
+    app.include_router(evals_router)
     return app

@@ -18,6 +18,7 @@ from arq import cron, func
 from arq.worker import Worker
 
 from app.db import Database, open_database
+from app.evals import service as evals_service
 from app.fhir import maintenance
 from app.jobs import DELIVER_JOB, GRADE_JOB, Jobs, connect_jobs, redis_settings
 from app.kit.clock import utcnow
@@ -90,7 +91,33 @@ async def grade_run(ctx: dict[str, Any], tenant_id: str, run_id: str) -> str:
     """Grade one run soon after something it owns changed (debounced by job id)."""
     db: Database = ctx["db"]
     run = await runs_service.grade_run(db.pool, uuid.UUID(tenant_id), run_id)
+    if run.status != "live":
+        await _promote(ctx, uuid.UUID(tenant_id))  # a live slot freed
     return run.status
+
+
+async def _promote(ctx: dict[str, Any], tenant_id: uuid.UUID) -> int:
+    db: Database = ctx["db"]
+    settings: Settings = ctx["settings"]
+    jobs: Jobs = ctx["jobs"]
+    started = await evals_service.promote(db.pool, tenant_id, max_live=settings.max_live_runs)
+    for run_id, deliveries in started:
+        await jobs.grade_soon(tenant_id, run_id)
+        for delivery_id in deliveries:
+            await jobs.deliver_soon(tenant_id, delivery_id, 0)
+    return len(started)
+
+
+async def promote_evals(ctx: dict[str, Any]) -> int:
+    """Start queued eval runs wherever live slots are free (every few seconds)."""
+    db: Database = ctx["db"]
+    started = 0
+    for tenant_id in await evals_service.tenants_with_queued(db.pool):
+        try:
+            started += await _promote(ctx, tenant_id)
+        except Exception:
+            log.exception("promote_failed tenant=%s", tenant_id)
+    return started
 
 
 async def grade_live_runs(ctx: dict[str, Any]) -> int:
@@ -190,6 +217,7 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
             func(deliver_webhook, name=DELIVER_JOB, keep_result=0),
             sweep_deliveries,
             purge_deliveries,
+            promote_evals,
         ],
         cron_jobs=[
             cron(roll_directory, hour={0}, minute={5}, run_at_startup=True, unique=True),
@@ -197,6 +225,7 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
             cron(purge_deliveries, hour={3}, minute={27}, unique=True),
             cron(refresh_statistics, minute=set(range(0, 60, 5)), unique=True),
             cron(sweep_deliveries, second=set(range(0, 60, 5)), unique=True),
+            cron(promote_evals, second=set(range(0, 60, 2)), unique=True),
             cron(
                 grade_live_runs,
                 second=set(range(0, 60, settings.grade_interval_seconds)),

@@ -1,6 +1,7 @@
 """ORM models; importing this package registers every table on `Base.metadata`."""
 
 from app.models.base import Base
+from app.models.eval import Eval, EvalItem
 from app.models.fhir import FhirDate, FhirHistory, FhirResource
 from app.models.run import CustomScenario, Run, RunRef, UsageCounter
 from app.models.tenant import ApiKey, Tenant
@@ -11,6 +12,8 @@ __all__ = [
     "ApiKey",
     "Base",
     "CustomScenario",
+    "Eval",
+    "EvalItem",
     "FhirDate",
     "FhirHistory",
     "FhirResource",

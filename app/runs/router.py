@@ -44,6 +44,13 @@ def _forget_live(request: Request, tenant_id: Any) -> None:
     live.forget(tenant_id)
 
 
+async def _promote_evals(request: Request, tenant_id: Any) -> None:
+    """A slot freed: start queued eval runs now rather than at the worker's next sweep."""
+    from app.evals.router import promote_now
+
+    await promote_now(request, tenant_id)
+
+
 async def _flush_trace(request: Request) -> None:
     """Make this process's buffered calls visible before grading on demand."""
     recorder: TraceRecorder = request.app.state.recorder
@@ -118,6 +125,7 @@ async def finish_run(request: Request, tenant: Tenant, run_id: str) -> dict[str,
     await _flush_trace(request)
     run = await service.grade_run(pool_of(request), tenant.id, run_id, final=True)
     _forget_live(request, tenant.id)
+    await _promote_evals(request, tenant.id)
     return run.view(root_url(request))
 
 
@@ -125,6 +133,7 @@ async def finish_run(request: Request, tenant: Tenant, run_id: str) -> dict[str,
 async def cancel_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
     run = await service.cancel_run(pool_of(request), tenant.id, run_id)
     _forget_live(request, tenant.id)
+    await _promote_evals(request, tenant.id)
     return run.view(root_url(request))
 
 

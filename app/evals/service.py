@@ -1,0 +1,579 @@
+"""Evals: plan the runs, start them as live slots free, summarise and compare.
+
+An eval is planned as `eval_item` rows (scenario × persona × repeat, in order). Items
+start as runs while the tenant has free live slots; the rest wait `queued` and are
+promoted, oldest eval first, by the worker every few seconds and right away when a run
+ends. An item is claimed with `UPDATE … SET state = 'starting' WHERE state = 'queued'`,
+so two promoters never start it twice; a claim left behind by a crash is released after
+a minute. A queued item not started within 24 hours is cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import string
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+import orjson
+
+from app.errors import AppError, NotFound, TooManyRequests, Unprocessable
+from app.evals import statistics as stats
+from app.kit.clock import utcnow
+from app.runs import service as runs_service
+from app.scenarios import service as scenarios_service
+
+MAX_RUNS = 100
+MAX_REPEATS = 5
+QUEUE_EXPIRY = timedelta(hours=24)
+CLAIM_EXPIRY = timedelta(minutes=1)
+BASELINE = "baseline"
+VALID = ("passed", "failed", "timed_out")
+_ALPHABET = string.ascii_lowercase + string.digits
+
+
+@dataclass
+class EvalRequest:
+    mode: str
+    label: str
+    scenarios: list[str] | dict[str, str] | None
+    repeats: int
+    personas: str | list[str]
+    timeout_seconds: int | None
+
+
+async def create_eval(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, request: EvalRequest, *, root_url: str
+) -> str:
+    if request.mode not in ("agent", "workflow"):
+        raise Unprocessable(f"mode must be 'agent' or 'workflow', not '{request.mode}'")
+    if not 1 <= request.repeats <= MAX_REPEATS:
+        raise Unprocessable(f"repeats must be 1 to {MAX_REPEATS}, not {request.repeats}")
+    available = await scenarios_service.list_scenarios(pool, tenant_id)
+    by_id = {s.scenario.id: s for s in available}
+    if request.scenarios is None:
+        chosen = [s for s in available if request.mode in [str(m) for m in s.scenario.modes]]
+    elif isinstance(request.scenarios, dict):
+        category = request.scenarios.get("category")
+        if not category:
+            raise Unprocessable('scenarios must be a list of ids or {"category": "…"}')
+        chosen = [
+            s
+            for s in available
+            if s.scenario.category == category
+            and request.mode in [str(m) for m in s.scenario.modes]
+        ]
+    else:
+        unknown = [i for i in request.scenarios if i not in by_id]
+        if unknown:
+            raise NotFound(f"unknown scenario(s): {', '.join(unknown)}")
+        chosen = [by_id[i] for i in request.scenarios]
+        wrong_mode = [
+            s.scenario.id for s in chosen if request.mode not in [str(m) for m in s.scenario.modes]
+        ]
+        if wrong_mode:
+            raise Unprocessable(
+                f"scenario(s) {', '.join(wrong_mode)} do not support mode '{request.mode}'"
+            )
+    if not chosen:
+        raise Unprocessable(f"no scenario supports mode '{request.mode}' in that selection")
+    plan: list[tuple[str, str | None]] = []
+    for loaded in chosen:
+        names = [v.persona for v in loaded.scenario.variants]
+        if request.personas == BASELINE:
+            personas: list[str | None] = [None]
+        elif request.personas == "all":
+            personas = [None, *names]
+        elif isinstance(request.personas, list):
+            personas = [
+                None if p == BASELINE else p
+                for p in request.personas
+                if p == BASELINE or p in names
+            ]
+            if not personas:
+                continue
+        else:
+            raise Unprocessable("personas must be 'baseline', 'all' or a list of persona names")
+        plan.extend((loaded.scenario.id, p) for p in personas)
+    total = len(plan) * request.repeats
+    if total == 0:
+        raise Unprocessable("no scenario has the requested personas")
+    if total > MAX_RUNS:
+        raise Unprocessable(
+            f"this eval would make {total} runs; an eval may have at most {MAX_RUNS} "
+            "(fewer scenarios, personas or repeats)"
+        )
+    eval_id = "eval_" + "".join(secrets.choice(_ALPHABET) for _ in range(12))
+    now = utcnow()
+    rows = [
+        (tenant_id, eval_id, position, scenario_id, persona, repeat, "queued", now)
+        for position, (repeat, (scenario_id, persona)) in enumerate(
+            (r, item) for r in range(request.repeats) for item in plan
+        )
+    ]
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(
+            """INSERT INTO eval (tenant_id, id, label, mode, repeats, request, timeout_seconds,
+                root_url, created_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9)""",
+            tenant_id,
+            eval_id,
+            request.label,
+            request.mode,
+            request.repeats,
+            orjson.dumps(
+                {
+                    "scenarios": request.scenarios,
+                    "personas": request.personas,
+                    "repeats": request.repeats,
+                    "timeoutSeconds": request.timeout_seconds,
+                }
+            ).decode(),
+            request.timeout_seconds,
+            root_url,
+            now,
+        )
+        await conn.copy_records_to_table(
+            "eval_item",
+            records=rows,
+            columns=(
+                "tenant_id",
+                "eval_id",
+                "position",
+                "scenario_id",
+                "persona",
+                "repeat_index",
+                "state",
+                "queued_at",
+            ),
+        )
+    return eval_id
+
+
+async def promote(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, *, max_live: int
+) -> list[tuple[str, list[str]]]:
+    """Start queued items while live slots are free. Returns (run id, webhook deliveries)
+    for each started run."""
+    now = utcnow()
+    await pool.execute(
+        """UPDATE eval_item SET state = 'cancelled', note = 'not started within 24 hours'
+        WHERE tenant_id = $1 AND state = 'queued' AND queued_at < $2""",
+        tenant_id,
+        now - QUEUE_EXPIRY,
+    )
+    await pool.execute(
+        """UPDATE eval_item SET state = 'queued', claimed_at = NULL
+        WHERE tenant_id = $1 AND state = 'starting' AND claimed_at < $2""",
+        tenant_id,
+        now - CLAIM_EXPIRY,
+    )
+    live = await pool.fetchval(
+        "SELECT count(*) FROM run WHERE tenant_id = $1 AND status = 'live'", tenant_id
+    )
+    free = max_live - live
+    started: list[tuple[str, list[str]]] = []
+    if free <= 0:
+        return started
+    claimed = await pool.fetch(
+        """UPDATE eval_item i SET state = 'starting', claimed_at = $3
+        FROM (
+            SELECT i2.tenant_id, i2.eval_id, i2.position FROM eval_item i2
+            JOIN eval e ON e.tenant_id = i2.tenant_id AND e.id = i2.eval_id
+            WHERE i2.tenant_id = $1 AND i2.state = 'queued' AND e.cancelled_at IS NULL
+            ORDER BY e.created_at, i2.position LIMIT $2 FOR UPDATE OF i2 SKIP LOCKED
+        ) pick
+        WHERE i.tenant_id = pick.tenant_id AND i.eval_id = pick.eval_id
+            AND i.position = pick.position
+        RETURNING i.eval_id, i.position, i.scenario_id, i.persona""",
+        tenant_id,
+        free,
+        now,
+    )
+    evals = {
+        r["id"]: r
+        for r in await pool.fetch(
+            "SELECT * FROM eval WHERE tenant_id = $1 AND id = ANY($2::text[])",
+            tenant_id,
+            list({c["eval_id"] for c in claimed}),
+        )
+    }
+    for item in sorted(claimed, key=lambda c: (evals[c["eval_id"]]["created_at"], c["position"])):
+        ev = evals[item["eval_id"]]
+        try:
+            run, _, deliveries = await runs_service.start_run(
+                pool,
+                tenant_id,
+                runs_service.StartRequest(
+                    item["scenario_id"],
+                    ev["mode"],
+                    item["persona"],
+                    ev["label"],
+                    ev["timeout_seconds"],
+                ),
+                max_live=max_live,
+                root_url=ev["root_url"],
+            )
+        except TooManyRequests:
+            await _set_item(pool, tenant_id, item, "queued", None, None)
+            continue
+        except AppError as exc:
+            await _set_item(pool, tenant_id, item, "cancelled", None, exc.message)
+            continue
+        await _set_item(pool, tenant_id, item, "started", run.id, None)
+        started.append((run.id, deliveries))
+    return started
+
+
+async def _set_item(
+    pool: asyncpg.Pool,
+    tenant_id: uuid.UUID,
+    item: asyncpg.Record,
+    state: str,
+    run_id: str | None,
+    note: str | None,
+) -> None:
+    await pool.execute(
+        """UPDATE eval_item SET state = $4, run_id = $5, note = $6, claimed_at = NULL
+        WHERE tenant_id = $1 AND eval_id = $2 AND position = $3""",
+        tenant_id,
+        item["eval_id"],
+        item["position"],
+        state,
+        run_id,
+        note,
+    )
+
+
+async def tenants_with_queued(pool: asyncpg.Pool) -> list[uuid.UUID]:
+    rows = await pool.fetch(
+        "SELECT DISTINCT tenant_id FROM eval_item WHERE state IN ('queued', 'starting')"
+    )
+    return [r["tenant_id"] for r in rows]
+
+
+async def cancel_eval(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str) -> None:
+    await _eval_row(pool, tenant_id, eval_id)
+    await pool.execute(
+        """UPDATE eval SET cancelled_at = coalesce(cancelled_at, $3)
+        WHERE tenant_id = $1 AND id = $2""",
+        tenant_id,
+        eval_id,
+        utcnow(),
+    )
+    await pool.execute(
+        """UPDATE eval_item SET state = 'cancelled', note = 'eval cancelled'
+        WHERE tenant_id = $1 AND eval_id = $2 AND state IN ('queued', 'starting')""",
+        tenant_id,
+        eval_id,
+    )
+    live = await pool.fetch(
+        """SELECT i.run_id FROM eval_item i JOIN run r
+            ON r.tenant_id = i.tenant_id AND r.id = i.run_id
+        WHERE i.tenant_id = $1 AND i.eval_id = $2 AND r.status = 'live'""",
+        tenant_id,
+        eval_id,
+    )
+    for row in live:
+        # A run that ended meanwhile answers Conflict: nothing left to cancel.
+        with contextlib.suppress(AppError):
+            await runs_service.cancel_run(pool, tenant_id, row["run_id"])
+
+
+async def _eval_row(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str) -> asyncpg.Record:
+    row = await pool.fetchrow(
+        "SELECT * FROM eval WHERE tenant_id = $1 AND id = $2", tenant_id, eval_id
+    )
+    if row is None:
+        raise NotFound(f"no eval '{eval_id}'")
+    return row
+
+
+# --- reading ----------------------------------------------------------------------------
+
+
+@dataclass
+class Item:
+    position: int
+    scenario_id: str
+    persona: str | None
+    repeat_index: int
+    state: str
+    note: str | None
+    run: runs_service.RunRow | None
+
+    @property
+    def status(self) -> str:
+        if self.run is not None:
+            return self.run.status
+        return "cancelled" if self.state == "cancelled" else "queued"
+
+    @property
+    def cell(self) -> tuple[str, str]:
+        return (self.scenario_id, self.persona or BASELINE)
+
+
+async def _items(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str) -> list[Item]:
+    rows = await pool.fetch(
+        """SELECT i.position AS i_position, i.scenario_id AS i_scenario_id,
+            i.persona AS i_persona, i.repeat_index AS i_repeat, i.state AS i_state,
+            i.note AS i_note, r.*
+        FROM eval_item i LEFT JOIN run r ON r.tenant_id = i.tenant_id AND r.id = i.run_id
+        WHERE i.tenant_id = $1 AND i.eval_id = $2 ORDER BY i.position""",
+        tenant_id,
+        eval_id,
+    )
+    out = []
+    for r in rows:
+        run = runs_service.RunRow.from_record(r) if r["id"] is not None else None
+        out.append(
+            Item(
+                r["i_position"],
+                r["i_scenario_id"],
+                r["i_persona"],
+                r["i_repeat"],
+                r["i_state"],
+                r["i_note"],
+                run,
+            )
+        )
+    return out
+
+
+def _status(row: asyncpg.Record, items: list[Item]) -> str:
+    if row["cancelled_at"] is not None:
+        return "cancelled"
+    statuses = [i.status for i in items]
+    if all(s not in ("queued", "live") for s in statuses):
+        return "completed"
+    if all(s == "queued" for s in statuses):
+        return "queued"
+    return "running"
+
+
+def _cells(items: list[Item]) -> dict[tuple[str, str], stats.Cell]:
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for item in items:
+        if item.status in VALID:
+            counts[item.cell][0] += 1
+            counts[item.cell][1] += item.status == "passed"
+    return {key: stats.Cell(key, n, c) for key, (n, c) in counts.items()}
+
+
+def _hashes(items: list[Item]) -> dict[tuple[str, str], str]:
+    out: dict[tuple[str, str], str] = {}
+    for item in items:
+        if item.run is not None:
+            out.setdefault(item.cell, item.run.scenario_hash)
+    return out
+
+
+def _rate(c: int, n: int) -> dict[str, Any]:
+    result = stats.wilson(c, n)
+    if result is None:
+        return {"passes": c, "runs": n, "rate": None, "ci95": None, "text": f"{c}/{n}"}
+    rate, interval = result
+    return {
+        "passes": c,
+        "runs": n,
+        "rate": round(rate, 4),
+        "ci95": [round(interval.low, 4), round(interval.high, 4)],
+        "text": f"{c}/{n} = {rate:.1%} (95% CI {interval.low:.1%}–{interval.high:.1%})",
+    }
+
+
+def summarise(items: list[Item], k: int) -> dict[str, Any]:
+    counts = Counter(i.status for i in items)
+    outcomes = stats.Outcomes(
+        passed=counts["passed"],
+        failed=counts["failed"],
+        timed_out=counts["timed_out"],
+        cancelled=counts["cancelled"],
+        errored=counts["errored"],
+    )
+    cells = _cells(items)
+    c = sum(cell.c for cell in cells.values())
+    n = sum(cell.n for cell in cells.values())
+    pass_at, left_at = stats.eval_pass_at_k(list(cells.values()), k)
+    pass_hat, left_hat = stats.eval_pass_hat_k(list(cells.values()), k)
+    personas: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for cell in cells.values():
+        personas[cell.key[1]][0] += cell.c
+        personas[cell.key[1]][1] += cell.n
+    failed_checks: Counter[tuple[str, str, str]] = Counter()
+    for item in items:
+        if item.run is None or item.run.status not in ("failed", "timed_out"):
+            continue
+        for e in (item.run.verdict or {}).get("expectations", []):
+            if e.get("passed") is False:
+                failed_checks[(item.scenario_id, e["id"], e["label"])] += 1
+    return {
+        "passRate": _rate(c, n),
+        "k": k,
+        "passAtK": None if pass_at is None else round(pass_at, 4),
+        "passHatK": None if pass_hat is None else round(pass_hat, 4),
+        "cellsLeftOut": max(left_at, left_hat),
+        "flakyCells": [
+            {"scenarioId": cell.key[0], "persona": cell.key[1], "passes": cell.c, "runs": cell.n}
+            for cell in cells.values()
+            if stats.is_flaky(cell)
+        ],
+        "personas": {p: _rate(pc, pn) for p, (pc, pn) in sorted(personas.items())},
+        "mostFailedChecks": [
+            {"scenarioId": s, "expectationId": e, "label": label, "count": count}
+            for (s, e, label), count in failed_checks.most_common(10)
+        ],
+        "excluded": {"cancelled": outcomes.cancelled, "errored": outcomes.errored},
+        "incomplete": outcomes.incomplete,
+    }
+
+
+def _item_view(item: Item, root: str, mode: str) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "position": item.position,
+        "scenarioId": item.scenario_id,
+        "persona": item.persona or BASELINE,
+        "repeat": item.repeat_index,
+        "status": item.status,
+    }
+    if item.note:
+        out["note"] = item.note
+    run = item.run
+    if run is not None:
+        out["runId"] = run.id
+        out["fhirBase"] = runs_service.run_view_base(root, run.id)
+        out["fixture"] = run.fixture
+        if mode == "agent":
+            out["brief"] = run.brief
+        if run.status != "live":
+            out["passed"] = (run.verdict or {}).get("passed", False)
+            out["score"] = (run.verdict or {}).get("score", 0.0)
+    return out
+
+
+async def eval_view(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str, root: str
+) -> dict[str, Any]:
+    row = await _eval_row(pool, tenant_id, eval_id)
+    items = await _items(pool, tenant_id, eval_id)
+    status = _status(row, items)
+    out: dict[str, Any] = {
+        "id": row["id"],
+        "label": row["label"],
+        "mode": row["mode"],
+        "repeats": row["repeats"],
+        "request": orjson.loads(row["request"]),
+        "status": status,
+        "createdAt": row["created_at"].isoformat(),
+        "counts": dict(Counter(i.status for i in items)),
+        "total": len(items),
+        "runs": [_item_view(i, root, row["mode"]) for i in items],
+    }
+    if status in ("completed", "cancelled"):
+        out["summary"] = summarise(items, row["repeats"])
+    return out
+
+
+async def list_evals(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, label_prefix: str | None, limit: int
+) -> list[dict[str, Any]]:
+    rows = await pool.fetch(
+        """SELECT * FROM eval WHERE tenant_id = $1 AND ($2::text IS NULL OR label LIKE $2 || '%')
+        ORDER BY created_at DESC LIMIT $3""",
+        tenant_id,
+        label_prefix.replace("%", r"\%").replace("_", r"\_") if label_prefix else None,
+        limit,
+    )
+    out = []
+    for row in rows:
+        items = await _items(pool, tenant_id, row["id"])
+        out.append(
+            {
+                "id": row["id"],
+                "label": row["label"],
+                "mode": row["mode"],
+                "status": _status(row, items),
+                "createdAt": row["created_at"].isoformat(),
+                "total": len(items),
+                "counts": dict(Counter(i.status for i in items)),
+            }
+        )
+    return out
+
+
+async def compare_evals(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str, baseline_id: str, *, alpha: float
+) -> dict[str, Any]:
+    current_row = await _eval_row(pool, tenant_id, eval_id)
+    baseline_row = await _eval_row(pool, tenant_id, baseline_id)
+    current = await _items(pool, tenant_id, eval_id)
+    baseline = await _items(pool, tenant_id, baseline_id)
+    comparison = stats.compare(
+        _cells(baseline),
+        _cells(current),
+        alpha=alpha,
+        hashes_a=_hashes(baseline),
+        hashes_b=_hashes(current),
+    )
+    return {
+        "id": eval_id,
+        "baseline": baseline_id,
+        "label": current_row["label"],
+        "baselineLabel": baseline_row["label"],
+        "complete": _status(current_row, current) == "completed"
+        and _status(baseline_row, baseline) == "completed",
+        **comparison_json(comparison),
+    }
+
+
+def _cell_json(cell: stats.Cell | None) -> dict[str, Any] | None:
+    return None if cell is None else {"passes": cell.c, "runs": cell.n}
+
+
+def comparison_json(comparison: stats.Comparison) -> dict[str, Any]:
+    overall = comparison.overall
+    interval = comparison.delta_interval
+    out: dict[str, Any] = {
+        "cells": [
+            {
+                "scenarioId": v["key"][0],
+                "persona": v["key"][1],
+                "label": v["label"],
+                "baseline": _cell_json(v["a"]),
+                "current": _cell_json(v["b"]),
+                "fisherPWorse": None if v["fisher_p"] is None else round(v["fisher_p"], 4),
+                "comparable": v["comparable"],
+            }
+            for v in comparison.cells
+        ],
+        "baselineRate": _rate(comparison.a_c, comparison.a_n),
+        "currentRate": _rate(comparison.b_c, comparison.b_n),
+        "test": {
+            "statistic": overall.t,
+            "expected": round(overall.expected, 4),
+            "pTwoSided": round(overall.p_two, 4),
+            "pRegress": round(overall.p_regress, 4),
+            "pImprove": round(overall.p_improve, 4),
+            "informativeCells": overall.informative_cells,
+            "reason": overall.reason,
+        },
+        "delta": None if comparison.delta is None else round(comparison.delta, 4),
+        "deltaCi95": None
+        if interval is None
+        else [round(interval.low, 4), round(interval.high, 4)],
+        "mde": None if comparison.mde is None else round(comparison.mde, 4),
+        "underpowered": comparison.underpowered,
+        "exceedsNoise": comparison.exceeds_noise,
+        "significantRegression": comparison.significant_regression,
+        "alpha": comparison.alpha,
+    }
+    if comparison.mde is not None:
+        out["mdeNote"] = (
+            f"changes smaller than {comparison.mde:.1%} in pass rate cannot be told from "
+            "noise with these run counts"
+        )
+    return out

@@ -1,0 +1,169 @@
+"""Evals over real HTTP: planning, queueing under the live-run limit, summaries and
+compare, with an in-test automation that does the work of each started run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from app.scenarios.expansion import expand_value
+from app.scenarios.service import builtin_scenarios
+from tests.conftest import TenantHandle
+
+WORKFLOW = sorted(
+    sid
+    for sid, s in builtin_scenarios().items()
+    if "workflow" in [str(m) for m in s.scenario.modes]
+)
+
+
+def api_client(tenant: TenantHandle) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        base_url=f"{tenant.server}/api/testing", headers=tenant.headers, timeout=60
+    )
+
+
+async def do_the_work(tenant: TenantHandle, run: dict[str, Any]) -> None:
+    """A correct automation: writes what the scenario's reference solution writes,
+    through the run's own FHIR base."""
+    scenario = builtin_scenarios()[run["scenarioId"]].scenario
+    refs = dict(run["fixture"])
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=30) as client:
+        started = datetime.fromisoformat(run["startedAtRun"])
+        for call in scenario.oracle:
+            body = expand_value(call.body, refs, started) if call.body else None
+            path = call.path
+            for symbol, ref in refs.items():
+                path = path.replace(f"@{symbol}", ref.split("/", 1)[1])
+            url = f"{tenant.server}{path}" if path.startswith("/api/") else run["fhirBase"] + path
+            r = await client.request(call.method, url, json=body)
+            assert r.status_code < 400, r.text
+            if call.save_as:
+                refs[call.save_as] = f"{r.json()['resourceType']}/{r.json()['id']}"
+
+
+async def started_runs(client: httpx.AsyncClient, eval_id: str) -> list[dict[str, Any]]:
+    view = (await client.get(f"/evals/{eval_id}")).json()
+    out = []
+    for item in view["runs"]:
+        if "runId" in item:
+            run = (await client.get(f"/runs/{item['runId']}")).json()
+            out.append({**item, "startedAtRun": run["startedAt"], "scenarioId": item["scenarioId"]})
+    return out
+
+
+async def run_eval(tenant: TenantHandle, label: str, *, correct: bool, repeats: int = 2) -> str:
+    """Start a workflow eval and play the automation until every run has ended."""
+    async with api_client(tenant) as client:
+        created = await client.post(
+            "/evals",
+            json={"mode": "workflow", "label": label, "repeats": repeats, "personas": "baseline"},
+        )
+        assert created.status_code == 201, created.text
+        eval_id: str = created.json()["id"]
+        handled: set[str] = set()
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            view = (await client.get(f"/evals/{eval_id}")).json()
+            if view["status"] == "completed":
+                return eval_id
+            for item in await started_runs(client, eval_id):
+                if item["runId"] in handled or item["status"] != "live":
+                    continue
+                handled.add(item["runId"])
+                if correct:
+                    await do_the_work(tenant, item)
+                await client.post(f"/runs/{item['runId']}/finish")
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"eval {eval_id} did not complete")
+
+
+async def test_correct_automation_passes_and_summary(tenant: TenantHandle) -> None:
+    eval_id = await run_eval(tenant, "automation v1", correct=True)
+    async with api_client(tenant) as client:
+        view = (await client.get(f"/evals/{eval_id}")).json()
+    assert view["status"] == "completed"
+    assert view["total"] == len(WORKFLOW) * 2
+    summary = view["summary"]
+    assert summary["passRate"]["passes"] == summary["passRate"]["runs"] == len(WORKFLOW) * 2
+    assert summary["passRate"]["ci95"][1] == 1.0
+    assert summary["k"] == 2 and summary["passHatK"] == 1.0 and summary["passAtK"] == 1.0
+    assert summary["flakyCells"] == []
+    assert summary["incomplete"] is False
+    assert "baseline" in summary["personas"]
+    assert all("brief" not in r for r in view["runs"])  # workflow mode has no brief
+
+
+async def test_broken_automation_regresses(tenant: TenantHandle) -> None:
+    good = await run_eval(tenant, "automation v1", correct=True, repeats=3)
+    bad = await run_eval(tenant, "automation v2", correct=False, repeats=3)
+    async with api_client(tenant) as client:
+        view = (await client.get(f"/evals/{bad}")).json()
+        compared = (await client.get(f"/evals/{bad}/compare", params={"baseline": good})).json()
+        listed = (await client.get("/evals", params={"labelPrefix": "automation v"})).json()
+    assert view["summary"]["passRate"]["passes"] == 0
+    assert view["summary"]["mostFailedChecks"]
+    labels = {c["label"] for c in compared["cells"]}
+    assert labels == {"regressed"}
+    assert compared["significantRegression"] is True
+    assert [e["id"] for e in listed["evals"]] == [bad, good]
+
+
+async def test_queue_promotion_under_the_live_limit(tenant: TenantHandle) -> None:
+    async with api_client(tenant) as client:
+        created = await client.post(
+            "/evals",
+            json={"mode": "workflow", "label": "queue", "repeats": 5, "personas": "all"},
+        )
+        assert created.status_code == 201, created.text
+        view = created.json()
+        eval_id = view["id"]
+        assert view["total"] == 45
+        assert view["counts"] == {"live": 20, "queued": 25}
+        live = [r["runId"] for r in view["runs"] if r["status"] == "live"]
+        for run_id in live[:10]:
+            await client.post(f"/runs/{run_id}/cancel")
+        view = (await client.get(f"/evals/{eval_id}")).json()
+        assert view["counts"].get("live") == 20
+        assert view["counts"].get("queued") == 15
+        started_order = [r["position"] for r in view["runs"] if r["status"] != "queued"]
+        assert started_order == sorted(started_order) == list(range(30))
+        cancelled = (await client.post(f"/evals/{eval_id}/cancel")).json()
+    assert cancelled["status"] == "cancelled"
+    assert set(cancelled["counts"]) == {"cancelled"}
+    assert cancelled["summary"]["excluded"]["cancelled"] == 45
+    assert cancelled["summary"]["passRate"]["rate"] is None
+
+
+async def test_eval_requests_are_checked(tenant: TenantHandle) -> None:
+    from tests.scenarios.test_import_api import SCENARIO
+
+    many_personas = {
+        **SCENARIO,
+        "variants": [
+            {"persona": f"p{i}", "brief": f"Variant {i}: call {{{{patient.name}}}}."}
+            for i in range(12)
+        ],
+    }
+    async with api_client(tenant) as client:
+        assert (await client.post("/scenarios", json=many_personas)).status_code == 201
+        too_many = await client.post(
+            "/evals",
+            json={"mode": "agent", "label": "big", "repeats": 5, "personas": "all"},
+        )
+        assert too_many.status_code == 422
+        detail = too_many.json()["detail"]
+        assert "at most 100" in detail and "would make 125 runs" in detail
+        bad_repeats = await client.post(
+            "/evals", json={"mode": "agent", "label": "x", "repeats": 9}
+        )
+        assert bad_repeats.status_code == 422
+        unknown = await client.post(
+            "/evals", json={"mode": "agent", "label": "x", "scenarios": ["nope"]}
+        )
+        assert unknown.status_code == 404
+        assert (await client.get("/evals/eval_nope")).status_code == 404
