@@ -57,7 +57,10 @@ def wilson(c: int, n: int, z: float = Z95) -> tuple[float, Interval] | None:
     denominator = 1 + z2 / n
     centre = (p + z2 / (2 * n)) / denominator
     half = z / denominator * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    return p, Interval(max(0.0, centre - half), min(1.0, centre + half))
+    # At c == 0 (c == n) the low (high) end is exactly 0 (1); floats can miss it by an ulp.
+    low = 0.0 if c == 0 else max(0.0, centre - half)
+    high = 1.0 if c == n else min(1.0, centre + half)
+    return p, Interval(low, high)
 
 
 def _check_k(n: int, c: int, k: int) -> None:
