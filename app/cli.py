@@ -289,6 +289,25 @@ def cmd_tenants_trace(args: argparse.Namespace) -> int:
         close_endpoints(endpoints)
 
 
+def _quiet_http_log() -> None:
+    # httpx logs every request at INFO; the eval commands show their own progress.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def cmd_eval_run(args: argparse.Namespace) -> int:
+    from app.evals import harness
+
+    _quiet_http_log()
+    return harness.run(args)
+
+
+def cmd_eval_ci(args: argparse.Namespace) -> int:
+    from app.evals import ci
+
+    _quiet_http_log()
+    return ci.run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="understudy",
@@ -325,6 +344,23 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("name")
     trace.add_argument("state", choices=["on", "off"])
     trace.set_defaults(func=cmd_tenants_trace)
+
+    from app.evals import ci, harness
+
+    evals = sub.add_parser(
+        "eval", help="run evals against a server (UNDERSTUDY_URL, UNDERSTUDY_API_KEY)"
+    )
+    esub = evals.add_subparsers(dest="eval_command", required=True)
+    eval_run = esub.add_parser(
+        "run", help="run an agent-mode eval, handing each run's brief to --agent-cmd"
+    )
+    harness.add_arguments(eval_run)
+    eval_run.set_defaults(func=cmd_eval_run)
+    eval_ci = esub.add_parser(
+        "ci", help="run an eval, compare with a baseline, exit 0/1/2 (the CI gate)"
+    )
+    ci.add_arguments(eval_ci)
+    eval_ci.set_defaults(func=cmd_eval_ci)
     return parser
 
 

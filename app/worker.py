@@ -32,6 +32,10 @@ log = logging.getLogger("understudy.worker")
 
 TRACE_RETENTION = timedelta(days=7)
 POLL_SECONDS = 0.05
+# Jobs in flight per worker, and the connections they share: deliveries and regrades are
+# short and mostly wait on I/O, so a backlog should not form behind a pool of 4.
+MAX_JOBS = 32
+WORKER_POOL_SIZE = 12
 # Runs graded concurrently by one tick.
 TICK_CONCURRENCY = 8
 
@@ -190,7 +194,7 @@ async def sweep_deliveries(ctx: dict[str, Any]) -> int:
 async def startup(ctx: dict[str, Any]) -> None:
     settings: Settings = ctx["settings"]
     assert settings.database_url is not None
-    ctx["db"] = await open_database(settings.database_url, pool_size=4)
+    ctx["db"] = await open_database(settings.database_url, pool_size=WORKER_POOL_SIZE)
     ctx["http"] = httpx.AsyncClient(follow_redirects=False)
     assert settings.redis_url is not None
     ctx["jobs"] = await connect_jobs(settings.redis_url, settings.queue_name)
@@ -244,4 +248,5 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
         # How often the worker looks for due jobs: webhook deliveries and regrades should
         # start within tens of milliseconds, and a Redis poll costs ~0.1 ms.
         poll_delay=POLL_SECONDS,
+        max_jobs=MAX_JOBS,
     )

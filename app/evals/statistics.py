@@ -522,10 +522,7 @@ def ci_gate(
                 f"(need {MIN_INFORMATIVE_CELLS} cells and {MIN_VALID_RUNS_PER_SIDE} runs a side)"
             )
         if comparison.mde is not None:
-            warnings.append(
-                f"MDE = {comparison.mde:.3f}: changes smaller than this cannot be told "
-                "from noise here"
-            )
+            warnings.append(f"MDE = {comparison.mde:.3f}: {MDE_SENTENCE}")
         for verdict in comparison.regressed_cells:
             fisher = verdict["fisher_p"]
             evidence = "" if fisher is None else f", one-sided Fisher p = {fisher:.4f}"

@@ -339,10 +339,10 @@ def test_single_cell_plain_one_sided_equals_fisher() -> None:
 
 def test_large_cells_are_exact() -> None:
     # Weights like C(1000, 500)^2 overflow floats; the symmetric case has exact answers.
-    cell = Cell(key(0), 1000, 500)
-    result = stratified_exact_test([(cell, cell)] * 3)
-    assert result.t == 1500
-    assert result.expected == 1500.0
+    big, small = Cell(key(0), 1000, 500), Cell(key(1), 200, 100)
+    result = stratified_exact_test([(big, big), (small, small)])
+    assert result.t == 600
+    assert result.expected == 600.0
     assert result.p_two == 1.0
     assert result.p_regress == pytest.approx(0.5, abs=1e-15)
     assert result.p_improve == pytest.approx(0.5, abs=1e-15)

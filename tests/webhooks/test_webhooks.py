@@ -16,12 +16,12 @@ from typing import Any
 
 import httpx
 import pytest
-import redis.asyncio as aioredis
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from app.db import Database
 from app.fhir import service as fhir_service
+from app.jobs import connect_jobs
 from app.settings import Settings
 from app.webhooks.service import SWEEP_GRACE_SECONDS
 from tests.conftest import TenantHandle, make_tenant
@@ -295,8 +295,13 @@ async def test_named_events(tenant: TenantHandle, receiver: Receiver) -> None:
     )
     assert len(got) == 5
     assert sorted(verify(sub["secret"], g)["type"] for g in got) == sorted(
-        ["message.received", "appointment.noshow", "appointment.noshow"]
-        + ["result.final", "result.final"]
+        [
+            "message.received",
+            "appointment.noshow",
+            "appointment.noshow",
+            "result.final",
+            "result.final",
+        ]
     )
     # A named event comes with the write's own event, not instead of it.
     assert all_events[("Communication.created", f"Communication/{from_patient['id']}")] == 1
@@ -595,12 +600,12 @@ async def test_the_sweeper_sends_a_delivery_whose_job_was_never_enqueued(
         committed = time.time()
         [delivery_id] = ctx.deliveries
         assert settings.redis_url is not None
-        redis = aioredis.from_url(settings.redis_url)
+        jobs = await connect_jobs(settings.redis_url, settings.queue_name)
         try:
-            job_keys = await redis.keys(f"arq:job:deliver:{delivery_id}:*")
-            queued = await redis.zrange(settings.queue_name, 0, -1)
+            job_keys = await jobs.redis.keys(f"arq:job:deliver:{delivery_id}:*")
+            queued = await jobs.redis.zrange(settings.queue_name, 0, -1)
         finally:
-            await redis.aclose()
+            await jobs.close()
         assert job_keys == []
         assert not any(delivery_id.encode() in j for j in queued)
         [pending] = await deliveries(client, sub["id"])

@@ -1,0 +1,630 @@
+"""The CI gate (`scripts/eval_ci.py`, `understudy eval ci`; rules: STATISTICS.md "CI gate").
+
+Start an eval, wait for it with progress on stderr (in agent mode driving it with the
+harness; in workflow mode the team's automation does the work through its webhooks),
+find the baseline (the newest completed eval whose label starts with a prefix, or a
+given id), compare, and decide with `statistics.ci_gate`:
+
+- exit 1: significant regression by the overall test, a pass rate under
+  `--min-pass-rate`, or an incomplete (or cancelled) eval;
+- exit 2: could not be judged: the service is unreachable or refused, no baseline while
+  `--require-baseline`, or the eval did not complete within `--timeout`;
+- exit 0 otherwise. Per-cell `regressed` labels are printed as warnings with their
+  evidence.
+
+It writes a Markdown summary (`--summary-file`, appended to `$GITHUB_STEP_SUMMARY` when
+set) and JUnit XML (`--junit-file`, one testcase per run) whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import os
+import sys
+import traceback
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from app.evals import harness
+from app.evals import statistics as stats
+from app.evals.harness import EvalApi, HarnessError, Progress
+
+BASELINE_PREFIX = "label:"
+FAILED = ("failed", "timed_out")
+RUN_FETCH_CONCURRENCY = 8  # failing runs read at once for their checks
+STATUS_MARK = {
+    "passed": "✅",
+    "failed": "❌",
+    "timed_out": "⏱️",
+    "errored": "💥",
+    "cancelled": "⛔",
+    "queued": "…",
+    "live": "…",
+}
+LABEL_MARK = {"regressed": "🔻", "improved": "🔺", "same": "", "new": "🆕", "removed": "➖"}
+
+
+@dataclass
+class Outcome:
+    """Everything the gate decided on, for the reports."""
+
+    url: str
+    label: str
+    exit_code: int = harness.EXIT_NOT_JUDGED
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    view: dict[str, Any] | None = None
+    baseline: dict[str, Any] | None = None
+    baseline_note: str | None = None
+    compared: dict[str, Any] | None = None
+    failed_checks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+# --- arguments ------------------------------------------------------------------------
+
+
+def _fraction(text: str) -> float:
+    value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (or 0% and 100%): {text}")
+    return value
+
+
+def _alpha(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"alpha must be between 0 and 1: {text}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mode",
+        choices=["agent", "workflow"],
+        help="default: agent with --agent-cmd, else workflow",
+    )
+    parser.add_argument("--label", required=True, help="this eval's label, e.g. 'main 1a2b3c4'")
+    harness.add_scope_arguments(parser)
+    parser.add_argument(
+        "--repeats", type=harness.positive_int, default=3, help="runs per cell, 1-5 (default 3)"
+    )
+    parser.add_argument(
+        "--baseline",
+        help="'label:PREFIX' (the newest completed eval whose label starts with PREFIX) "
+        "or an eval id",
+    )
+    parser.add_argument(
+        "--require-baseline",
+        action="store_true",
+        help="exit 2 when no baseline is found (default: gate on the pass rate alone)",
+    )
+    parser.add_argument(
+        "--min-pass-rate", type=_fraction, help="fail under this pass rate (0.9 or 90%%)"
+    )
+    parser.add_argument(
+        "--alpha", type=_alpha, default=stats.DEFAULT_ALPHA, help="test level (default 0.05)"
+    )
+    parser.add_argument(
+        "--agent-cmd", help="agent mode: run this per run, as `understudy eval run` does"
+    )
+    parser.add_argument(
+        "--parallel", type=harness.positive_int, default=4, help="agent commands at once"
+    )
+    parser.add_argument(
+        "--run-timeout", type=harness.positive_int, help="per-run deadline in seconds"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=3600.0,
+        help="overall bound on the wait, seconds (default 3600); beyond it the eval is "
+        "cancelled and the exit is 2",
+    )
+    parser.add_argument("--summary-file", type=Path, help="write the Markdown summary here")
+    parser.add_argument("--junit-file", type=Path, help="write JUnit XML here (a case per run)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="eval_ci.py",
+        description="Run an Understudy eval, compare it with a baseline and gate CI "
+        "(exit 0 pass, 1 fail, 2 could not be judged). UNDERSTUDY_URL and "
+        "UNDERSTUDY_API_KEY say where and as whom.",
+    )
+    add_arguments(parser)
+    return parser
+
+
+# --- the flow -------------------------------------------------------------------------
+
+
+async def find_baseline(
+    api: EvalApi, spec: str, exclude: str | None
+) -> tuple[dict[str, Any] | None, str]:
+    """The baseline eval for `label:PREFIX` (newest completed with that label prefix, not
+    `exclude`) or an eval id, and a sentence saying what was found."""
+    if spec.startswith(BASELINE_PREFIX):
+        prefix = spec[len(BASELINE_PREFIX) :]
+        for listed in await api.list_evals(prefix):
+            if listed["status"] == "completed" and listed["id"] != exclude:
+                found = await api.get_eval(listed["id"])
+                return found, f"newest completed eval labelled '{prefix}…'"
+        return None, f"no completed eval with a label starting '{prefix}'"
+    try:
+        found = await api.get_eval(spec)
+    except harness.ApiError as exc:
+        if exc.status == 404:
+            return None, f"no eval '{spec}'"
+        raise
+    return found, f"eval {spec} as given"
+
+
+async def _failed_checks(api: EvalApi, view: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Failed expectations of every failed or timed-out run, by run id."""
+    limit = asyncio.Semaphore(RUN_FETCH_CONCURRENCY)
+
+    async def one(run_id: str) -> tuple[str, list[dict[str, Any]]]:
+        async with limit:
+            run = await api.get_run(run_id)
+        return run_id, [e for e in run.get("expectations", []) if e.get("passed") is False]
+
+    ids = [r["runId"] for r in view["runs"] if r["status"] in FAILED and r.get("runId")]
+    return dict(await asyncio.gather(*(one(i) for i in ids)))
+
+
+def comparison_from_json(data: Mapping[str, Any]) -> stats.Comparison:
+    """The service's compare answer as the `statistics.Comparison` that `ci_gate` reads.
+    The decision fields (labels, significantRegression, underpowered) are the service's."""
+
+    def cell(key: stats.CellKey, counts: Mapping[str, int] | None) -> stats.Cell | None:
+        return None if counts is None else stats.Cell(key, counts["runs"], counts["passes"])
+
+    cells: list[stats.CellVerdict] = []
+    for c in data["cells"]:
+        key = (str(c["scenarioId"]), str(c["persona"]))
+        cells.append(
+            stats.CellVerdict(
+                key=key,
+                label=c["label"],
+                a=cell(key, c["baseline"]),
+                b=cell(key, c["current"]),
+                fisher_p=c["fisherPWorse"],
+                comparable=c["comparable"],
+            )
+        )
+    test = data["test"]
+    interval = data.get("deltaCi95")
+    return stats.Comparison(
+        cells=cells,
+        overall=stats.StratifiedTest(
+            t=test["statistic"],
+            expected=test["expected"],
+            p_two=test["pTwoSided"],
+            p_regress=test["pRegress"],
+            p_improve=test["pImprove"],
+            informative_cells=test["informativeCells"],
+            reason=test["reason"],
+            p_regress_plain=math.nan,  # not in the API answer; the gate does not use it
+        ),
+        a_c=data["baselineRate"]["passes"],
+        a_n=data["baselineRate"]["runs"],
+        b_c=data["currentRate"]["passes"],
+        b_n=data["currentRate"]["runs"],
+        delta=data.get("delta"),
+        delta_interval=None if interval is None else stats.Interval(interval[0], interval[1]),
+        mde=data.get("mde"),
+        underpowered=data["underpowered"],
+        exceeds_noise=data["exceedsNoise"],
+        significant_regression=data["significantRegression"],
+        alpha=data["alpha"],
+    )
+
+
+def _pass_rate(view: Mapping[str, Any]) -> float | None:
+    """Exactly passes/runs (the API's `rate` is rounded, which can flip a threshold)."""
+    rate = view["summary"]["passRate"]
+    return None if not rate["runs"] else rate["passes"] / rate["runs"]
+
+
+async def _judge(
+    args: argparse.Namespace,
+    api: EvalApi,
+    connection: harness.Connection,
+    outcome: Outcome,
+    mode: str,
+) -> None:
+    """Run the eval and fill in `outcome`. Raises HarnessError when it cannot be judged."""
+    if args.baseline and args.require_baseline:
+        # Fail fast: no point spending runs on an eval that cannot be judged.
+        found, note = await find_baseline(api, args.baseline, exclude=None)
+        if found is None:
+            outcome.baseline_note = note
+            gate = stats.ci_gate(
+                comparison=None,
+                pass_rate=None,
+                min_pass_rate=None,
+                incomplete=False,
+                require_baseline=True,
+            )
+            outcome.exit_code, outcome.reasons = gate.exit_code, [*gate.reasons, note]
+            return
+    body = harness.eval_request(
+        mode=mode,
+        label=args.label,
+        scenarios=args.scenarios,
+        category=args.category,
+        repeats=args.repeats,
+        personas=args.personas,
+        timeout_seconds=args.run_timeout,
+    )
+    created = await api.create_eval(body)
+    eval_id: str = created["id"]
+    outcome.view = created
+    progress = Progress(sys.stderr)
+    progress.line(f"eval {eval_id} '{args.label}' ({mode}): {created['total']} runs")
+    agent = harness.AgentCommand(args.agent_cmd, args.parallel) if args.agent_cmd else None
+    try:
+        async with asyncio.timeout(args.timeout):
+            view = await harness.drive_eval(
+                api, connection, eval_id, agent=agent, progress=progress
+            )
+    except TimeoutError:
+        with contextlib.suppress(HarnessError):
+            outcome.view = await api.get_eval(eval_id)
+        raise HarnessError(
+            f"eval {eval_id} did not complete within --timeout {args.timeout:g} s; it was cancelled"
+        ) from None
+    outcome.view = view
+
+    comparison: stats.Comparison | None = None
+    if args.baseline:
+        found, note = await find_baseline(api, args.baseline, exclude=eval_id)
+        outcome.baseline, outcome.baseline_note = found, note
+        if found is not None:
+            outcome.compared = await api.compare(eval_id, found["id"], args.alpha)
+            comparison = comparison_from_json(outcome.compared)
+    else:
+        outcome.baseline_note = "no --baseline given"
+    outcome.failed_checks = await _failed_checks(api, view)
+
+    gate = stats.ci_gate(
+        comparison=comparison,
+        pass_rate=_pass_rate(view),
+        min_pass_rate=args.min_pass_rate,
+        incomplete=bool(view["summary"]["incomplete"]),
+        require_baseline=args.require_baseline,
+    )
+    exit_code, reasons, warnings = gate.exit_code, list(gate.reasons), list(gate.warnings)
+    if comparison is None and exit_code != harness.EXIT_NOT_JUDGED:
+        warnings.append(f"baseline: {outcome.baseline_note}")
+    if view["status"] == "cancelled":
+        cancelled = "eval cancelled before it completed"
+        if exit_code == harness.EXIT_OK:
+            exit_code, reasons = harness.EXIT_FAILED, [cancelled]
+        else:
+            reasons.append(cancelled)
+    if outcome.compared is not None and not outcome.compared.get("complete", True):
+        warnings.append("the baseline eval was not completed when compared")
+    outcome.exit_code, outcome.reasons, outcome.warnings = exit_code, reasons, warnings
+
+
+async def run_ci(args: argparse.Namespace, connection: harness.Connection, *, out: TextIO) -> int:
+    mode = args.mode or ("agent" if args.agent_cmd else "workflow")
+    outcome = Outcome(url=connection.url, label=args.label)
+    try:
+        async with EvalApi(connection) as api:
+            await _judge(args, api, connection, outcome, mode)
+    except HarnessError as exc:
+        outcome.exit_code = harness.EXIT_NOT_JUDGED
+        outcome.reasons = [str(exc)]
+    report(outcome, args, out=out)
+    return outcome.exit_code
+
+
+# --- reports --------------------------------------------------------------------------
+
+
+def _md(text: object) -> str:
+    """Safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _counts(counts: Mapping[str, int] | None) -> str:
+    if counts is None:
+        return "—"
+    runs, passes = counts["runs"], counts["passes"]
+    return f"{passes}/{runs} ({passes / runs:.0%})" if runs else f"{passes}/{runs}"
+
+
+def _verdict_word(exit_code: int) -> tuple[str, str]:
+    return {
+        harness.EXIT_OK: ("✅", "passed"),
+        harness.EXIT_FAILED: ("❌", "failed"),
+    }.get(exit_code, ("⚠️", "could not be judged"))
+
+
+def _comparison_sentence(compared: Mapping[str, Any]) -> str:
+    test = compared["test"]
+    parts = []
+    if compared.get("delta") is not None:
+        text = f"Δ = {compared['delta']:+.1%}"
+        if compared.get("deltaCi95"):
+            low, high = compared["deltaCi95"]
+            text += f" (95% CI {low:+.1%} to {high:+.1%})"
+        parts.append(text)
+    parts.append(
+        f"exact stratified test p = {test['pTwoSided']:.4f} two-sided, "
+        f"p_regress = {test['pRegress']:.4f} (mid-p), α = {compared['alpha']:g}, "
+        f"{test['informativeCells']} informative cells"
+    )
+    verdict = (
+        "significant regression"
+        if compared["significantRegression"]
+        else "difference bigger than the noise"
+        if compared["exceedsNoise"]
+        else "no significant regression"
+    )
+    sentence = "; ".join(parts) + f" → **{verdict}**"
+    if test.get("reason"):
+        sentence += f" ({test['reason']})"
+    return sentence + "."
+
+
+def _current_cells(view: Mapping[str, Any]) -> list[tuple[str, str, int, int]]:
+    cells: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for run in view["runs"]:
+        cell = cells[(run["scenarioId"], run["persona"])]
+        if run["status"] in harness.VALID:
+            cell[0] += 1
+            cell[1] += run["status"] == "passed"
+    return [(s, p, n, c) for (s, p), (n, c) in sorted(cells.items())]
+
+
+def _check_text(check: Mapping[str, Any]) -> str:
+    text = f"{check.get('id')}: {check.get('label')}"
+    if check.get("required") is False:
+        text += " (bonus)"
+    if check.get("detail"):
+        text += f" — {check['detail']}"
+    return text
+
+
+def _warning_lines(warnings: Sequence[str]) -> list[str]:
+    if not warnings:
+        return []
+    return ["### Warnings", "", *(f"- {_md(w)}" for w in warnings), ""]
+
+
+def markdown(outcome: Outcome) -> str:
+    """The Markdown summary: verdict and the rule that decided, rates, the overall test
+    with its MDE sentence, the cells, warnings, most-failed checks and links to runs."""
+    mark, word = _verdict_word(outcome.exit_code)
+    lines = [f"## {mark} Understudy eval `{outcome.label}`: {word} (exit {outcome.exit_code})", ""]
+    lines += [f"- {_md(r)}" for r in outcome.reasons] + [""]
+    view = outcome.view
+    if view is not None:
+        lines.append(
+            f"Eval [`{view['id']}`]({outcome.url}/api/testing/evals/{view['id']}) · "
+            f"{view['mode']} · {view['repeats']} repeats · {view['total']} runs · "
+            f"{view['status']}"
+        )
+        lines.append("")
+    base = outcome.baseline
+    if base is not None:
+        lines.append(
+            f"Baseline: [`{base['id']}`]({outcome.url}/api/testing/evals/{base['id']}) "
+            f"`{base['label']}` ({outcome.baseline_note})."
+        )
+    elif outcome.baseline_note:
+        lines.append(
+            f"No baseline ({outcome.baseline_note}): gated on the pass rate alone."
+            if outcome.exit_code != harness.EXIT_NOT_JUDGED or view is not None
+            else f"No baseline: {outcome.baseline_note}."
+        )
+    lines.append("")
+    summary = (view or {}).get("summary")
+    compared = outcome.compared
+    if summary:
+        k = summary["k"]
+        lines += ["| | pass rate | pass^k | pass@k |", "|---|---|---|---|"]
+        lines.append(
+            f"| current | {_md(summary['passRate']['text'])} | "
+            f"{harness._number(summary['passHatK'])} (k={k}) | "
+            f"{harness._number(summary['passAtK'])} (k={k}) |"
+        )
+        if base is not None and base.get("summary"):
+            bs = base["summary"]
+            lines.append(
+                f"| baseline | {_md(bs['passRate']['text'])} | "
+                f"{harness._number(bs['passHatK'])} (k={bs['k']}) | "
+                f"{harness._number(bs['passAtK'])} (k={bs['k']}) |"
+            )
+        lines.append("")
+    if compared is not None:
+        lines.append(f"**Overall:** {_comparison_sentence(compared)}")
+        lines.append("")
+        lines += _warning_lines(outcome.warnings)  # the MDE sentence and caveats first
+        lines += [
+            "### Cells",
+            "",
+            "| scenario | persona | label | baseline | current | p (worse) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for c in compared["cells"]:
+            label = f"{LABEL_MARK.get(c['label'], '')} {c['label']}".strip()
+            if c.get("comparable") is False:
+                label += " (scenario changed: not comparable)"
+            p = "—" if c.get("fisherPWorse") is None else f"{c['fisherPWorse']:.4f}"
+            lines.append(
+                f"| {_md(c['scenarioId'])} | {_md(c['persona'])} | {label} | "
+                f"{_counts(c['baseline'])} | {_counts(c['current'])} | {p} |"
+            )
+        lines.append("")
+    elif view is not None and view.get("runs"):
+        lines += ["### Cells", "", "| scenario | persona | passed |", "|---|---|---|"]
+        for scenario, persona, n, c in _current_cells(view):
+            lines.append(
+                f"| {_md(scenario)} | {_md(persona)} | {_counts({'runs': n, 'passes': c})} |"
+            )
+        lines.append("")
+    if compared is None:
+        lines += _warning_lines(outcome.warnings)
+    if summary and summary.get("mostFailedChecks"):
+        lines += ["### Most-failed checks", "", "| count | scenario | check |", "|---|---|---|"]
+        for check in summary["mostFailedChecks"]:
+            lines.append(
+                f"| {check['count']} | {_md(check['scenarioId'])} | "
+                f"{_md(check['expectationId'])}: {_md(check['label'])} |"
+            )
+        lines.append("")
+    if view is not None and view.get("runs"):
+        lines += [
+            "### Runs",
+            "",
+            "| # | scenario | persona | repeat | status | failed checks | run |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for run in view["runs"]:
+            run_id = run.get("runId")
+            link = f"[{run_id}]({outcome.url}/api/testing/runs/{run_id})" if run_id else "—"
+            checks = outcome.failed_checks.get(run_id or "", [])
+            failed = "<br>".join(
+                _md(f"{c.get('id')}: {c.get('label')}") for c in checks if c.get("required", True)
+            )
+            status = f"{STATUS_MARK.get(run['status'], '')} {run['status']}".strip()
+            lines.append(
+                f"| {run['position'] + 1} | {_md(run['scenarioId'])} | {_md(run['persona'])} | "
+                f"{run['repeat'] + 1} | {status} | {failed} | {link} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def junit_xml(outcome: Outcome) -> bytes:
+    """JUnit XML: a testcase per run; failed and timed-out runs are failures naming their
+    failed checks, errored runs errors, cancelled or never-started runs skipped. With no
+    runs at all (not judged before the eval started) one `gate` case carries the reason."""
+    view = outcome.view
+    suite = ET.Element("testsuite", name=f"understudy eval {outcome.label}")
+    properties = ET.SubElement(suite, "properties")
+    ET.SubElement(properties, "property", name="exitCode", value=str(outcome.exit_code))
+    if view is not None:
+        ET.SubElement(properties, "property", name="eval", value=str(view["id"]))
+    if outcome.baseline is not None:
+        ET.SubElement(properties, "property", name="baseline", value=str(outcome.baseline["id"]))
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for run in (view or {}).get("runs", []):
+        counts["tests"] += 1
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=str(run["scenarioId"]),
+            name=f"{run['scenarioId']} [{run['persona']}] #{run['repeat'] + 1}",
+        )
+        status, run_id = run["status"], run.get("runId")
+        if status in FAILED:
+            counts["failures"] += 1
+            checks = outcome.failed_checks.get(run_id or "", [])
+            required = [c for c in checks if c.get("required", True)]
+            message = "timed out" if status == "timed_out" else "failed"
+            if required:
+                message += ": " + ", ".join(str(c.get("id")) for c in required)
+            failure = ET.SubElement(case, "failure", message=message, type=status)
+            failure.text = "\n".join(_check_text(c) for c in checks) or message
+        elif status == "errored":
+            counts["errors"] += 1
+            ET.SubElement(case, "error", message="the run errored", type=status)
+        elif status != "passed":
+            counts["skipped"] += 1
+            ET.SubElement(case, "skipped", message=run.get("note") or status)
+        if run_id:
+            ET.SubElement(case, "system-out").text = f"{outcome.url}/api/testing/runs/{run_id}"
+    if view is None:
+        counts["tests"] += 1
+        counts["errors"] += 1
+        case = ET.SubElement(suite, "testcase", classname="understudy", name="gate")
+        ET.SubElement(case, "error", message="; ".join(outcome.reasons))
+    for name, value in counts.items():
+        suite.set(name, str(value))
+    root = ET.Element("testsuites", {k: str(v) for k, v in counts.items()})
+    root.append(suite)
+    ET.indent(root)
+    data: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return data
+
+
+def _annotation(kind: str, message: str) -> str:
+    escaped = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return f"::{kind} title=Understudy eval::{escaped}"
+
+
+def report(outcome: Outcome, args: argparse.Namespace, *, out: TextIO) -> None:
+    """Print the result and the rule that fired; write the summary and JUnit files."""
+    if outcome.view is not None:
+        for line in harness.summary_lines(outcome.view):
+            print(line, file=out)
+    if outcome.baseline is not None:
+        print(
+            f"baseline: {outcome.baseline['id']} '{outcome.baseline['label']}' "
+            f"({outcome.baseline_note})",
+            file=out,
+        )
+    if outcome.compared is not None:
+        print("overall: " + _comparison_sentence(outcome.compared).replace("**", ""), file=out)
+    github = os.environ.get("GITHUB_ACTIONS") == "true"
+    for warning in outcome.warnings:
+        print(_annotation("warning", warning) if github else f"warning: {warning}", file=out)
+    word = _verdict_word(outcome.exit_code)[1]
+    print(f"{word} (exit {outcome.exit_code}):", file=out)
+    for reason in outcome.reasons:
+        print(f"  rule: {reason}", file=out)
+        if github and outcome.exit_code != harness.EXIT_OK:
+            print(_annotation("error", reason), file=out)
+    text = markdown(outcome)
+    if args.summary_file is not None:
+        args.summary_file.write_text(text + "\n", encoding="utf-8")
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with open(step_summary, "a", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+    if args.junit_file is not None:
+        args.junit_file.write_bytes(junit_xml(outcome))
+
+
+# --- entry points ---------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    """`understudy eval ci` / `scripts/eval_ci.py` with parsed arguments: the exit code."""
+    mode = args.mode or ("agent" if args.agent_cmd else "workflow")
+    if mode == "agent" and not args.agent_cmd:
+        print("eval ci: agent mode needs --agent-cmd (it drives the runs)", file=sys.stderr)
+        return harness.EXIT_NOT_JUDGED
+    if mode == "workflow" and args.agent_cmd:
+        print("eval ci: --agent-cmd is for agent mode", file=sys.stderr)
+        return harness.EXIT_NOT_JUDGED
+    try:
+        connection = harness.connection_from_env()
+    except HarnessError as exc:
+        print(f"eval ci: could not be judged (exit 2): {exc}", file=sys.stderr)
+        return harness.EXIT_NOT_JUDGED
+    try:
+        return asyncio.run(harness.until_terminated(run_ci(args, connection, out=sys.stdout)))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print("eval ci: interrupted; the eval was cancelled", file=sys.stderr)
+        return harness.EXIT_INTERRUPTED
+    except Exception:  # a crash has judged nothing: 2, never 1 (which reads as a regression)
+        traceback.print_exc()
+        print("eval ci: could not be judged (exit 2): unexpected error", file=sys.stderr)
+        return harness.EXIT_NOT_JUDGED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))

@@ -1,0 +1,1297 @@
+#!/usr/bin/env python3
+"""Benchmark of a 100-run workflow eval played by an automation that reacts instantly.
+
+Usage:
+    scripts/bench_evals.py [--port 8798] [--json-out FILE] [--keep]
+        [--scenarios 20] [--repeats 5] [--max-live 20] [--poll-grace 1.0]
+        [--events result.final,message.received,appointment.noshow] [--py-spy FILE]
+
+Run it from the project's virtualenv (`. .venv/bin/activate`): it imports
+`app.scenarios.expansion.expand_value` to expand oracle bodies. It needs PostgreSQL (user
+postgres, trust auth) and Redis answering on 127.0.0.1 (`--pg-port`, `--redis-port`); it
+talks to nothing else, and the webhook receiver listens on 127.0.0.1 only.
+
+Set-up (as scripts/bench_grading.py does): the scratch database `--database` (default
+understudy_bench_evals) is dropped and created afresh, then `understudy serve --dev
+--port P` is started as a subprocess — API and worker in ONE process, so its CPU time is
+both — with UNDERSTUDY_LOCAL_DATABASE=<scratch database>,
+UNDERSTUDY_QUEUE_NAME=understudy:bench-evals:<pid>, UNDERSTUDY_DATA_DIR=<a temporary
+directory>, UNDERSTUDY_DAILY_WRITE_QUOTA=10000000 (raised) and
+UNDERSTUDY_MAX_LIVE_RUNS=--max-live (default 20, the product default: queueing beyond the
+live limit is part of what is measured). The dev key is read from the server's output.
+
+The eval: the built-in workflow scenarios (GET /api/testing/scenarios: builtin, mode
+workflow — results.critical-lab-task, messaging.portal-triage, scheduling.noshow-outreach)
+are copied under other ids, `bench.<nn>.<original id>`, round-robin, and imported through
+POST /api/testing/scenarios until there are --scenarios of them (default 20). Then
+POST /api/testing/evals {"mode": "workflow", "scenarios": [those ids], "repeats": 5,
+"personas": "baseline"} plans --scenarios × --repeats runs (default 100, the maximum).
+
+The automation, in this process: a minimal HTTP/1.1 receiver on 127.0.0.1 (an ephemeral
+port) is subscribed (POST /api/webhooks) to the stimulus events of the three scenarios
+(--events; `*` also works) and checked with POST /api/webhooks/{id}/test. Every delivery's
+signature is verified (standardwebhooks) and answered 204 at once; the first delivery that
+names a run claims it ("webhook"), and the run's work starts in a task: GET
+/api/testing/runs/{runId} (fixture, start time, scenario), replay of the scenario's oracle
+through the delivery's fhirBase (`expand_value` for bodies, `@symbol` in paths), then
+POST /api/testing/runs/{runId}/finish. As a safety net the eval is polled every 200 ms
+(GET /api/testing/evals/{id}); a live run not yet claimed, seen live by the poller for at
+least --poll-grace seconds, is claimed by the poll ("poll") and worked through the eval
+item's fhirBase. (With --poll-grace 0 the poll races the webhook.)
+
+Measured: the wall time from sending POST /evals to the first poll that reads
+`completed` (goal <= 60 s), and the same span on the server's clock (eval createdAt to the
+last run's finishedAt); runs passed / failed and the pass rate (the eval's summary); how
+many runs were claimed by a webhook and how many by the poll; the server process's CPU
+time (user + sys from /proc/<pid>/stat before POST /evals and after completion: API and
+worker together; PostgreSQL's own CPU is not included) and this process's; per run, the
+wait in the queue (eval createdAt to run startedAt), the delivery lag (run startedAt to the
+first delivery received), the automation's handling time (claim to the finish answered)
+and the run's life (startedAt to finishedAt); the eval polls and their latency.
+With --py-spy FILE the server is sampled by `py-spy record` (beside the running Python)
+while the eval runs, the raw (collapsed) stacks are written to FILE and the hottest
+functions are printed.
+
+Afterwards the scratch database is dropped (unless --keep) and the Redis queue keys of
+this run are deleted. Output: a table with the goal met (✓) or not (✗), then the same
+figures as JSON (also written to --json-out FILE). The load average is recorded around
+the eval: other work on the machine shows up in these figures.
+
+Exit status: 0 measured (whether or not the goal was met); 1 the server or a step
+failed (including the eval not completing within --eval-timeout); 2 usage error or a
+service missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+try:
+    import asyncpg
+    import httpx
+    import orjson
+    import redis
+    import redis.asyncio as redis_async
+    from standardwebhooks import Webhook
+    from standardwebhooks.webhooks import WebhookVerificationError
+
+    from app.scenarios.expansion import expand_value
+except ImportError as _missing:  # pragma: no cover - environment hint
+    sys.exit(
+        f"bench_evals.py needs the project installed ({_missing}): run it from the "
+        "project's virtualenv (. .venv/bin/activate)"
+    )
+
+HOST = "127.0.0.1"
+TENANT = "dev"
+COPY_PREFIX = "bench"
+DEFAULT_EVENTS = ("result.final", "message.received", "appointment.noshow")
+MAX_EVAL_RUNS = 100
+MAX_REPEATS = 5
+
+GOAL_WALL_S = 60.0
+
+POLL_INTERVAL_S = 0.200
+HTTP_TIMEOUT_S = 30.0
+DRAIN_TIMEOUT_S = 30.0
+RECEIVER_MAX_BODY = 4 * 1024 * 1024
+RECEIVER_MAX_REQUESTS_PER_CONNECTION = 100_000
+RECEIVER_STREAM_LIMIT = 64 * 1024
+
+JSON_HEADERS = {"Content-Type": "application/json"}
+FHIR_JSON = "application/fhir+json"
+_PATH_SYMBOL = re.compile(r"(?<=[/=,])@([A-Za-z][A-Za-z0-9_]*)")
+
+
+class BenchError(Exception):
+    """A step failed; the message says which and why."""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between the closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q / 100.0
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def summary_s(values: Sequence[float]) -> dict[str, float] | None:
+    """p50/p90/p99/mean/max of durations in seconds (None without samples)."""
+    if not values:
+        return None
+    return {
+        "n": len(values),
+        "p50_s": round(percentile(values, 50), 3),
+        "p90_s": round(percentile(values, 90), 3),
+        "p99_s": round(percentile(values, 99), 3),
+        "mean_s": round(statistics.fmean(values), 3),
+        "min_s": round(min(values), 3),
+        "max_s": round(max(values), 3),
+    }
+
+
+def port_answers(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def parse_instant(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise BenchError(f"the server answered a time without a zone: {text!r}")
+    return moment
+
+
+# --------------------------------------------------------------------------- database
+
+
+def admin_dsn(pg_port: int) -> str:
+    return f"postgresql://postgres@{HOST}:{pg_port}/postgres"
+
+
+async def _recreate(pg_port: int, name: str, create: bool) -> None:
+    conn = await asyncpg.connect(admin_dsn(pg_port), timeout=10)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if create:
+            await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+
+
+def recreate_database(pg_port: int, name: str) -> None:
+    asyncio.run(_recreate(pg_port, name, create=True))
+
+
+def drop_database(pg_port: int, name: str) -> None:
+    asyncio.run(_recreate(pg_port, name, create=False))
+
+
+def clean_queue(redis_port: int, queue: str) -> int:
+    """Delete this run's queue and the job keys still waiting in it."""
+    client = redis.Redis(host=HOST, port=redis_port, socket_timeout=5)
+    try:
+        waiting: list[bytes] = client.zrange(queue, 0, 100_000)  # type: ignore[assignment]
+        keys = [f"arq:job:{j.decode()}" for j in waiting] + [queue, f"{queue}:health-check"]
+        removed: int = client.delete(*keys)  # type: ignore[assignment]
+        return removed
+    finally:
+        client.close()
+
+
+# --------------------------------------------------------------------------- server
+
+
+def find_executable(name: str) -> str | None:
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which(name)
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+
+def server_env(args: argparse.Namespace, data_dir: Path, queue: str) -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("UNDERSTUDY_DATABASE_URL", "UNDERSTUDY_REDIS_URL", "UNDERSTUDY_PUBLIC_URL"):
+        env.pop(name, None)
+    env.update(
+        {
+            "TZ": "UTC",
+            "UNDERSTUDY_LOCAL_POSTGRES_PORT": str(args.pg_port),
+            "UNDERSTUDY_LOCAL_REDIS_PORT": str(args.redis_port),
+            "UNDERSTUDY_LOCAL_DATABASE": args.database,
+            "UNDERSTUDY_DATA_DIR": str(data_dir),
+            "UNDERSTUDY_QUEUE_NAME": queue,
+            "UNDERSTUDY_MAX_LIVE_RUNS": str(args.max_live),
+            "UNDERSTUDY_DAILY_WRITE_QUOTA": "10000000",
+            "UNDERSTUDY_WEBHOOK_ALLOW_PRIVATE": "true",
+            "UNDERSTUDY_DEV_TENANT": TENANT,
+            "UNDERSTUDY_HOST": HOST,
+            "UNDERSTUDY_LOG_LEVEL": "warning",
+        }
+    )
+    return env
+
+
+class Server:
+    """`understudy serve --dev` in its own session; stopped by SIGTERM (SIGKILL to its
+    own process group after --stop-timeout)."""
+
+    def __init__(self, command: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.command = command
+        self.env = env
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.key = ""
+        self.ready_s = 0.0
+
+    def start(self, port: int, wait_s: float) -> None:
+        started = time.perf_counter()
+        with self.log_path.open("wb") as out:
+            self.proc = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+            )
+        deadline = started + wait_s
+        with httpx.Client(timeout=2.0, trust_env=False) as client:
+            for _ in range(int(wait_s / 0.05) + 1):
+                if self.proc.poll() is not None:
+                    raise BenchError(
+                        f"the server exited with {self.proc.returncode}; log tail:\n"
+                        + log_tail(self.log_path)
+                    )
+                if not self.key:
+                    for line in self.log_path.read_text(errors="replace").splitlines():
+                        if "API key: " in line:
+                            self.key = line.split("API key: ", 1)[1].strip()
+                if self.key:
+                    try:
+                        if client.get(f"http://{HOST}:{port}/health").status_code == 200:
+                            self.ready_s = time.perf_counter() - started
+                            return
+                    except httpx.HTTPError:
+                        pass
+                if time.perf_counter() >= deadline:
+                    break
+                time.sleep(0.05)
+        raise BenchError(
+            f"the server did not answer /health with a key within {wait_s:.0f} s; log tail:\n"
+            + log_tail(self.log_path)
+        )
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def cpu(self) -> tuple[float, float]:
+        """(user, system) CPU seconds of the server process so far (all its threads)."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return (float("nan"), float("nan"))
+        ticks = os.sysconf("SC_CLK_TCK")
+        # After the command name: state is field 3, utime 14 and stime 15 (1-based).
+        return (int(fields[11]) / ticks, int(fields[12]) / ticks)
+
+    def stop(self, wait_s: float) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                log(f"server pid {self.proc.pid} ignored SIGTERM; killing its process group")
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        return self.proc.returncode
+
+
+class PySpy:
+    """`py-spy record` of the server while the eval runs (raw collapsed stacks)."""
+
+    def __init__(self, exe: str, pid: int, out: Path, log_path: Path) -> None:
+        self.exe = exe
+        self.pid = pid
+        self.out = out
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log_path.open("wb") as sink:
+            self.proc = subprocess.Popen(
+                [
+                    self.exe,
+                    "record",
+                    "--pid",
+                    str(self.pid),
+                    "--rate",
+                    "200",
+                    "--format",
+                    "raw",
+                    "--nonblocking",
+                    "--output",
+                    str(self.out),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+
+    def stop(self) -> bool:
+        """SIGINT makes py-spy write its file; True when the file is there."""
+        if self.proc is None:
+            return False
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if not self.out.is_file():
+            log("py-spy wrote nothing; its output:\n" + log_tail(self.log_path))
+            return False
+        return True
+
+
+def _frame_name(frame: str) -> str:
+    """`handle (app/x.py:12)` -> `handle (app/x.py)`: functions, not lines."""
+    return re.sub(r":\d+\)$", ")", frame.strip())
+
+
+def summarize_collapsed(path: Path, top: int = 20) -> dict[str, Any]:
+    """Self sample counts per function, and inclusive counts per project function
+    (frames in app/ other than the `understudy serve` entry point), from py-spy's raw
+    output."""
+    self_counts: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [_frame_name(f) for f in stack.split(";")]
+        # py-spy puts "process …" and "thread (…)" first when asked; keep code frames.
+        frames = [f for f in frames if not f.startswith(("process ", "thread ("))]
+        if not frames:
+            continue
+        total += count
+        self_counts[frames[-1]] += count
+        for name in set(frames):
+            if "(app/" in name and "(app/cli.py)" not in name:
+                inclusive[name] += count
+
+    def share(items: list[tuple[str, int]]) -> list[dict[str, Any]]:
+        return [
+            {"function": n, "samples": c, "share": round(c / total, 4) if total else 0.0}
+            for n, c in items
+        ]
+
+    return {
+        "samples": total,
+        "self": share(self_counts.most_common(top)),
+        "inclusive_app": share(inclusive.most_common(top)),
+    }
+
+
+# --------------------------------------------------------------------------- HTTP helpers
+
+
+def expect(response: httpx.Response, status: int, what: str) -> Any:
+    if response.status_code != status:
+        raise BenchError(
+            f"{what}: HTTP {response.status_code} (expected {status}): {response.text[:2000]}"
+        )
+    return response.json()
+
+
+def local_url(url: str, base: str) -> str:
+    """Only 127.0.0.1: every URL the server hands back must be under our base."""
+    if not url.startswith(base + "/"):
+        raise BenchError(f"the server answered a URL outside {base}: {url!r}")
+    return url
+
+
+def expand_path(path: str, refs: dict[str, str]) -> str:
+    """Oracle paths name symbols as a segment or a query value:
+    /Appointment/@appt, /Immunization?patient=@patient -> their ids."""
+
+    def replace(match: re.Match[str]) -> str:
+        ref = refs.get(match.group(1))
+        if ref is None:
+            raise BenchError(f"unknown symbol '@{match.group(1)}' in oracle path '{path}'")
+        return ref.split("/", 1)[1]
+
+    return _PATH_SYMBOL.sub(replace, path)
+
+
+# --------------------------------------------------------------------------- receiver
+
+
+Handler = Callable[[bytes, dict[str, str]], int]
+
+
+class Receiver:
+    """A minimal HTTP/1.1 server on 127.0.0.1 for webhook deliveries: keep-alive,
+    Content-Length bodies (what httpx sends), an answer as soon as the body is read."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.server: asyncio.Server | None = None
+        self.port = 0
+        self.requests = 0
+        self.errors = 0
+        self.writers: set[asyncio.StreamWriter] = set()
+        self.connections: set[asyncio.Task[Any]] = set()
+
+    async def start(self, port: int) -> None:
+        self.server = await asyncio.start_server(
+            self._connection, HOST, port, limit=RECEIVER_STREAM_LIMIT
+        )
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        """Stop listening, close kept-alive connections and wait for their handlers."""
+        if self.server is not None:
+            self.server.close()
+        for writer in list(self.writers):
+            writer.close()  # a handler waiting for the next request sees EOF and returns
+        if self.connections:
+            await asyncio.wait(set(self.connections), timeout=5)
+        if self.server is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.server.wait_closed(), 5)
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self.connections.add(task)
+            task.add_done_callback(self.connections.discard)
+        self.writers.add(writer)
+        try:
+            for _ in range(RECEIVER_MAX_REQUESTS_PER_CONNECTION):
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.IncompleteReadError:
+                    return  # the client closed the connection between requests
+                lines = head.decode("latin-1").split("\r\n")
+                parts = lines[0].split(" ")
+                headers: dict[str, str] = {}
+                for line in lines[1:]:
+                    if line:
+                        name, _, value = line.partition(":")
+                        headers[name.strip().lower()] = value.strip()
+                close = headers.get("connection", "").lower() == "close"
+                if len(parts) != 3 or "chunked" in headers.get("transfer-encoding", "").lower():
+                    self.errors += 1
+                    await self._answer(writer, "400 Bad Request", close=True)
+                    return
+                length = int(headers.get("content-length", "0"))
+                if not 0 <= length <= RECEIVER_MAX_BODY:
+                    self.errors += 1
+                    await self._answer(writer, "413 Content Too Large", close=True)
+                    return
+                body = await reader.readexactly(length) if length else b""
+                self.requests += 1
+                status = self.handler(body, headers) if parts[0] == "POST" else 405
+                reason = {204: "No Content", 400: "Bad Request", 401: "Unauthorized"}.get(
+                    status, "Method Not Allowed"
+                )
+                await self._answer(writer, f"{status} {reason}", close=close)
+                if close:
+                    return
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+            self.errors += 1
+            log(f"receiver: bad request ({type(exc).__name__}: {exc})")
+        except ConnectionError:
+            pass
+        finally:
+            self.writers.discard(writer)
+            writer.close()
+            with contextlib.suppress(ConnectionError, TimeoutError):
+                await asyncio.wait_for(writer.wait_closed(), 5)
+
+    @staticmethod
+    async def _answer(writer: asyncio.StreamWriter, status: str, *, close: bool) -> None:
+        extra = "Connection: close\r\n" if close else ""
+        length = "" if status.startswith("204") else "Content-Length: 0\r\n"
+        writer.write(f"HTTP/1.1 {status}\r\n{length}{extra}\r\n".encode("latin-1"))
+        await writer.drain()
+
+
+# --------------------------------------------------------------------------- automation
+
+
+@dataclass
+class Work:
+    """One run as the automation handled it. Times: perf_counter, except *_wall (epoch)."""
+
+    run_id: str
+    source: str  # "webhook" or "poll"
+    claimed: float
+    claimed_wall: float
+    event: str | None = None
+    calls: int = 0
+    done: float | None = None
+    finish_s: float | None = None
+    finish_status: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class Automation:
+    client: httpx.AsyncClient
+    base: str
+    oracles: dict[str, list[dict[str, Any]]]  # scenario id -> oracle calls
+    webhook: Webhook | None = None
+    work: dict[str, Work] = field(default_factory=dict)
+    first_delivery_wall: dict[str, float] = field(default_factory=dict)
+    deliveries: Counter[str] = field(default_factory=Counter)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    # ---- webhook side (called by the receiver for every POST)
+
+    def on_delivery(self, body: bytes, headers: dict[str, str]) -> int:
+        arrived = time.time()
+        if self.webhook is None:
+            self.deliveries["before_subscription"] += 1
+            return 401
+        try:
+            self.webhook.verify(body, headers)
+        except WebhookVerificationError:
+            self.deliveries["bad_signature"] += 1
+            return 401
+        try:
+            event = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            self.deliveries["bad_json"] += 1
+            return 400
+        self.deliveries["received"] += 1
+        self.deliveries[f"type:{event.get('type')}"] += 1
+        run_id = event.get("runId")
+        if not run_id:
+            self.deliveries["no_run"] += 1
+            return 204
+        self.first_delivery_wall.setdefault(run_id, arrived)
+        if run_id in self.work:
+            self.deliveries["run_already_claimed"] += 1
+            return 204
+        fhir_base = event.get("fhirBase")
+        if not isinstance(fhir_base, str) or not fhir_base.startswith(self.base + "/"):
+            self.deliveries["foreign_base"] += 1
+            return 204
+        self.claim(run_id, "webhook", fhir_base, str(event.get("type")))
+        return 204
+
+    # ---- both sides
+
+    def claim(self, run_id: str, source: str, fhir_base: str, event: str | None) -> None:
+        work = Work(run_id, source, time.perf_counter(), time.time(), event)
+        self.work[run_id] = work
+        task = asyncio.get_running_loop().create_task(self._do(work, fhir_base))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _do(self, work: Work, fhir_base: str) -> None:
+        run_path = f"/api/testing/runs/{work.run_id}"
+        try:
+            run = expect(await self.client.get(run_path), 200, f"GET run {work.run_id}")
+            if run["status"] == "live":
+                await self._replay(work, run, local_url(fhir_base, self.base))
+        except (BenchError, httpx.HTTPError, KeyError, ValueError) as exc:
+            work.error = f"{type(exc).__name__}: {exc}"[:500]
+        try:
+            t0 = time.perf_counter()
+            ended = expect(await self.client.post(f"{run_path}/finish"), 200, "finish")
+            work.finish_s = time.perf_counter() - t0
+            work.finish_status = ended["status"]
+        except (BenchError, httpx.HTTPError, KeyError, ValueError) as exc:
+            work.error = (work.error or "") + f" finish: {type(exc).__name__}: {exc}"[:500]
+        work.done = time.perf_counter()
+
+    async def _replay(self, work: Work, run: dict[str, Any], fhir_base: str) -> None:
+        oracle = self.oracles.get(run["scenarioId"])
+        if oracle is None:
+            raise BenchError(f"run {work.run_id} is of an unknown scenario {run['scenarioId']!r}")
+        refs: dict[str, str] = dict(run["fixture"])
+        started = parse_instant(run["startedAt"])
+        for index, call in enumerate(oracle):
+            body = expand_value(call["body"], refs, started) if call.get("body") else None
+            path = expand_path(call["path"], refs)
+            url = self.base + path if path.startswith("/api/") else fhir_base + path
+            content_type = (
+                "application/json-patch+json"
+                if call["method"] == "PATCH" and isinstance(body, list)
+                else FHIR_JSON
+            )
+            response = await self.client.request(
+                call["method"],
+                url,
+                content=orjson.dumps(body) if body is not None else None,
+                headers={"Content-Type": content_type} if body is not None else None,
+            )
+            work.calls += 1
+            if response.status_code >= 400:
+                raise BenchError(
+                    f"oracle call {index} ({call['method']} {path}) answered "
+                    f"{response.status_code}: {response.text[:300]}"
+                )
+            if call.get("saveAs") and response.content:
+                created = response.json()
+                refs[call["saveAs"]] = f"{created['resourceType']}/{created['id']}"
+
+    async def drain(self, wait_s: float) -> int:
+        """Wait for handlers still running; cancel what is left after wait_s."""
+        pending = set(self.tasks)
+        if pending:
+            _, pending = await asyncio.wait(pending, timeout=wait_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        return len(pending)
+
+
+# --------------------------------------------------------------------------- the eval
+
+
+async def workflow_builtins(client: httpx.AsyncClient) -> list[dict[str, Any]]:
+    listed = expect(await client.get("/api/testing/scenarios"), 200, "list scenarios")
+    ids = sorted(s["id"] for s in listed["scenarios"] if s["builtin"] and "workflow" in s["modes"])
+    if not ids:
+        raise BenchError("the server has no built-in workflow scenario")
+    documents = []
+    for scenario_id in ids:
+        whole = expect(
+            await client.get(f"/api/testing/scenarios/{scenario_id}"), 200, f"GET {scenario_id}"
+        )
+        documents.append(whole["scenario"])
+    return documents
+
+
+async def import_copies(
+    client: httpx.AsyncClient, builtins: list[dict[str, Any]], count: int
+) -> dict[str, list[dict[str, Any]]]:
+    """`bench.<nn>.<original id>`, round-robin over the built-ins; id -> oracle."""
+    oracles: dict[str, list[dict[str, Any]]] = {}
+    for number in range(count):
+        original = builtins[number % len(builtins)]
+        copy_id = f"{COPY_PREFIX}.{number // len(builtins) + 1:02d}.{original['id']}"
+        document = {**original, "id": copy_id}
+        response = await client.post(
+            "/api/testing/scenarios", content=orjson.dumps(document), headers=JSON_HEADERS
+        )
+        if response.status_code != 201:
+            raise BenchError(
+                f"importing {copy_id}: HTTP {response.status_code}: {response.text[:2000]}"
+            )
+        oracle = original.get("oracle") or []
+        if not oracle:
+            raise BenchError(f"{original['id']} has no oracle to replay")
+        oracles[copy_id] = oracle
+    return oracles
+
+
+async def subscribe(client: httpx.AsyncClient, url: str, events: list[str]) -> tuple[str, str]:
+    created = expect(
+        await client.post(
+            "/api/webhooks",
+            content=orjson.dumps({"url": url, "events": events}),
+            headers=JSON_HEADERS,
+        ),
+        201,
+        "subscribe the receiver",
+    )
+    return created["id"], created["secret"]
+
+
+async def ping(client: httpx.AsyncClient, sub_id: str) -> dict[str, Any]:
+    """POST /api/webhooks/{id}/test: a signed ping to the receiver, answered 2xx?"""
+    answer = expect(await client.post(f"/api/webhooks/{sub_id}/test"), 200, "webhook test")
+    code = answer.get("statusCode")
+    if not isinstance(code, int) or not 200 <= code < 300:
+        raise BenchError(f"the receiver did not accept the signed test ping: {answer}")
+    return {"statusCode": code, "latencyMs": answer.get("latencyMs")}
+
+
+async def delivery_timings(
+    client: httpx.AsyncClient, sub_id: str, runs: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """Server-side view of each run's first delivery (read after the timing): run start →
+    event written (the stimulus) → first attempt sent; retries and failures."""
+    listed = expect(
+        await client.get(f"/api/webhooks/{sub_id}/deliveries", params={"limit": 500}),
+        200,
+        "list deliveries",
+    )["deliveries"]
+    first: dict[str, dict[str, Any]] = {}
+    for d in listed:
+        run_id = d.get("runId")
+        if run_id in runs and d["attempts"]:
+            seen = first.get(run_id)
+            if seen is None or d["attempts"][0]["at"] < seen["attempts"][0]["at"]:
+                first[run_id] = d
+    to_event: list[float] = []
+    to_attempt: list[float] = []
+    for run_id, d in first.items():
+        started = parse_instant(runs[run_id]["startedAt"])
+        created = parse_instant(d["createdAt"])
+        sent = parse_instant(d["attempts"][0]["at"])
+        to_event.append((created - started).total_seconds())
+        to_attempt.append((sent - created).total_seconds())
+    return {
+        "listed": len(listed),
+        "statuses": dict(Counter(str(d["status"]) for d in listed)),
+        "with_retries": sum(1 for d in listed if len(d["attempts"]) > 1),
+        "run_start_to_event": summary_s(to_event),
+        "event_to_first_attempt": summary_s(to_attempt),
+    }
+
+
+async def jobs_due(rds: redis_async.Redis, queue: str) -> int:
+    """Jobs waiting in the worker's queue that are due now (arq scores are epoch ms)."""
+    due: int = await rds.zcount(queue, "-inf", int(time.time() * 1000))
+    return due
+
+
+async def run_times(client: httpx.AsyncClient, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """startedAt / finishedAt / status of each run (read after the timing)."""
+    out: dict[str, dict[str, Any]] = {}
+    for run_id in run_ids:
+        run = expect(await client.get(f"/api/testing/runs/{run_id}"), 200, f"GET run {run_id}")
+        out[run_id] = run
+    return out
+
+
+async def play_eval(
+    args: argparse.Namespace, server: Server, base: str, queue: str
+) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {server.key}"}
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    async with httpx.AsyncClient(
+        base_url=base, headers=headers, timeout=HTTP_TIMEOUT_S, trust_env=False, limits=limits
+    ) as client:
+        builtins = await workflow_builtins(client)
+        log(f"built-in workflow scenarios: {', '.join(b['id'] for b in builtins)}")
+        oracles = await import_copies(client, builtins, args.scenarios)
+        log(f"imported {len(oracles)} copies ({next(iter(oracles))} …)")
+
+        automation = Automation(client, base, oracles)
+        receiver = Receiver(automation.on_delivery)
+        await receiver.start(args.receiver_port)
+        hook_url = f"http://{HOST}:{receiver.port}/hook"
+        rds = redis_async.Redis(host=HOST, port=args.redis_port, socket_timeout=5)
+        try:
+            sub_id, secret = await subscribe(client, hook_url, args.events)
+            automation.webhook = Webhook(secret)
+            test = await ping(client, sub_id)
+            log(f"receiver {hook_url} subscribed ({sub_id}) to {args.events}; ping: {test}")
+            result, runs = await _timed_eval(
+                args, server, client, automation, receiver, base, test, (rds, queue)
+            )
+            result["delivery_timings"] = await delivery_timings(client, sub_id, runs)
+            return result
+        finally:
+            await automation.drain(DRAIN_TIMEOUT_S)
+            await receiver.close()
+            await rds.aclose()
+
+
+async def _timed_eval(
+    args: argparse.Namespace,
+    server: Server,
+    client: httpx.AsyncClient,
+    automation: Automation,
+    receiver: Receiver,
+    base: str,
+    webhook_test: dict[str, Any],
+    worker_queue: tuple[redis_async.Redis, str],
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Create the eval, poll it to completion (claiming what webhooks missed), and
+    report; also returns each run as GET /runs/{id} reads afterwards."""
+    scenario_ids = list(automation.oracles)
+    body = {
+        "mode": "workflow",
+        "label": "bench-evals",
+        "scenarios": scenario_ids,
+        "repeats": args.repeats,
+        "personas": "baseline",
+    }
+    spy = (
+        PySpy(args.py_spy_exe, server.pid, args.py_spy, args.py_spy.with_suffix(".log"))
+        if args.py_spy
+        else None
+    )
+    if spy is not None:
+        spy.start()
+        await asyncio.sleep(1.0)  # let py-spy attach before the clock starts
+    load_before = loadavg()
+    user0, sys0 = server.cpu()
+    bench_cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    created = await client.post(
+        "/api/testing/evals", content=orjson.dumps(body), headers=JSON_HEADERS
+    )
+    create_s = time.perf_counter() - t0
+    view = expect(created, 201, "create the eval")
+    eval_id: str = view["id"]
+    log(
+        f"eval {eval_id}: {view['total']} runs planned, counts {view['counts']} "
+        f"(POST answered in {create_s:.2f} s)"
+    )
+    if view["total"] != args.scenarios * args.repeats:
+        raise BenchError(
+            f"the eval planned {view['total']} runs, not {args.scenarios * args.repeats}"
+        )
+
+    first_seen: dict[str, float] = {}
+    poll_latencies: list[float] = []
+    polls = 0
+    status = view["status"]
+    t_done: float | None = None
+    deadline = t0 + args.eval_timeout
+    max_polls = int(args.eval_timeout / POLL_INTERVAL_S) + 2
+    last_report = t0
+    due_jobs: list[int] = []
+    for _ in range(max_polls):
+        tick = time.perf_counter()
+        due_jobs.append(await jobs_due(*worker_queue))
+        if view["status"] in ("completed", "cancelled"):
+            status = view["status"]
+            t_done = tick
+            break
+        for item in view["runs"]:
+            run_id = item.get("runId")
+            if item["status"] != "live" or not run_id:
+                continue
+            seen = first_seen.setdefault(run_id, tick)
+            if run_id not in automation.work and tick - seen >= args.poll_grace:
+                automation.claim(run_id, "poll", local_url(item["fhirBase"], base), None)
+        if tick >= deadline:
+            break
+        if tick - last_report >= 5.0:
+            last_report = tick
+            log(f"    {tick - t0:5.1f} s: {dict(view['counts'])}")
+        await asyncio.sleep(max(0.0, POLL_INTERVAL_S - (time.perf_counter() - tick)))
+        p0 = time.perf_counter()
+        view = expect(await client.get(f"/api/testing/evals/{eval_id}"), 200, "GET eval")
+        poll_latencies.append(time.perf_counter() - p0)
+        polls += 1
+    wall = (t_done - t0) if t_done is not None else float("nan")
+    user1, sys1 = server.cpu()
+    bench_cpu = time.process_time() - bench_cpu0
+    load_after = loadavg()
+    spy_summary: dict[str, Any] | None = None
+    if spy is not None and spy.stop():
+        spy_summary = summarize_collapsed(args.py_spy)
+
+    if t_done is None:
+        log(f"eval {eval_id} did not complete within {args.eval_timeout:.0f} s; cancelling it")
+        await automation.drain(DRAIN_TIMEOUT_S)
+        with contextlib.suppress(httpx.HTTPError):
+            await client.post(f"/api/testing/evals/{eval_id}/cancel")
+        raise BenchError(
+            f"eval {eval_id} not completed after {args.eval_timeout:.0f} s: {dict(view['counts'])}"
+        )
+    log(f"eval {eval_id} {status} after {wall:.2f} s")
+    leftover = await automation.drain(DRAIN_TIMEOUT_S)
+
+    final = expect(await client.get(f"/api/testing/evals/{eval_id}"), 200, "GET eval")
+    run_ids = [r["runId"] for r in final["runs"] if r.get("runId")]
+    runs = await run_times(client, run_ids)
+    report = _report(
+        args,
+        final,
+        runs,
+        automation,
+        receiver,
+        wall=wall,
+        create_s=create_s,
+        polls=polls,
+        poll_latencies=poll_latencies,
+        server_cpu=(user1 - user0, sys1 - sys0),
+        bench_cpu=bench_cpu,
+        load=(load_before, load_after),
+        webhook_test=webhook_test,
+        leftover=leftover,
+        spy_summary=spy_summary,
+    )
+    report["worker_queue_due_jobs"] = {
+        "samples": len(due_jobs),
+        "mean": round(statistics.fmean(due_jobs), 1) if due_jobs else None,
+        "max": max(due_jobs, default=None),
+        "note": "jobs in the arq queue due now (not deferred; includes the <= 10 running), "
+        "sampled at each eval poll",
+    }
+    return report, runs
+
+
+def _report(
+    args: argparse.Namespace,
+    final: dict[str, Any],
+    runs: dict[str, dict[str, Any]],
+    automation: Automation,
+    receiver: Receiver,
+    *,
+    wall: float,
+    create_s: float,
+    polls: int,
+    poll_latencies: list[float],
+    server_cpu: tuple[float, float],
+    bench_cpu: float,
+    load: tuple[list[float], list[float]],
+    webhook_test: dict[str, Any],
+    leftover: int,
+    spy_summary: dict[str, Any] | None,
+) -> dict[str, Any]:
+    created_at = parse_instant(final["createdAt"])
+    queue_wait: list[float] = []
+    life: list[float] = []
+    delivery_lag: list[float] = []
+    finished: list[datetime] = []
+    for run_id, run in runs.items():
+        started = parse_instant(run["startedAt"])
+        queue_wait.append((started - created_at).total_seconds())
+        if run.get("finishedAt"):
+            end = parse_instant(run["finishedAt"])
+            finished.append(end)
+            life.append((end - started).total_seconds())
+        arrived = automation.first_delivery_wall.get(run_id)
+        if arrived is not None:
+            delivery_lag.append(arrived - started.timestamp())
+    works = list(automation.work.values())
+    handling = [w.done - w.claimed for w in works if w.done is not None]
+    finish = [w.finish_s for w in works if w.finish_s is not None]
+    errors = [{"run": w.run_id, "source": w.source, "error": w.error} for w in works if w.error]
+    sources = Counter(w.source for w in works)
+    summary = final.get("summary") or {}
+    rate = summary.get("passRate") or {}
+    counts = Counter(str(r["status"]) for r in final["runs"])
+    user, system = server_cpu
+    server_span = (max(finished) - created_at).total_seconds() if finished else float("nan")
+    return {
+        "eval_id": final["id"],
+        "status": final["status"],
+        "runs_planned": final["total"],
+        "scenarios": args.scenarios,
+        "repeats": args.repeats,
+        "personas": "baseline",
+        "max_live": args.max_live,
+        "events": args.events,
+        "poll_interval_s": POLL_INTERVAL_S,
+        "poll_grace_s": args.poll_grace,
+        "wall_s": round(wall, 3),
+        "server_span_s": round(server_span, 3),
+        "create_request_s": round(create_s, 3),
+        "outcomes": dict(counts),
+        "passed": counts["passed"],
+        "failed": counts["failed"] + counts["timed_out"],
+        "pass_rate": rate.get("rate"),
+        "pass_rate_text": rate.get("text"),
+        "claimed_by": {"webhook": sources["webhook"], "poll": sources["poll"]},
+        "unclaimed_runs": len([r for r in runs if r not in automation.work]),
+        "finish_statuses": dict(Counter(str(w.finish_status) for w in works)),
+        "errors": errors,
+        "handlers_cancelled_at_drain": leftover,
+        "deliveries": dict(automation.deliveries),
+        "receiver": {"requests": receiver.requests, "errors": receiver.errors},
+        "webhook_test": webhook_test,
+        "server_cpu_s": {
+            "user": round(user, 3),
+            "sys": round(system, 3),
+            "total": round(user + system, 3),
+            "share_of_one_core": round((user + system) / wall, 3) if wall > 0 else None,
+            "note": "`understudy serve` runs the API and the worker in this one process; "
+            "PostgreSQL's and Redis's CPU are not included",
+        },
+        "bench_cpu_s": round(bench_cpu, 3),
+        "queue_wait": summary_s(queue_wait),
+        "delivery_lag": summary_s(delivery_lag),
+        "handling": summary_s(handling),
+        "finish_request": summary_s(finish),
+        "run_life": summary_s(life),
+        "eval_polls": polls,
+        "eval_poll_latency": summary_s(poll_latencies),
+        "loadavg_before": load[0],
+        "loadavg_after": load[1],
+        "py_spy": spy_summary,
+        "goal_s": GOAL_WALL_S,
+        "goal_met": wall <= GOAL_WALL_S and final["status"] == "completed",
+    }
+
+
+# --------------------------------------------------------------------------- report
+
+
+def mark(ok: bool) -> str:
+    return "✓" if ok else "✗"
+
+
+def _p(summary: dict[str, float] | None) -> str:
+    if not summary:
+        return "-"
+    return (
+        f"p50 {summary['p50_s']:.3f} s, p90 {summary['p90_s']:.3f} s, max {summary['max_s']:.3f} s"
+    )
+
+
+def print_table(e: dict[str, Any]) -> None:
+    cpu = e["server_cpu_s"]
+    timings = e.get("delivery_timings") or {}
+    due = e["worker_queue_due_jobs"]
+    rows: list[tuple[str, str, str, str]] = [
+        (
+            f"{e['runs_planned']}-run workflow eval, create → completed",
+            f"≤ {GOAL_WALL_S:.0f} s",
+            f"{e['wall_s']:.2f} s wall (server clock {e['server_span_s']:.2f} s)",
+            mark(e["goal_met"]),
+        ),
+        ("runs passed / failed", "", f"{e['passed']} / {e['failed']} {e['outcomes']}", ""),
+        ("pass rate", "", str(e["pass_rate_text"]), ""),
+        (
+            "runs claimed by webhook / by poll",
+            "",
+            f"{e['claimed_by']['webhook']} / {e['claimed_by']['poll']} "
+            f"(poll grace {e['poll_grace_s']} s)",
+            "",
+        ),
+        (
+            "server CPU (API + worker, one process)",
+            "",
+            f"{cpu['total']:.2f} s (user {cpu['user']:.2f}, sys {cpu['sys']:.2f}; "
+            f"{cpu['share_of_one_core']} of a core)",
+            "",
+        ),
+        ("this process's CPU (automation)", "", f"{e['bench_cpu_s']:.2f} s", ""),
+        ("queue wait (createdAt → startedAt)", "", _p(e["queue_wait"]), ""),
+        ("delivery lag (startedAt → 1st delivery)", "", _p(e["delivery_lag"]), ""),
+        ("  of which startedAt → event written", "", _p(timings.get("run_start_to_event")), ""),
+        ("  of which event → 1st attempt sent", "", _p(timings.get("event_to_first_attempt")), ""),
+        ("handling (claim → finish answered)", "", _p(e["handling"]), ""),
+        ("run life (startedAt → finishedAt)", "", _p(e["run_life"]), ""),
+        (f"eval polls ({e['eval_polls']})", "", _p(e["eval_poll_latency"]), ""),
+        (
+            "worker queue: jobs due, at each poll",
+            "",
+            f"mean {due['mean']}, max {due['max']} ({due['samples']} samples)",
+            "",
+        ),
+    ]
+    header = ("measure", "goal", "measured", "ok")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in (0, 1, 2)]
+    for row in [header, *rows]:
+        print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}")
+    if e["errors"]:
+        print(f"\n{len(e['errors'])} handler error(s), first: {e['errors'][0]}")
+    spy = e.get("py_spy")
+    if spy:
+        print(f"\npy-spy of the server during the eval ({spy['samples']} samples), self time:")
+        for row in spy["self"][:15]:
+            print(f"  {row['share']:6.1%}  {row['function']}")
+        print("inclusive, project functions:")
+        for row in spy["inclusive_app"][:25]:
+            print(f"  {row['share']:6.1%}  {row['function']}")
+    print()
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Benchmark a 100-run workflow eval played by an in-process automation "
+        "that reacts to webhooks (see the module docstring).",
+        epilog="Example: scripts/bench_evals.py --json-out /tmp/bench_evals.json",
+    )
+    parser.add_argument("--port", type=int, default=8798, help="port to serve on (default 8798)")
+    parser.add_argument("--pg-port", type=int, default=5432, help="local PostgreSQL port")
+    parser.add_argument("--redis-port", type=int, default=6379, help="local Redis port")
+    parser.add_argument(
+        "--receiver-port", type=int, default=0, help="webhook receiver port (default: any free)"
+    )
+    parser.add_argument(
+        "--database",
+        default="understudy_bench_evals",
+        help="scratch database (dropped and created at start; default understudy_bench_evals)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    parser.add_argument(
+        "--scenarios", type=int, default=20, help="custom scenario copies in the eval (20)"
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="repeats per scenario (1-5; 5)")
+    parser.add_argument(
+        "--max-live", type=int, default=20, help="UNDERSTUDY_MAX_LIVE_RUNS (default 20)"
+    )
+    parser.add_argument(
+        "--poll-grace",
+        type=float,
+        default=1.0,
+        help="seconds a run must be seen live by the poll before the poll claims it (1.0)",
+    )
+    parser.add_argument(
+        "--events",
+        default=",".join(DEFAULT_EVENTS),
+        help="events to subscribe to, comma-separated, or '*' (default: the stimulus events)",
+    )
+    parser.add_argument(
+        "--eval-timeout", type=float, default=300.0, help="give up on the eval after (300 s)"
+    )
+    parser.add_argument(
+        "--py-spy", type=Path, help="sample the server with py-spy during the eval (raw file)"
+    )
+    parser.add_argument(
+        "--start-timeout", type=float, default=90.0, help="seconds to wait for the server"
+    )
+    parser.add_argument(
+        "--stop-timeout", type=float, default=30.0, help="seconds to wait after SIGTERM"
+    )
+    parser.add_argument("--command", help="the understudy executable (default: the venv's)")
+    parser.add_argument("--json-out", type=Path, help="also write the JSON report here")
+    args = parser.parse_args(argv)
+    ports = (args.port, args.pg_port, args.redis_port)
+    if not all(1 <= p <= 65535 for p in ports) or not 0 <= args.receiver_port <= 65535:
+        parser.error("ports must be 1..65535 (--receiver-port 0: any free port)")
+    if args.receiver_port and args.receiver_port in ports:
+        parser.error("--receiver-port must differ from the other ports")
+    if not args.database.replace("_", "").isalnum() or not args.database[0].isalpha():
+        parser.error("--database must be letters, digits and underscores")
+    if args.database in ("postgres", "understudy", "template0", "template1"):
+        parser.error(f"--database {args.database!r} is not a scratch database")
+    if not 1 <= args.repeats <= MAX_REPEATS:
+        parser.error(f"--repeats must be 1..{MAX_REPEATS}")
+    if args.scenarios < 1 or args.scenarios * args.repeats > MAX_EVAL_RUNS:
+        parser.error(f"--scenarios × --repeats must be 1..{MAX_EVAL_RUNS}")
+    if not 1 <= args.max_live <= 1000:
+        parser.error("--max-live must be 1..1000")
+    if not 0 <= args.poll_grace <= 60:
+        parser.error("--poll-grace must be 0..60 seconds")
+    args.events = [e.strip() for e in args.events.split(",") if e.strip()]
+    if not args.events:
+        parser.error("--events names no event")
+    for name, value in (
+        ("--eval-timeout", args.eval_timeout),
+        ("--start-timeout", args.start_timeout),
+        ("--stop-timeout", args.stop_timeout),
+    ):
+        if not 0 < value <= 3600:
+            parser.error(f"{name} must be in (0, 3600] seconds")
+    args.py_spy_exe = None
+    if args.py_spy:
+        args.py_spy = args.py_spy.resolve()
+        args.py_spy_exe = find_executable("py-spy")
+        if args.py_spy_exe is None:
+            parser.error("--py-spy needs py-spy (pip install py-spy) beside the Python")
+    return args
+
+
+def run_async(main: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    result: dict[str, Any] = uvloop.run(main)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("TZ", "UTC")
+    exe = args.command or find_executable("understudy")
+    if not exe:
+        log("no `understudy` command: install the project (pip install -e .) in the venv")
+        return 2
+    for name, port in (("PostgreSQL", args.pg_port), ("Redis", args.redis_port)):
+        if not port_answers(port):
+            log(f"{name} does not answer on {HOST}:{port} (scripts/ensure-services starts it)")
+            return 2
+    if port_answers(args.port):
+        log(f"port {args.port} is already in use on {HOST}; pick another with --port")
+        return 2
+
+    command = [exe, "serve", "--dev", "--port", str(args.port)]
+    queue = f"understudy:bench-evals:{os.getpid()}"
+    base = f"http://{HOST}:{args.port}"
+    report: dict[str, Any] = {
+        "command": command,
+        "bench_command": [sys.executable, *sys.argv],
+        "database": args.database,
+        "queue": queue,
+        "settings": {
+            "UNDERSTUDY_MAX_LIVE_RUNS": args.max_live,
+            "UNDERSTUDY_DAILY_WRITE_QUOTA": 10_000_000,
+        },
+        "cpus": os.cpu_count(),
+        "loadavg_start": loadavg(),
+    }
+    log(f"scratch database {args.database}: dropping and creating it")
+    recreate_database(args.pg_port, args.database)
+    code = 0
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench_evals_") as tmp:
+            server = Server(
+                command, server_env(args, Path(tmp) / "data", queue), Path(tmp) / "server.log"
+            )
+            log(f"starting: {' '.join(command)}")
+            try:
+                server.start(args.port, args.start_timeout)
+                log(f"    ready in {server.ready_s:.2f} s (pid {server.pid})")
+                report["server_ready_s"] = round(server.ready_s, 2)
+                report["server_pid"] = server.pid
+                report["eval"] = run_async(play_eval(args, server, base, queue))
+            finally:
+                exit_code = server.stop(args.stop_timeout)
+                log(f"server stopped (exit {exit_code})")
+                if exit_code not in (0, None):
+                    log("server log tail:\n" + log_tail(server.log_path))
+    except BenchError as exc:
+        log(f"error: {exc}")
+        code = 1
+    finally:
+        try:
+            removed = clean_queue(args.redis_port, queue)
+            log(f"Redis: removed {removed} key(s) of queue {queue}")
+        except redis.RedisError as exc:
+            log(f"warning: could not clean Redis queue {queue}: {exc}")
+        if args.keep:
+            log(f"kept the scratch database: postgresql://postgres@{HOST}:{args.pg_port}/")
+        else:
+            drop_database(args.pg_port, args.database)
+            log(f"dropped the scratch database {args.database}")
+
+    report["loadavg_end"] = loadavg()
+    if code == 0:
+        print_table(report["eval"])
+    text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
+    print(text)
+    if args.json_out:
+        args.json_out.write_text(text + "\n")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

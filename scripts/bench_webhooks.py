@@ -1,0 +1,824 @@
+#!/usr/bin/env python3
+"""Benchmark of webhook delivery: commit → receipt latency and throughput.
+
+Usage:
+    scripts/bench_webhooks.py [--port 0] [--writes 1000] [--concurrency 8] [--rate 0]
+        [--warmup 20] [--drain-timeout 30] [--max-seconds 300] [--json-out FILE] [--keep]
+
+Run it from the project's virtualenv (`. .venv/bin/activate`). It needs PostgreSQL (user
+postgres, trust auth) and Redis answering on 127.0.0.1 (`--pg-port`, `--redis-port`);
+it talks to nothing else, and listens only on 127.0.0.1.
+
+Set-up (as scripts/bench_grading.py): the scratch database `--database` (default
+understudy_bench_webhooks) is dropped and created afresh, then `understudy serve --dev
+--port P` (API and worker in one process and one event loop; P is a free port unless
+--port names one) is started as a subprocess with UNDERSTUDY_LOCAL_DATABASE=<scratch
+database>, UNDERSTUDY_QUEUE_NAME=understudy:bench-webhooks:<pid> (a Redis queue of its
+own), UNDERSTUDY_DATA_DIR=<a temporary directory> (a fresh dev key, read from the
+server's output "API key: …"), UNDERSTUDY_DAILY_WRITE_QUOTA=10000000 and
+UNDERSTUDY_WEBHOOK_ALLOW_PRIVATE=true; the webhook retry schedule and timeout are the
+defaults. UNDERSTUDY_DATABASE_URL/REDIS_URL/PUBLIC_URL are removed so the local servers
+are used.
+
+The receiver is a minimal HTTP/1.1 server (stdlib asyncio, keep-alive) on 127.0.0.1 in a
+thread with its own event loop, so the load generator's loop does not delay it. For each
+request it takes the receipt time (`time.perf_counter()`, once the body is read), then
+verifies the Standard Webhooks signature with the subscription's secret
+(`standardwebhooks.Webhook.verify`) and answers 204. It is subscribed to
+`Patient.created` only.
+
+Measured: --warmup Patient creates (not counted; their deliveries are awaited), then
+--writes Patient creates via `POST /api/fhir/r4/Patient`, --concurrency at a time over
+one httpx client, optionally paced to --rate writes/s (write i is not sent before
+i / rate seconds: the latency at a load the worker keeps up with, not at saturation).
+A write's commit time is when its 201 response has been read; its delivery is matched
+by the payload's `resource.id`. Latency = receipt − commit (it can be slightly
+negative: the job is enqueued before the response is sent). After the last write the
+receiver is given --drain-timeout seconds to receive the rest. Reported: p50, p90, p99,
+max and mean latency (goals p50 ≤ 100 ms, p99 ≤ 1 s), deliveries/s (delivered ÷ time
+from the first write sent to the last receipt), writes/s, delivered / missing /
+duplicate receipts / bad signatures, the server's CPU, and the delivery rows' statuses
+and attempt counts from the scratch database. Everything is bounded: --writes ≤ 20,000,
+--concurrency ≤ 64, each HTTP call 30 s, the write phase --max-seconds.
+
+Afterwards the server is stopped, the Redis queue keys of this run are deleted and the
+scratch database dropped (unless --keep). Output: a table with each goal met (✓) or not
+(✗), then the figures as JSON (also written to --json-out FILE).
+
+Exit status: 0 measured (whether or not goals were met); 1 the server or a step failed;
+2 usage error or a service missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:
+    import asyncpg
+    import httpx
+    import orjson
+    import redis
+    from standardwebhooks import Webhook
+except ImportError as _missing:  # pragma: no cover - environment hint
+    sys.exit(
+        f"bench_webhooks.py needs the project installed ({_missing}): run it from the "
+        "project's virtualenv (. .venv/bin/activate)"
+    )
+
+HOST = "127.0.0.1"
+TENANT = "dev"
+EVENT = "Patient.created"
+
+GOAL_P50_MS = 100.0
+GOAL_P99_MS = 1000.0
+
+HTTP_TIMEOUT_S = 30.0
+MAX_WRITES = 20_000
+MAX_CONCURRENCY = 64
+MAX_HEADER_BYTES = 64 * 1024
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+class BenchError(Exception):
+    """A step failed; the message says which and why."""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between the closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q / 100.0
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def summary_ms(values_s: Sequence[float]) -> dict[str, float]:
+    if not values_s:
+        return {}
+    ms = [v * 1000.0 for v in values_s]
+    return {
+        "n": len(ms),
+        "p50_ms": round(percentile(ms, 50), 2),
+        "p90_ms": round(percentile(ms, 90), 2),
+        "p99_ms": round(percentile(ms, 99), 2),
+        "mean_ms": round(statistics.fmean(ms), 2),
+        "min_ms": round(min(ms), 2),
+        "max_ms": round(max(ms), 2),
+    }
+
+
+def port_answers(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+# --------------------------------------------------------------------------- receiver
+
+
+@dataclass
+class Receipt:
+    at: float  # time.perf_counter() when the body had been read
+    webhook_id: str
+    resource_id: str | None
+    event: str | None
+
+
+@dataclass
+class Receiver:
+    """HTTP/1.1 on 127.0.0.1 in its own thread and loop; records and verifies."""
+
+    secret: str = ""
+    port: int = field(default_factory=free_port)
+    receipts: list[Receipt] = field(default_factory=list)
+    bad_signatures: int = 0
+    requests: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> None:
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="receiver", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise BenchError("the receiver did not start")
+
+    def _run(self) -> None:
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        server = await asyncio.start_server(self._handle, HOST, self.port)
+        self._ready.set()
+        await self._stop.wait()
+        server.close()
+        for writer in list(self._writers):
+            writer.close()  # the handler's read ends, and so does the handler
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=5)
+        await server.wait_closed()
+
+    def stop(self) -> None:
+        if hasattr(self, "_loop"):
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(timeout=10)
+
+    def snapshot(self) -> list[Receipt]:
+        with self.lock:
+            return list(self.receipts)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        self._writers.add(writer)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                if len(head) > MAX_HEADER_BYTES:
+                    break
+                lines = head.decode("latin-1").split("\r\n")
+                headers: dict[str, str] = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        name, value = line.split(":", 1)
+                        headers[name.strip().lower()] = value.strip()
+                length = int(headers.get("content-length", "0"))
+                if length > MAX_BODY_BYTES:
+                    break
+                body = await reader.readexactly(length)
+                self._record(time.perf_counter(), headers, body)
+                writer.write(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
+                await writer.drain()
+                if headers.get("connection", "").lower() == "close":
+                    break
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+            if task is not None:
+                self._tasks.discard(task)
+
+    def _record(self, at: float, headers: dict[str, str], body: bytes) -> None:
+        webhook_id = headers.get("webhook-id", "")
+        resource_id: str | None = None
+        event: str | None = None
+        try:
+            payload = Webhook(self.secret).verify(body, headers)
+        except Exception:
+            payload = None
+        with self.lock:
+            self.requests += 1
+            if payload is None:
+                self.bad_signatures += 1
+                return
+            resource = payload.get("resource") or {}
+            resource_id = resource.get("id")
+            event = payload.get("type")
+            self.receipts.append(Receipt(at, webhook_id, resource_id, event))
+
+
+# --------------------------------------------------------------------------- services
+
+
+def admin_dsn(pg_port: int) -> str:
+    return f"postgresql://postgres@{HOST}:{pg_port}/postgres"
+
+
+def database_url(pg_port: int, name: str) -> str:
+    return f"postgresql://postgres@{HOST}:{pg_port}/{name}"
+
+
+async def _recreate(pg_port: int, name: str, create: bool) -> None:
+    conn = await asyncpg.connect(admin_dsn(pg_port), timeout=10)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if create:
+            await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+
+
+def clean_queue(redis_port: int, queue: str) -> int:
+    """Delete this run's queue and the job keys still waiting in it."""
+    client = redis.Redis(host=HOST, port=redis_port, socket_timeout=5)
+    try:
+        waiting: list[bytes] = client.zrange(queue, 0, 100_000)  # type: ignore[assignment]
+        keys = [f"arq:job:{j.decode()}" for j in waiting] + [queue, f"{queue}:health-check"]
+        removed: int = client.delete(*keys)  # type: ignore[assignment]
+        return removed
+    finally:
+        client.close()
+
+
+def find_understudy() -> str | None:
+    beside = Path(sys.executable).parent / "understudy"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("understudy")
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+
+def server_env(args: argparse.Namespace, data_dir: Path, queue: str) -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("UNDERSTUDY_DATABASE_URL", "UNDERSTUDY_REDIS_URL", "UNDERSTUDY_PUBLIC_URL"):
+        env.pop(name, None)
+    env.update(
+        {
+            "TZ": "UTC",
+            "UNDERSTUDY_LOCAL_POSTGRES_PORT": str(args.pg_port),
+            "UNDERSTUDY_LOCAL_REDIS_PORT": str(args.redis_port),
+            "UNDERSTUDY_LOCAL_DATABASE": args.database,
+            "UNDERSTUDY_DATA_DIR": str(data_dir),
+            "UNDERSTUDY_QUEUE_NAME": queue,
+            "UNDERSTUDY_DAILY_WRITE_QUOTA": "10000000",
+            "UNDERSTUDY_WEBHOOK_ALLOW_PRIVATE": "true",
+            "UNDERSTUDY_DEV_TENANT": TENANT,
+            "UNDERSTUDY_HOST": HOST,
+            "UNDERSTUDY_LOG_LEVEL": "warning",
+        }
+    )
+    return env
+
+
+class Process:
+    """A child process in its own session; stopped by SIGTERM (SIGKILL to its own
+    process group after --stop-timeout)."""
+
+    def __init__(self, name: str, command: list[str], env: dict[str, str], log_path: Path):
+        self.name = name
+        self.command = command
+        self.env = env
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        with self.log_path.open("wb") as out:
+            self.proc = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+            )
+        return self.proc
+
+    def check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise BenchError(
+                f"the {self.name} exited with {self.proc.returncode}; log tail:\n"
+                + log_tail(self.log_path)
+            )
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the process so far."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def runqueue_wait_s(self) -> float:
+        """Seconds the process's threads were runnable but waiting for a CPU (from
+        /proc/PID/task/*/schedstat): other work on the machine shows up here."""
+        total = 0
+        try:
+            for task in Path(f"/proc/{self.pid}/task").iterdir():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    total += int((task / "schedstat").read_text().split()[1])
+        except OSError:
+            return float("nan")
+        return total / 1e9
+
+    def stop(self, timeout: float) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                log(f"{self.name} pid {self.proc.pid} ignored SIGTERM; killing its process group")
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        return self.proc.returncode
+
+
+class Server(Process):
+    """`understudy serve --dev …`; ready when it printed the dev key and /health answers."""
+
+    def __init__(self, command: list[str], env: dict[str, str], log_path: Path) -> None:
+        super().__init__("server", command, env, log_path)
+        self.key = ""
+        self.ready_s = 0.0
+
+    def start(self, port: int, timeout: float) -> None:
+        started = time.perf_counter()
+        self.spawn()
+        deadline = started + timeout
+        with httpx.Client(timeout=2.0, trust_env=False) as client:
+            while time.perf_counter() < deadline:
+                self.check_alive()
+                if not self.key:
+                    for line in self.log_path.read_text(errors="replace").splitlines():
+                        if "API key: " in line:
+                            self.key = line.split("API key: ", 1)[1].strip()
+                if self.key:
+                    try:
+                        if client.get(f"http://{HOST}:{port}/health").status_code == 200:
+                            self.ready_s = time.perf_counter() - started
+                            return
+                    except httpx.HTTPError:
+                        pass
+                time.sleep(0.05)
+        raise BenchError(
+            f"the server did not answer /health with a key within {timeout:.0f} s; log tail:\n"
+            + log_tail(self.log_path)
+        )
+
+
+# --------------------------------------------------------------------------- the load
+
+
+def patient(index: int) -> bytes:
+    return orjson.dumps(
+        {
+            "resourceType": "Patient",
+            "active": True,
+            "name": [{"family": f"Bench{index:05d}", "given": ["Webhook"]}],
+            "gender": "female" if index % 2 else "male",
+            "birthDate": f"19{50 + index % 50:02d}-0{1 + index % 9}-1{index % 10}",
+        }
+    )
+
+
+async def subscribe(client: httpx.AsyncClient, url: str) -> dict[str, Any]:
+    r = await client.post("/api/webhooks", json={"url": url, "events": [EVENT]})
+    if r.status_code != 201:
+        raise BenchError(f"subscribing: HTTP {r.status_code}: {r.text[:2000]}")
+    body: dict[str, Any] = r.json()
+    return body
+
+
+async def write_patients(
+    client: httpx.AsyncClient,
+    count: int,
+    concurrency: int,
+    offset: int,
+    deadline: float,
+    rate: float = 0.0,
+) -> tuple[dict[str, float], float, float, int]:
+    """POST `count` Patients, `concurrency` at a time (write i not sent before i / rate
+    seconds when `rate` is set). Returns {resource id: commit time}, the time the first
+    was sent, the time the last answered, and how many were not written (errors, or the
+    deadline)."""
+    commits: dict[str, float] = {}
+    failed = 0
+    next_index = 0
+    first_sent = time.perf_counter()
+    last_done = first_sent
+
+    async def one_worker() -> None:
+        nonlocal next_index, failed, last_done
+        while next_index < count and time.perf_counter() < deadline:
+            index = next_index
+            next_index += 1
+            if rate > 0:
+                wait = first_sent + index / rate - time.perf_counter()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            try:
+                r = await client.post(
+                    "/api/fhir/r4/Patient",
+                    content=patient(offset + index),
+                    headers={"Content-Type": "application/fhir+json", "Prefer": "return=minimal"},
+                )
+            except httpx.HTTPError as exc:
+                failed += 1
+                log(f"    write {index}: {type(exc).__name__}: {exc}")
+                continue
+            done = time.perf_counter()
+            if r.status_code != 201:
+                failed += 1
+                log(f"    write {index}: HTTP {r.status_code}: {r.text[:300]}")
+                continue
+            location = r.headers.get("location", "")
+            resource_id = location.split("/_history")[0].rsplit("/", 1)[-1]
+            if not resource_id:
+                failed += 1
+                continue
+            commits[resource_id] = done
+            last_done = max(last_done, done)
+
+    await asyncio.gather(*(one_worker() for _ in range(concurrency)))
+    failed += count - next_index  # never sent: the deadline passed
+    return commits, first_sent, last_done, failed
+
+
+async def wait_received(receiver: Receiver, ids: set[str], within: float) -> float:
+    """Wait until every id was received (or `within` seconds); returns the seconds waited."""
+    began = time.perf_counter()
+    while time.perf_counter() - began < within:
+        got = {r.resource_id for r in receiver.snapshot()}
+        if ids <= got:
+            break
+        await asyncio.sleep(0.05)
+    return time.perf_counter() - began
+
+
+async def delivery_rows(pg_port: int, database: str) -> dict[str, Any]:
+    conn = await asyncpg.connect(database_url(pg_port, database), timeout=10)
+    try:
+        statuses = await conn.fetch(
+            "SELECT status, count(*) AS n FROM webhook_delivery GROUP BY status ORDER BY status"
+        )
+        attempts = await conn.fetch(
+            "SELECT attempts, count(*) AS n FROM webhook_delivery GROUP BY attempts "
+            "ORDER BY attempts"
+        )
+    finally:
+        await conn.close()
+    return {
+        "by_status": {r["status"]: r["n"] for r in statuses},
+        "by_attempts": {str(r["attempts"]): r["n"] for r in attempts},
+    }
+
+
+async def measure(args: argparse.Namespace, base: str, key: str, server: Server) -> dict[str, Any]:
+    receiver = Receiver()
+    receiver.start()
+    log(f"receiver on {HOST}:{receiver.port}")
+    try:
+        limits = httpx.Limits(
+            max_connections=args.concurrency, max_keepalive_connections=args.concurrency
+        )
+        async with httpx.AsyncClient(
+            base_url=base,
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=HTTP_TIMEOUT_S,
+            limits=limits,
+            trust_env=False,
+        ) as client:
+            sub = await subscribe(client, f"http://{HOST}:{receiver.port}/hook")
+            receiver.secret = sub["secret"]
+            log(f"subscribed {sub['id']} to {EVENT}")
+            deadline = time.perf_counter() + args.max_seconds
+            if args.warmup:
+                warm, _, _, warm_failed = await write_patients(
+                    client, args.warmup, min(args.concurrency, args.warmup), 0, deadline
+                )
+                if warm_failed:
+                    raise BenchError(f"{warm_failed} warm-up write(s) failed")
+                await wait_received(receiver, set(warm), args.drain_timeout)
+            warm_receipts = len(receiver.snapshot())
+            log(f"({args.writes} writes, {args.concurrency} at a time)")
+            load_before = loadavg()
+            cpu0 = server.cpu_s()
+            commits, first_sent, last_done, failed = await write_patients(
+                client, args.writes, args.concurrency, args.warmup, deadline, args.rate
+            )
+            write_wall = last_done - first_sent
+            log(f"    {len(commits)} written in {write_wall:.2f} s ({failed} failed)")
+            drained = await wait_received(receiver, set(commits), args.drain_timeout)
+            cpu = server.cpu_s() - cpu0
+            load_after = loadavg()
+    finally:
+        receiver.stop()
+
+    receipts = receiver.snapshot()[warm_receipts:]
+    first_receipt: dict[str, Receipt] = {}
+    duplicates = 0
+    for receipt in receipts:
+        if receipt.resource_id is None or receipt.resource_id not in commits:
+            continue
+        if receipt.resource_id in first_receipt:
+            duplicates += 1
+            continue
+        first_receipt[receipt.resource_id] = receipt
+    latencies = [r.at - commits[rid] for rid, r in first_receipt.items()]
+    delivered = len(first_receipt)
+    missing = len(commits) - delivered
+    last_receipt = max((r.at for r in first_receipt.values()), default=first_sent)
+    span = last_receipt - first_sent
+    stats = summary_ms(latencies)
+    rows = await delivery_rows(args.pg_port, args.database)
+    goal_p50 = bool(stats) and stats["p50_ms"] <= GOAL_P50_MS
+    goal_p99 = bool(stats) and stats["p99_ms"] <= GOAL_P99_MS
+    return {
+        "writes": args.writes,
+        "written": len(commits),
+        "write_failures": failed,
+        "concurrency": args.concurrency,
+        "rate_limit_per_s": args.rate or None,
+        "warmup_writes": args.warmup,
+        "delivered": delivered,
+        "missing": missing,
+        "duplicate_receipts": duplicates,
+        "bad_signatures": receiver.bad_signatures,
+        "receiver_requests": receiver.requests,
+        "latency": stats,
+        "negative_latencies": sum(1 for v in latencies if v < 0),
+        "write_wall_s": round(write_wall, 3),
+        "writes_per_s": round(len(commits) / write_wall, 1) if write_wall > 0 else None,
+        "delivery_span_s": round(span, 3),
+        "deliveries_per_s": round(delivered / span, 1) if span > 0 else None,
+        "drain_wait_s": round(drained, 3),
+        "server_cpu_s": round(cpu, 3),
+        "server_cpu_share": round(cpu / span, 2) if span > 0 else None,
+        "delivery_rows": rows,
+        "loadavg_before": load_before,
+        "loadavg_after": load_after,
+        "goal_p50_ms": GOAL_P50_MS,
+        "goal_p99_ms": GOAL_P99_MS,
+        "goal_p50_met": goal_p50,
+        "goal_p99_met": goal_p99,
+        "goal_all_delivered": missing == 0 and len(commits) == args.writes,
+    }
+
+
+# --------------------------------------------------------------------------- output
+
+
+def mark(ok: bool) -> str:
+    return "✓" if ok else "✗"
+
+
+def print_table(m: dict[str, Any]) -> None:
+    lat = m["latency"]
+
+    def ms(name: str) -> str:
+        return f"{lat[name]:.1f} ms" if lat else "n/a"
+
+    rows = [
+        (
+            "delivery latency commit→receipt p50",
+            f"≤ {GOAL_P50_MS:.0f} ms",
+            ms("p50_ms"),
+            mark(m["goal_p50_met"]),
+        ),
+        (
+            "delivery latency commit→receipt p99",
+            f"≤ {GOAL_P99_MS / 1000:.0f} s",
+            ms("p99_ms"),
+            mark(m["goal_p99_met"]),
+        ),
+        ("  p90 / max / mean", "", f"{ms('p90_ms')} / {ms('max_ms')} / {ms('mean_ms')}", ""),
+        (
+            "delivered / missing",
+            f"{m['writes']} / 0",
+            f"{m['delivered']} / {m['missing']}",
+            mark(m["goal_all_delivered"]),
+        ),
+        (
+            "duplicate receipts / bad signatures",
+            "",
+            f"{m['duplicate_receipts']} / {m['bad_signatures']}",
+            "",
+        ),
+        ("deliveries/s (first write → last receipt)", "", f"{m['deliveries_per_s']}", ""),
+        (f"writes/s ({m['concurrency']} concurrent)", "", f"{m['writes_per_s']}", ""),
+        ("delivery rows by status", "", orjson.dumps(m["delivery_rows"]["by_status"]).decode(), ""),
+    ]
+    header = ("measure", "goal", "measured", "ok")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in (0, 1, 2)]
+    for row in [header, *rows]:
+        print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}")
+    print()
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Benchmark Understudy's webhook delivery latency and throughput "
+        "(see the module docstring).",
+        epilog="Example: scripts/bench_webhooks.py --json-out /tmp/bench_webhooks.json",
+    )
+    parser.add_argument(
+        "--port", type=int, default=0, help="port to serve on (default 0: a free one)"
+    )
+    parser.add_argument("--pg-port", type=int, default=5432, help="local PostgreSQL port")
+    parser.add_argument("--redis-port", type=int, default=6379, help="local Redis port")
+    parser.add_argument(
+        "--database",
+        default="understudy_bench_webhooks",
+        help="scratch database (dropped and created at start; default understudy_bench_webhooks)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    parser.add_argument("--writes", type=int, default=1000, help="measured writes (1000)")
+    parser.add_argument("--concurrency", type=int, default=8, help="writes in flight (8)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="pace the writes at this many per second (default 0: as fast as they go)",
+    )
+    parser.add_argument("--warmup", type=int, default=20, help="warm-up writes, not counted")
+    parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for the remaining deliveries after the last write (30)",
+    )
+    parser.add_argument(
+        "--max-seconds", type=float, default=300.0, help="bound on the write phase (300)"
+    )
+    parser.add_argument(
+        "--start-timeout", type=float, default=90.0, help="seconds to wait for the server"
+    )
+    parser.add_argument(
+        "--stop-timeout", type=float, default=30.0, help="seconds to wait after SIGTERM"
+    )
+    parser.add_argument("--command", help="the understudy executable (default: the venv's)")
+    parser.add_argument("--json-out", type=Path, help="also write the JSON report here")
+    args = parser.parse_args(argv)
+    if not all(1 <= p <= 65535 for p in (args.pg_port, args.redis_port)):
+        parser.error("ports must be 1..65535")
+    if not 0 <= args.port <= 65535:
+        parser.error("--port must be 0..65535")
+    if not args.database.replace("_", "").isalnum() or not args.database[0].isalpha():
+        parser.error("--database must be letters, digits and underscores")
+    if args.database in ("postgres", "understudy", "template0", "template1"):
+        parser.error(f"--database {args.database!r} is not a scratch database")
+    if not 1 <= args.writes <= MAX_WRITES:
+        parser.error(f"--writes must be 1..{MAX_WRITES}")
+    if not 1 <= args.concurrency <= MAX_CONCURRENCY:
+        parser.error(f"--concurrency must be 1..{MAX_CONCURRENCY}")
+    if not 0 <= args.rate <= 10_000:
+        parser.error("--rate must be 0..10000 writes/s")
+    if not 0 <= args.warmup <= 1000:
+        parser.error("--warmup must be 0..1000")
+    for name in ("drain_timeout", "max_seconds", "start_timeout", "stop_timeout"):
+        if not 0 < getattr(args, name) <= 600:
+            parser.error(f"--{name.replace('_', '-')} must be in (0, 600] seconds")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("TZ", "UTC")
+    exe = args.command or find_understudy()
+    if not exe:
+        log("no `understudy` command: install the project (pip install -e .) in the venv")
+        return 2
+    for name, port in (("PostgreSQL", args.pg_port), ("Redis", args.redis_port)):
+        if not port_answers(port):
+            log(f"{name} does not answer on {HOST}:{port} (scripts/ensure-services starts it)")
+            return 2
+    if args.port == 0:
+        args.port = free_port()
+    elif port_answers(args.port):
+        log(f"port {args.port} is already in use on {HOST}; pick another with --port")
+        return 2
+
+    command = [exe, "serve", "--dev", "--port", str(args.port)]
+    queue = f"understudy:bench-webhooks:{os.getpid()}"
+    base = f"http://{HOST}:{args.port}"
+    report: dict[str, Any] = {
+        "command": command,
+        "database": args.database,
+        "queue": queue,
+        "event": EVENT,
+        "cpus": os.cpu_count(),
+        "loadavg_start": loadavg(),
+    }
+    log(f"scratch database {args.database}: dropping and creating it")
+    asyncio.run(_recreate(args.pg_port, args.database, create=True))
+    code = 0
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench_webhooks_") as tmp:
+            server = Server(
+                command, server_env(args, Path(tmp) / "data", queue), Path(tmp) / "server.log"
+            )
+            log(f"starting: {' '.join(command)}")
+            try:
+                server.start(args.port, args.start_timeout)
+                log(f"    ready in {server.ready_s:.2f} s (pid {server.pid})")
+                report["server_ready_s"] = round(server.ready_s, 2)
+                report["measured"] = asyncio.run(measure(args, base, server.key, server))
+            finally:
+                exit_code = server.stop(args.stop_timeout)
+                log(f"server stopped (exit {exit_code})")
+                if exit_code not in (0, None):
+                    log("server log tail:\n" + log_tail(server.log_path))
+    except BenchError as exc:
+        log(f"error: {exc}")
+        code = 1
+    finally:
+        try:
+            removed = clean_queue(args.redis_port, queue)
+            log(f"Redis: removed {removed} key(s) of queue {queue}")
+        except redis.RedisError as exc:
+            log(f"warning: could not clean Redis queue {queue}: {exc}")
+        if args.keep:
+            log(f"kept the scratch database: {database_url(args.pg_port, args.database)}")
+        else:
+            asyncio.run(_recreate(args.pg_port, args.database, create=False))
+            log(f"dropped the scratch database {args.database}")
+
+    report["loadavg_end"] = loadavg()
+    if code == 0:
+        print_table(report["measured"])
+    text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
+    print(text)
+    if args.json_out:
+        args.json_out.write_text(text + "\n")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
