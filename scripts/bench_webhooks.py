@@ -12,7 +12,8 @@ it talks to nothing else, and listens only on 127.0.0.1.
 Set-up (as scripts/bench_grading.py): the scratch database `--database` (default
 understudy_bench_webhooks) is dropped and created afresh, then `understudy serve --dev
 --port P` (API and worker in one process and one event loop; P is a free port unless
---port names one) is started as a subprocess with UNDERSTUDY_LOCAL_DATABASE=<scratch
+--port names one; with --worker separate, `serve --dev --no-worker` plus `understudy
+worker`) is started as a subprocess with UNDERSTUDY_LOCAL_DATABASE=<scratch
 database>, UNDERSTUDY_QUEUE_NAME=understudy:bench-webhooks:<pid> (a Redis queue of its
 own), UNDERSTUDY_DATA_DIR=<a temporary directory> (a fresh dev key, read from the
 server's output "API key: …"), UNDERSTUDY_DAILY_WRITE_QUOTA=10000000 and
@@ -37,8 +38,10 @@ negative: the job is enqueued before the response is sent). After the last write
 receiver is given --drain-timeout seconds to receive the rest. Reported: p50, p90, p99,
 max and mean latency (goals p50 ≤ 100 ms, p99 ≤ 1 s), deliveries/s (delivered ÷ time
 from the first write sent to the last receipt), writes/s, delivered / missing /
-duplicate receipts / bad signatures, the server's CPU, and the delivery rows' statuses
-and attempt counts from the scratch database. Everything is bounded: --writes ≤ 20,000,
+duplicate receipts / bad signatures, CPU share and run-queue wait (other work on the
+machine) of each process, the delivery rows' statuses and attempt counts from the
+scratch database, and the server's own split of each first attempt (commit → send, i.e.
+queue and claim; and the POST). Everything is bounded: --writes ≤ 20,000,
 --concurrency ≤ 64, each HTTP call 30 s, the write phase --max-seconds.
 
 Afterwards the server is stopped, the Redis queue keys of this run are deleted and the
@@ -519,9 +522,30 @@ async def wait_received(receiver: Receiver, ids: set[str], within: float) -> flo
     return time.perf_counter() - began
 
 
-async def delivery_rows(pg_port: int, database: str) -> dict[str, Any]:
+SPLIT_SQL = """
+WITH measured AS (
+    SELECT * FROM webhook_delivery ORDER BY created_at, seq OFFSET $1
+), first_attempt AS (
+    SELECT extract(epoch FROM a.at - m.created_at) * 1000 AS wait_ms, a.latency_ms
+    FROM measured m JOIN webhook_attempt a
+        ON a.tenant_id = m.tenant_id AND a.delivery_id = m.id AND a.attempt = 1
+)
+SELECT count(*) AS n,
+    percentile_cont(0.5) WITHIN GROUP (ORDER BY wait_ms) AS wait_p50,
+    percentile_cont(0.99) WITHIN GROUP (ORDER BY wait_ms) AS wait_p99,
+    percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) AS http_p50,
+    percentile_cont(0.99) WITHIN GROUP (ORDER BY latency_ms) AS http_p99
+FROM first_attempt
+"""
+
+
+async def delivery_rows(pg_port: int, database: str, skip: int) -> dict[str, Any]:
+    """Statuses and attempt counts of every delivery row; and, for the measured ones (the
+    first `skip`, the warm-up, left out), the server's own split of the first attempt:
+    commit → send (queue, claim) and the POST to the receiver."""
     conn = await asyncpg.connect(database_url(pg_port, database), timeout=10)
     try:
+        split = await conn.fetchrow(SPLIT_SQL, skip)
         statuses = await conn.fetch(
             "SELECT status, count(*) AS n FROM webhook_delivery GROUP BY status ORDER BY status"
         )
@@ -531,13 +555,27 @@ async def delivery_rows(pg_port: int, database: str) -> dict[str, Any]:
         )
     finally:
         await conn.close()
+    assert split is not None
+
+    def ms(value: float | None) -> float | None:
+        return None if value is None else round(value, 2)
+
     return {
         "by_status": {r["status"]: r["n"] for r in statuses},
         "by_attempts": {str(r["attempts"]): r["n"] for r in attempts},
+        "first_attempt": {
+            "n": split["n"],
+            "commit_to_send_p50_ms": ms(split["wait_p50"]),
+            "commit_to_send_p99_ms": ms(split["wait_p99"]),
+            "post_p50_ms": ms(split["http_p50"]),
+            "post_p99_ms": ms(split["http_p99"]),
+        },
     }
 
 
-async def measure(args: argparse.Namespace, base: str, key: str, server: Server) -> dict[str, Any]:
+async def measure(
+    args: argparse.Namespace, base: str, key: str, processes: list[Process]
+) -> dict[str, Any]:
     receiver = Receiver()
     receiver.start()
     log(f"receiver on {HOST}:{receiver.port}")
@@ -566,14 +604,16 @@ async def measure(args: argparse.Namespace, base: str, key: str, server: Server)
             warm_receipts = len(receiver.snapshot())
             log(f"({args.writes} writes, {args.concurrency} at a time)")
             load_before = loadavg()
-            cpu0 = server.cpu_s()
+            cpu0 = {p.name: p.cpu_s() for p in processes}
+            runq0 = {p.name: p.runqueue_wait_s() for p in processes}
             commits, first_sent, last_done, failed = await write_patients(
                 client, args.writes, args.concurrency, args.warmup, deadline, args.rate
             )
             write_wall = last_done - first_sent
             log(f"    {len(commits)} written in {write_wall:.2f} s ({failed} failed)")
             drained = await wait_received(receiver, set(commits), args.drain_timeout)
-            cpu = server.cpu_s() - cpu0
+            cpu = {p.name: round(p.cpu_s() - cpu0[p.name], 3) for p in processes}
+            runq = {p.name: round(p.runqueue_wait_s() - runq0[p.name], 3) for p in processes}
             load_after = loadavg()
     finally:
         receiver.stop()
@@ -594,7 +634,8 @@ async def measure(args: argparse.Namespace, base: str, key: str, server: Server)
     last_receipt = max((r.at for r in first_receipt.values()), default=first_sent)
     span = last_receipt - first_sent
     stats = summary_ms(latencies)
-    rows = await delivery_rows(args.pg_port, args.database)
+    rows = await delivery_rows(args.pg_port, args.database, args.warmup)
+    while_writing = sum(1 for r in first_receipt.values() if r.at <= last_done)
     goal_p50 = bool(stats) and stats["p50_ms"] <= GOAL_P50_MS
     goal_p99 = bool(stats) and stats["p99_ms"] <= GOAL_P99_MS
     return {
@@ -615,9 +656,14 @@ async def measure(args: argparse.Namespace, base: str, key: str, server: Server)
         "writes_per_s": round(len(commits) / write_wall, 1) if write_wall > 0 else None,
         "delivery_span_s": round(span, 3),
         "deliveries_per_s": round(delivered / span, 1) if span > 0 else None,
+        "deliveries_per_s_while_writing": round(while_writing / write_wall, 1)
+        if write_wall > 0
+        else None,
         "drain_wait_s": round(drained, 3),
-        "server_cpu_s": round(cpu, 3),
-        "server_cpu_share": round(cpu / span, 2) if span > 0 else None,
+        "worker": args.worker,
+        "cpu_s": cpu,
+        "cpu_share": {name: round(v / span, 2) for name, v in cpu.items()} if span > 0 else None,
+        "runqueue_wait_s": runq,
         "delivery_rows": rows,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
@@ -636,8 +682,13 @@ def mark(ok: bool) -> str:
     return "✓" if ok else "✗"
 
 
+def compact(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
 def print_table(m: dict[str, Any]) -> None:
     lat = m["latency"]
+    split = m["delivery_rows"]["first_attempt"]
 
     def ms(name: str) -> str:
         return f"{lat[name]:.1f} ms" if lat else "n/a"
@@ -668,9 +719,38 @@ def print_table(m: dict[str, Any]) -> None:
             f"{m['duplicate_receipts']} / {m['bad_signatures']}",
             "",
         ),
-        ("deliveries/s (first write → last receipt)", "", f"{m['deliveries_per_s']}", ""),
-        (f"writes/s ({m['concurrency']} concurrent)", "", f"{m['writes_per_s']}", ""),
-        ("delivery rows by status", "", orjson.dumps(m["delivery_rows"]["by_status"]).decode(), ""),
+        (
+            "deliveries/s: overall / while writing",
+            "",
+            f"{m['deliveries_per_s']} / {m['deliveries_per_s_while_writing']}",
+            "",
+        ),
+        (
+            f"writes/s ({m['concurrency']} concurrent"
+            + (f", paced at {m['rate_limit_per_s']:g}/s)" if m["rate_limit_per_s"] else ")"),
+            "",
+            f"{m['writes_per_s']}",
+            "",
+        ),
+        (
+            "server split, 1st attempt: commit→send p50/p99",
+            "",
+            f"{split['commit_to_send_p50_ms']} / {split['commit_to_send_p99_ms']} ms",
+            "",
+        ),
+        (
+            "server split, 1st attempt: POST p50/p99",
+            "",
+            f"{split['post_p50_ms']} / {split['post_p99_ms']} ms",
+            "",
+        ),
+        (
+            f"CPU share / run-queue wait s (worker {m['worker']})",
+            "",
+            f"{compact(m['cpu_share'])} / {compact(m['runqueue_wait_s'])}",
+            "",
+        ),
+        ("delivery rows by status", "", compact(m["delivery_rows"]["by_status"]), ""),
     ]
     header = ("measure", "goal", "measured", "ok")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in (0, 1, 2)]
@@ -699,6 +779,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="scratch database (dropped and created at start; default understudy_bench_webhooks)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    parser.add_argument(
+        "--worker",
+        choices=("inprocess", "separate"),
+        default="inprocess",
+        help="the worker in the server's process and loop (serve --dev, default), or a "
+        "separate `understudy worker` process (serve --dev --no-worker)",
+    )
     parser.add_argument("--writes", type=int, default=1000, help="measured writes (1000)")
     parser.add_argument("--concurrency", type=int, default=8, help="writes in flight (8)")
     parser.add_argument(
@@ -765,11 +852,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"port {args.port} is already in use on {HOST}; pick another with --port")
         return 2
 
-    command = [exe, "serve", "--dev", "--port", str(args.port)]
+    separate = args.worker == "separate"
+    command = [exe, "serve", "--dev", *(["--no-worker"] if separate else []), "--port"]
+    command.append(str(args.port))
+    worker_command = [exe, "worker"]
     queue = f"understudy:bench-webhooks:{os.getpid()}"
     base = f"http://{HOST}:{args.port}"
     report: dict[str, Any] = {
         "command": command,
+        "worker_command": worker_command if separate else None,
         "database": args.database,
         "queue": queue,
         "event": EVENT,
@@ -781,20 +872,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = 0
     try:
         with tempfile.TemporaryDirectory(prefix="bench_webhooks_") as tmp:
-            server = Server(
-                command, server_env(args, Path(tmp) / "data", queue), Path(tmp) / "server.log"
-            )
+            env = server_env(args, Path(tmp) / "data", queue)
+            server = Server(command, env, Path(tmp) / "server.log")
+            worker = Process("worker", worker_command, env, Path(tmp) / "worker.log")
+            processes: list[Process] = [server, *([worker] if separate else [])]
             log(f"starting: {' '.join(command)}")
             try:
                 server.start(args.port, args.start_timeout)
                 log(f"    ready in {server.ready_s:.2f} s (pid {server.pid})")
                 report["server_ready_s"] = round(server.ready_s, 2)
-                report["measured"] = asyncio.run(measure(args, base, server.key, server))
+                if separate:
+                    # Started after the server migrated the database; the warm-up
+                    # deliveries show it works.
+                    log(f"starting: {' '.join(worker_command)}")
+                    worker.spawn()
+                    time.sleep(1.0)
+                    worker.check_alive()
+                report["measured"] = asyncio.run(measure(args, base, server.key, processes))
             finally:
-                exit_code = server.stop(args.stop_timeout)
-                log(f"server stopped (exit {exit_code})")
-                if exit_code not in (0, None):
-                    log("server log tail:\n" + log_tail(server.log_path))
+                for process in reversed(processes):
+                    exit_code = process.stop(args.stop_timeout)
+                    log(f"{process.name} stopped (exit {exit_code})")
+                    if exit_code not in (0, None):
+                        log(f"{process.name} log tail:\n" + log_tail(process.log_path))
     except BenchError as exc:
         log(f"error: {exc}")
         code = 1

@@ -241,9 +241,12 @@ async def _judge(
     mode: str,
 ) -> None:
     """Run the eval and fill in `outcome`. Raises HarnessError when it cannot be judged."""
-    if args.baseline and args.require_baseline:
-        # Fail fast: no point spending runs on an eval that cannot be judged.
+    if args.baseline and (args.require_baseline or not args.baseline.startswith(BASELINE_PREFIX)):
+        # Fail fast: no point spending runs on an eval that cannot be judged. A baseline
+        # id that does not exist is a mistake, never "no baseline yet".
         found, note = await find_baseline(api, args.baseline, exclude=None)
+        if found is None and not args.baseline.startswith(BASELINE_PREFIX):
+            raise HarnessError(f"--baseline {args.baseline}: {note}")
         if found is None:
             outcome.baseline_note = note
             gate = stats.ci_gate(
@@ -310,8 +313,10 @@ async def _judge(
             exit_code, reasons = harness.EXIT_FAILED, [cancelled]
         else:
             reasons.append(cancelled)
-    if outcome.compared is not None and not outcome.compared.get("complete", True):
-        warnings.append("the baseline eval was not completed when compared")
+    if outcome.baseline is not None and outcome.baseline["status"] != "completed":
+        warnings.append(
+            f"baseline eval {outcome.baseline['id']} is {outcome.baseline['status']}, not completed"
+        )
     outcome.exit_code, outcome.reasons, outcome.warnings = exit_code, reasons, warnings
 
 
@@ -436,15 +441,15 @@ def markdown(outcome: Outcome) -> str:
         lines += ["| | pass rate | pass^k | pass@k |", "|---|---|---|---|"]
         lines.append(
             f"| current | {_md(summary['passRate']['text'])} | "
-            f"{harness._number(summary['passHatK'])} (k={k}) | "
-            f"{harness._number(summary['passAtK'])} (k={k}) |"
+            f"{harness.format_number(summary['passHatK'])} (k={k}) | "
+            f"{harness.format_number(summary['passAtK'])} (k={k}) |"
         )
         if base is not None and base.get("summary"):
             bs = base["summary"]
             lines.append(
                 f"| baseline | {_md(bs['passRate']['text'])} | "
-                f"{harness._number(bs['passHatK'])} (k={bs['k']}) | "
-                f"{harness._number(bs['passAtK'])} (k={bs['k']}) |"
+                f"{harness.format_number(bs['passHatK'])} (k={bs['k']}) | "
+                f"{harness.format_number(bs['passAtK'])} (k={bs['k']}) |"
             )
         lines.append("")
     if compared is not None:

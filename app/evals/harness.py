@@ -137,7 +137,7 @@ class EvalApi:
         result: dict[str, Any] = await self._call("GET", f"/evals/{eval_id}")
         return result
 
-    async def list_evals(self, label_prefix: str, limit: int = 200) -> list[dict[str, Any]]:
+    async def list_evals(self, label_prefix: str, limit: int = 50) -> list[dict[str, Any]]:
         result = await self._call(
             "GET", "/evals", params={"labelPrefix": label_prefix, "limit": limit}
         )
@@ -273,16 +273,21 @@ async def run_command(
 
     async def relay(reader: asyncio.StreamReader) -> None:
         pending = b""
-        while chunk := await reader.read(READ_CHUNK):
-            *lines, pending = (pending + chunk).split(b"\n")
-            for raw in lines:
-                progress.line(f"[{prefix}] {raw.decode(errors='replace').rstrip()}")
-        if pending:
-            progress.line(f"[{prefix}] {pending.decode(errors='replace').rstrip()}")
+        try:
+            while chunk := await reader.read(READ_CHUNK):
+                *lines, pending = (pending + chunk).split(b"\n")
+                for raw in lines:
+                    progress.line(f"[{prefix}] {raw.decode(errors='replace').rstrip()}")
+        finally:  # a last line without a newline, also when the command is stopped
+            if pending:
+                progress.line(f"[{prefix}] {pending.decode(errors='replace').rstrip()}")
 
     work = asyncio.gather(
         feed(process.stdin), relay(process.stdout), relay(process.stderr), process.wait()
     )
+    # When cancelled, the gather ends with a CancelledError that nobody reads: read it,
+    # or asyncio logs "exception was never retrieved".
+    work.add_done_callback(lambda f: None if f.cancelled() else f.exception())
     try:
         await asyncio.wait_for(work, timeout=max(budget, 0.0))
     except TimeoutError:
@@ -392,7 +397,7 @@ async def drive_eval(
 # --- reporting ----------------------------------------------------------------------------
 
 
-def _number(value: float | None) -> str:
+def format_number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
@@ -405,7 +410,8 @@ def summary_lines(view: Mapping[str, Any]) -> list[str]:
         return lines
     lines.append(f"pass rate: {summary['passRate']['text']}")
     k = summary["k"]
-    kline = f"pass^{k}: {_number(summary['passHatK'])} · pass@{k}: {_number(summary['passAtK'])}"
+    hat, at = format_number(summary["passHatK"]), format_number(summary["passAtK"])
+    kline = f"pass^{k}: {hat} · pass@{k}: {at}"
     if summary.get("cellsLeftOut"):
         kline += f" ({summary['cellsLeftOut']} cells with fewer than {k} valid runs left out)"
     lines.append(kline)

@@ -485,7 +485,11 @@ async def list_evals(
         """SELECT * FROM eval WHERE tenant_id = $1 AND ($2::text IS NULL OR label LIKE $2 || '%')
         ORDER BY created_at DESC LIMIT $3""",
         tenant_id,
-        label_prefix.replace("%", r"\%").replace("_", r"\_") if label_prefix else None,
+        (
+            label_prefix.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
+            if label_prefix
+            else None
+        ),
         limit,
     )
     out = []

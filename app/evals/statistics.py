@@ -428,7 +428,10 @@ def compare(
     effect: float | None = None
     if a_n > 0 and b_n > 0:
         delta, interval = newcombe(a_c, a_n, b_c, b_n)
-        effect = mde(a_n, b_n, (a_c + b_c) / (a_n + b_n))
+        pooled = (a_c + b_c) / (a_n + b_n)
+        # With every run passing (or failing) on both sides the formula gives 0, which
+        # would claim any change is detectable: there is no MDE to report then.
+        effect = mde(a_n, b_n, pooled) if 0 < pooled < 1 else None
     underpowered = (
         overall.informative_cells < MIN_INFORMATIVE_CELLS
         or a_n < MIN_VALID_RUNS_PER_SIDE

@@ -43,14 +43,16 @@ class Bounds:
 
 
 def count_bounds(count: Count | None) -> Bounds:
-    """The count an expectation asks for. min defaults to 1 but never above max, so
-    `{"max": 0}` means "must not happen" and `{"max": 2}` means one or two."""
+    """The count an expectation asks for. Without `count`: at least one. A `count` with
+    only a `max` is a ceiling — `{"max": 0}` "must not happen", `{"max": 1}` "no
+    duplicates" (none is fine) — and with only a `min`, a floor."""
     if count is None:
         return Bounds(DEFAULT_MIN, None)
     if count.min is not None:
         return Bounds(count.min, count.max)
-    low = DEFAULT_MIN if count.max is None else min(DEFAULT_MIN, count.max)
-    return Bounds(low, count.max)
+    if count.max is not None:
+        return Bounds(0, count.max)
+    return Bounds(DEFAULT_MIN, None)
 
 
 def result_score(passed: bool | None) -> float:

@@ -219,3 +219,19 @@ async def test_agent_mode_needs_a_command(tenant: TenantHandle) -> None:
     code, _, err = await eval_ci(tenant, "--mode", "agent", "--label", "x")
     assert code == 2
     assert "agent mode needs --agent-cmd" in err
+
+
+async def test_an_unknown_baseline_id_is_not_judged(tenant: TenantHandle) -> None:
+    code, out, err = await eval_ci(tenant, *workflow_args("pr-2", "--baseline", "eval_nope"))
+    assert code == 2, out + err
+    assert "rule: --baseline eval_nope: no eval 'eval_nope'" in out
+
+
+async def test_an_eval_that_outlasts_the_timeout_is_cancelled(tenant: TenantHandle) -> None:
+    code, out, err = await eval_ci(tenant, *workflow_args("slow", "--timeout", "1"))
+    assert code == 2, out + err
+    assert "did not complete within --timeout 1 s; it was cancelled" in out
+    async with api_client(tenant) as client:
+        [listed] = (await client.get("/evals", params={"labelPrefix": "slow"})).json()["evals"]
+    assert listed["status"] == "cancelled"
+    assert set(listed["counts"]) == {"cancelled"}  # no run left live

@@ -167,10 +167,11 @@ async def test_cancel(tenant: TenantHandle) -> None:
 
 async def test_delete_data_removes_the_run_resources(tenant: TenantHandle) -> None:
     run = await start(tenant)
-    appointment = await book(run, tenant, CHEN)
     async with api(tenant) as client:
         live_delete = await client.delete(f"/runs/{run['id']}/data")
         assert live_delete.status_code == 409
+    appointment = await book(run, tenant, CHEN)
+    async with api(tenant) as client:
         await client.post(f"/runs/{run['id']}/finish")
         removed = (await client.delete(f"/runs/{run['id']}/data")).json()
     assert removed["resourcesRemoved"] >= 2
