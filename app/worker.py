@@ -223,15 +223,52 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
             purge_deliveries,
             promote_evals,
         ],
+        # arq keys a cron job by its name alone, across queues: the queue name in it keeps
+        # two deployments (or test sessions) on one Redis from taking each other's ticks.
         cron_jobs=[
-            cron(roll_directory, hour={0}, minute={5}, run_at_startup=True, unique=True),
-            cron(purge_trace, hour={3}, minute={17}, unique=True),
-            cron(purge_deliveries, hour={3}, minute={27}, unique=True),
-            cron(refresh_statistics, minute=set(range(0, 60, 5)), unique=True),
-            cron(sweep_deliveries, second=set(range(0, 60, 5)), unique=True),
-            cron(promote_evals, second=set(range(0, 60, 2)), unique=True),
+            cron(
+                roll_directory,
+                name=f"cron:roll_directory:{settings.queue_name}",
+                hour={0},
+                minute={5},
+                run_at_startup=True,
+                unique=True,
+            ),
+            cron(
+                purge_trace,
+                name=f"cron:purge_trace:{settings.queue_name}",
+                hour={3},
+                minute={17},
+                unique=True,
+            ),
+            cron(
+                purge_deliveries,
+                name=f"cron:purge_deliveries:{settings.queue_name}",
+                hour={3},
+                minute={27},
+                unique=True,
+            ),
+            cron(
+                refresh_statistics,
+                name=f"cron:refresh_statistics:{settings.queue_name}",
+                minute=set(range(0, 60, 5)),
+                unique=True,
+            ),
+            cron(
+                sweep_deliveries,
+                name=f"cron:sweep_deliveries:{settings.queue_name}",
+                second=set(range(0, 60, 5)),
+                unique=True,
+            ),
+            cron(
+                promote_evals,
+                name=f"cron:promote_evals:{settings.queue_name}",
+                second=set(range(0, 60, 2)),
+                unique=True,
+            ),
             cron(
                 grade_live_runs,
+                name=f"cron:grade_live_runs:{settings.queue_name}",
                 second=set(range(0, 60, settings.grade_interval_seconds)),
                 unique=True,
                 run_at_startup=True,

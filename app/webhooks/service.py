@@ -28,7 +28,8 @@ import httpx
 import orjson
 from standardwebhooks import Webhook
 
-from app.errors import BadRequest, NotFound, Unprocessable
+from app.errors import BadRequest, Issue, NotFound, Unprocessable
+from app.fhir.validation import is_known_type
 from app.kit.clock import fhir_instant, utcnow
 
 LEASE_SECONDS = 30
@@ -80,9 +81,21 @@ def new_secret() -> str:
 
 
 def check_url(url: str, *, allow_private: bool) -> str:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises on a port that is not a number 0-65535
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise Unprocessable(
+            f"url is not a valid URL: {exc}", [Issue(str(exc), expression="url")]
+        ) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Unprocessable("url must be an http or https URL with a host")
+        raise Unprocessable(
+            "url must be an http or https URL with a host",
+            [Issue("must be http(s) with a host", expression="url")],
+        )
+    if port == 0:
+        raise Unprocessable("url port must be 1-65535", [Issue("bad port", expression="url")])
     if not allow_private:
         try:
             infos = socket.getaddrinfo(parts.hostname, None)
@@ -109,6 +122,46 @@ def check_secret(secret: str) -> str:
     return secret
 
 
+NAMED_EVENTS = frozenset({"message.received", "appointment.noshow", "result.final"})
+_ACTIONS = frozenset({"created", "updated", "deleted"})
+
+
+def _event_problems(events: list[str]) -> list[Issue]:
+    """Names that could never fire would make a subscription that is silently useless."""
+    if not events:
+        return [Issue("events must name at least one event (or '*')", expression="events")]
+    out = []
+    for index, name in enumerate(events):
+        if name == "*" or name in NAMED_EVENTS:
+            continue
+        rtype, _, action = name.partition(".")
+        if action not in _ACTIONS or not is_known_type(rtype):
+            out.append(
+                Issue(
+                    f"unknown event '{name}': use '*', <ResourceType>.created|updated|deleted, "
+                    "or one of " + ", ".join(sorted(NAMED_EVENTS)),
+                    expression=f"events[{index}]",
+                )
+            )
+    return out
+
+
+def _type_problems(resource_types: list[str] | None) -> list[Issue]:
+    if resource_types is None:
+        return []
+    if not resource_types:
+        return [
+            Issue(
+                "resourceTypes, when given, must name at least one type", expression="resourceTypes"
+            )
+        ]
+    return [
+        Issue(f"unknown resource type '{t}'", expression=f"resourceTypes[{i}]")
+        for i, t in enumerate(resource_types)
+        if not is_known_type(t)
+    ]
+
+
 async def create_subscription(
     pool: asyncpg.Pool,
     tenant_id: uuid.UUID,
@@ -120,8 +173,9 @@ async def create_subscription(
     enabled: bool,
     allow_private: bool,
 ) -> tuple[Subscription, str]:
-    if not events:
-        raise Unprocessable("events must name at least one event (or '*')")
+    problems = [*_event_problems(events), *_type_problems(resource_types)]
+    if problems:
+        raise Unprocessable("; ".join(i.message for i in problems), problems)
     check_url(url, allow_private=allow_private)
     secret = check_secret(secret) if secret else new_secret()
     row = await pool.fetchrow(
@@ -373,7 +427,9 @@ async def send_delivery(
         excerpt = response.text[:EXCERPT_CHARS]
     except httpx.TimeoutException:
         error = f"timed out after {attempt_timeout:g} s"
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+        # Anything the client raises is this attempt's error, never a crashed job that
+        # would leave the delivery pending forever.
         error = f"{type(exc).__name__}: {exc}"[:EXCERPT_CHARS]
     latency = (time.perf_counter() - started) * 1000.0
     if status_code is not None and 200 <= status_code < 300:
@@ -553,7 +609,7 @@ async def ping(
         response = await client.post(
             row["url"], content=body, headers=headers, timeout=attempt_timeout
         )
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
         raise BadRequest(f"the ping could not be delivered: {type(exc).__name__}: {exc}") from None
     return {
         "id": message_id,

@@ -24,7 +24,7 @@ from app.fhir import service as fhir_service
 from app.jobs import connect_jobs
 from app.settings import Settings
 from app.webhooks.service import SWEEP_GRACE_SECONDS
-from app.worker import build_worker, sweep_deliveries
+from app.worker import build_worker
 from tests.conftest import TenantHandle, make_tenant
 from tests.webhooks.receiver import Received, Receiver
 
@@ -591,16 +591,12 @@ async def test_the_sweeper_sends_a_delivery_whose_job_was_never_enqueued(
     after the commit; here that step never happens, as if the process had died). Redis
     holds no job for it, and nothing arrives until the sweeper runs.
 
-    The sweep is `app.worker.sweep_deliveries`, the worker's cron function, called here
-    once the delivery is SWEEP_GRACE_SECONDS old, with the worker's context (the database
-    and this session's queue); the session's worker then sends it. The test does not wait
-    for the cron tick itself: arq names a unique cron job `cron:<name>:<time>` in Redis
-    whatever the queue, so when another test session (another queue) shares the Redis
-    database, the tick is taken by whichever worker enqueues it first and this session's
-    sweep can be skipped for several ticks. That the cron is scheduled every 5 s is
-    checked on the worker's definition."""
+    The session's worker runs the sweeper (`sweep_deliveries`) on its cron every 5 s; the
+    cron's name carries the queue name, so another session on the same Redis cannot take
+    this one's ticks. The test waits for that real tick."""
     worker = build_worker(settings, handle_signals=False)
-    cron = next(c for c in worker.cron_jobs if c.name == "cron:sweep_deliveries")
+    cron = next(c for c in worker.cron_jobs if c.name.startswith("cron:sweep_deliveries:"))
+    assert cron.name.endswith(settings.queue_name)
     assert cron.second == set(range(0, 60, 5))
     assert settings.redis_url is not None
     jobs = await connect_jobs(settings.redis_url, settings.queue_name)
@@ -624,8 +620,7 @@ async def test_the_sweeper_sends_a_delivery_whose_job_was_never_enqueued(
             # Committed, never enqueued: nothing is sent during the grace period.
             await asyncio.sleep(SWEEP_GRACE_SECONDS + 0.1 - (time.monotonic() - committed))
             before_sweep = len(receiver.received)
-            await sweep_deliveries({"db": db, "jobs": jobs})
-            got = await receiver.wait_for(1, within=5)
+            got = await receiver.wait_for(1, within=8)  # the next 5 s tick sends it
             found = await wait_deliveries(client, sub["id"], settled)
     finally:
         await jobs.close()
@@ -643,13 +638,42 @@ async def test_the_sweeper_sends_a_delivery_whose_job_was_never_enqueued(
 
 
 @pytest.mark.parametrize(
-    "url", ["ftp://example.org/hook", "http:///hook", "http://", "example.org/hook", ""]
+    "url",
+    [
+        "ftp://example.org/hook",
+        "http:///hook",
+        "http://",
+        "example.org/hook",
+        "",
+        "http://[::1/x",
+        "http://127.0.0.1:8891:1/x",
+        "http://127.0.0.1:99999/x",
+    ],
 )
 async def test_a_bad_url_is_422_naming_url(tenant: TenantHandle, url: str) -> None:
     async with api(tenant) as client:
         r = await client.post("/api/webhooks", json={"url": url, "events": ["*"]})
     assert r.status_code == 422, r.text
     assert "url" in r.text
+
+
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        ({"events": ["Patinet.created"]}, "events[0]"),
+        ({"events": [""]}, "events[0]"),
+        ({"events": ["Patient.created", "Patient.exploded"]}, "events[1]"),
+        ({"events": ["*"], "resourceTypes": ["Nope"]}, "resourceTypes[0]"),
+        ({"events": ["*"], "resourceTypes": []}, "resourceTypes"),
+    ],
+)
+async def test_events_that_could_never_fire_are_rejected(
+    tenant: TenantHandle, receiver: Receiver, body: dict[str, Any], path: str
+) -> None:
+    async with api(tenant) as client:
+        r = await client.post("/api/webhooks", json={"url": receiver.url, **body})
+    assert r.status_code == 422, r.text
+    assert path in [e["path"] for e in r.json()["errors"]]
 
 
 async def test_subscription_body_validation(tenant: TenantHandle, receiver: Receiver) -> None:
