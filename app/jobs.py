@@ -13,6 +13,8 @@ GRADE_JOB = "grade_run"
 DELIVER_JOB = "deliver_webhook"
 # Writes to one run within this window share one grading job.
 GRADE_DEBOUNCE_SECONDS = 0.5
+# Deliveries enqueued within this window share one drain job.
+DELIVERY_WINDOW_SECONDS = 0.02
 
 
 def redis_settings(url: str) -> RedisSettings:
@@ -40,16 +42,14 @@ class Jobs:
     async def close(self) -> None:
         await self.redis.aclose()
 
-    async def deliver_soon(
-        self, tenant_id: uuid.UUID, delivery_id: str, attempt: int, delay: float = 0.0
-    ) -> None:
-        """Send (or retry) a webhook delivery. The job id names the attempt, so a duplicate
-        enqueue (the sweeper and the writer both) runs once; a lease guards the rest."""
+    async def deliver_soon(self, tenant_id: uuid.UUID, delay: float = 0.0) -> None:
+        """Drain the tenant's due webhook deliveries soon. Calls within one short window
+        share a job (its id names the window), so a burst of writes costs few jobs."""
+        bucket = int((time.time() + delay) / DELIVERY_WINDOW_SECONDS)
         await self.redis.enqueue_job(
             DELIVER_JOB,
             str(tenant_id),
-            delivery_id,
-            _job_id=f"deliver:{delivery_id}:{attempt}",
+            _job_id=f"deliver:{tenant_id}:{bucket}",
             _defer_by=delay or None,
             _queue_name=self.queue_name,
         )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -105,10 +104,10 @@ async def _promote(ctx: dict[str, Any], tenant_id: uuid.UUID) -> int:
     settings: Settings = ctx["settings"]
     jobs: Jobs = ctx["jobs"]
     started = await evals_service.promote(db.pool, tenant_id, max_live=settings.max_live_runs)
-    for run_id, deliveries in started:
+    for run_id, _ in started:
         await jobs.grade_soon(tenant_id, run_id)
-        for delivery_id in deliveries:
-            await jobs.deliver_soon(tenant_id, delivery_id, 0)
+    if any(deliveries for _, deliveries in started):
+        await jobs.deliver_soon(tenant_id)
     return len(started)
 
 
@@ -142,42 +141,33 @@ async def grade_live_runs(ctx: dict[str, Any]) -> int:
     return len(due)
 
 
-async def deliver_webhook(ctx: dict[str, Any], tenant_id: str, delivery_id: str) -> str:
-    """Send one webhook delivery; schedule the retry (or the wait behind an earlier
-    delivery for the same resource) as a new job."""
+async def deliver_webhook(ctx: dict[str, Any], tenant_id: str) -> int:
+    """Send a tenant's due webhook deliveries; schedule the next drain for retries (or
+    for deliveries still waiting behind an earlier one for the same resource)."""
     db: Database = ctx["db"]
     settings: Settings = ctx["settings"]
+    jobs: Jobs = ctx["jobs"]
     tenant = uuid.UUID(tenant_id)
-    result = await webhooks_service.send_delivery(
+    result = await webhooks_service.drain_deliveries(
         db.pool,
         ctx["http"],
         tenant,
-        delivery_id,
         retry_seconds=settings.webhook_retry_seconds,
         attempt_timeout=settings.webhook_timeout_seconds,
     )
-    if result.status in ("retry", "waiting"):
-        jobs: Jobs = ctx["jobs"]
-        key = result.attempt if result.status == "retry" else int(time.time() * 10)
-        await jobs.deliver_soon(tenant, delivery_id, key, delay=result.retry_in)
-    if result.status in ("delivered", "failed"):
-        # A webhook expectation may now hold: regrade the run the event belongs to.
-        run_id = await db.pool.fetchval(
-            """SELECT e.run_id FROM webhook_delivery d JOIN webhook_event e
-                ON e.tenant_id = d.tenant_id AND e.id = d.event_id
-            WHERE d.tenant_id = $1 AND d.id = $2""",
+    if result.next_due_in is not None:
+        await jobs.deliver_soon(tenant, delay=result.next_due_in)
+    # A webhook expectation may now hold: regrade the runs the events belong to.
+    runs = {s.run_id for s in result.sent if s.run_id and s.status in ("delivered", "failed")}
+    for run_id in runs:
+        await db.pool.execute(
+            "UPDATE run SET changed_at = now() WHERE tenant_id = $1 AND id = $2 "
+            "AND status = 'live'",
             tenant,
-            delivery_id,
+            run_id,
         )
-        if run_id is not None:
-            await db.pool.execute(
-                "UPDATE run SET changed_at = now() WHERE tenant_id = $1 AND id = $2 "
-                "AND status = 'live'",
-                tenant,
-                run_id,
-            )
-            await ctx["jobs"].grade_soon(tenant, run_id)
-    return result.status
+        await jobs.grade_soon(tenant, run_id)
+    return len(result.sent)
 
 
 async def sweep_deliveries(ctx: dict[str, Any]) -> int:
@@ -186,8 +176,8 @@ async def sweep_deliveries(ctx: dict[str, Any]) -> int:
     db: Database = ctx["db"]
     jobs: Jobs = ctx["jobs"]
     due = await webhooks_service.due_deliveries(db.pool)
-    for tenant_id, delivery_id, attempts in due:
-        await jobs.deliver_soon(tenant_id, delivery_id, attempts)
+    for tenant_id in {tenant_id for tenant_id, _, _ in due}:
+        await jobs.deliver_soon(tenant_id)
     return len(due)
 
 

@@ -42,10 +42,10 @@ async def promote_now(request: Request, tenant_id: Any) -> None:
         live.forget(tenant_id)
     jobs: Jobs | None = request.app.state.jobs
     if jobs is not None:
-        for run_id, deliveries in started:
+        for run_id, _ in started:
             await jobs.grade_soon(tenant_id, run_id)
-            for delivery_id in deliveries:
-                await jobs.deliver_soon(tenant_id, delivery_id, 0)
+        if any(deliveries for _, deliveries in started):
+            await jobs.deliver_soon(tenant_id)
 
 
 @router.post("", status_code=201, summary="Start an eval (runs beyond the live limit queue)")

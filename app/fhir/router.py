@@ -76,8 +76,8 @@ async def after_write(request: Request, ctx: service.FhirContext) -> None:
     request.app.state.autoanalyze.note_writes(ctx.writes)
     jobs: Jobs | None = request.app.state.jobs
     if jobs is not None:
-        for delivery_id in ctx.deliveries:
-            await jobs.deliver_soon(ctx.tenant_id, delivery_id, 0)
+        if ctx.deliveries:
+            await jobs.deliver_soon(ctx.tenant_id)
         for run_id in ctx.changed_runs:
             await jobs.grade_soon(ctx.tenant_id, run_id)
 

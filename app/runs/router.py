@@ -81,8 +81,8 @@ async def _start(request: Request, tenant: Tenant, body: StartRunBody) -> servic
     jobs: Jobs | None = request.app.state.jobs
     if jobs is not None:
         await jobs.grade_soon(tenant.id, run.id)
-        for delivery_id in deliveries:
-            await jobs.deliver_soon(tenant.id, delivery_id, 0)
+        if deliveries:
+            await jobs.deliver_soon(tenant.id)
     return run
 
 

@@ -88,10 +88,10 @@ async def deliveries(
 async def redeliver(
     request: Request, tenant: Tenant, webhook_id: str, delivery_id: str
 ) -> dict[str, Any]:
-    attempts = await service.redeliver(pool_of(request), tenant.id, webhook_id, delivery_id)
+    await service.redeliver(pool_of(request), tenant.id, webhook_id, delivery_id)
     jobs: Jobs | None = request.app.state.jobs
     if jobs is not None:
-        await jobs.deliver_soon(tenant.id, delivery_id, attempts)
+        await jobs.deliver_soon(tenant.id)
     return {"id": delivery_id, "status": "pending"}
 
 

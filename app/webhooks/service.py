@@ -11,6 +11,7 @@ event order: a later one waits while an earlier one is pending.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import ipaddress
 import random
@@ -37,7 +38,6 @@ EXCERPT_CHARS = 500
 # Jitter around each retry wait, so failures of one receiver do not retry in lockstep.
 JITTER = 0.2
 # Wait before re-checking a delivery queued behind an earlier one for the same resource.
-ORDER_WAIT_SECONDS = 0.5
 SWEEP_GRACE_SECONDS = 2.0
 USER_AGENT = "Understudy-Webhooks/1"
 
@@ -302,18 +302,7 @@ class SendResult:
     status: str  # delivered | retry | failed | waiting | skipped
     retry_in: float = 0.0
     attempt: int = 0
-
-
-_CLAIM_SQL = """
-UPDATE webhook_delivery d SET lease_until = $3, attempts = d.attempts + 1
-WHERE d.tenant_id = $1 AND d.id = $2 AND d.status = 'pending'
-    AND (d.lease_until IS NULL OR d.lease_until < $4) AND d.next_attempt_at <= $4
-    AND NOT EXISTS (
-        SELECT 1 FROM webhook_delivery e
-        WHERE e.tenant_id = d.tenant_id AND e.subscription_id = d.subscription_id
-            AND e.resource_ref = d.resource_ref AND e.seq < d.seq AND e.status = 'pending')
-RETURNING d.*
-"""
+    run_id: str | None = None  # the run the event belongs to, to regrade
 
 
 def _fhir_base(root: str, run_id: str | None) -> str:
@@ -322,29 +311,16 @@ def _fhir_base(root: str, run_id: str | None) -> str:
     return f"{root}/api/testing/runs/{run_id}/fhir/r4"
 
 
-async def _payload(conn: Any, tenant_id: uuid.UUID, delivery: asyncpg.Record) -> bytes:
-    event = await conn.fetchrow(
-        "SELECT * FROM webhook_event WHERE tenant_id = $1 AND id = $2",
-        tenant_id,
-        delivery["event_id"],
-    )
-    body = await conn.fetchval(
-        """SELECT resource FROM fhir_history WHERE tenant_id = $1 AND resource_type = $2
-        AND id = $3 AND version_id = $4""",
-        tenant_id,
-        event["resource_type"],
-        event["resource_id"],
-        event["version_id"],
-    )
+def _payload(tenant_id: uuid.UUID, row: asyncpg.Record) -> bytes:
     payload = {
-        "id": delivery["id"],
-        "eventId": event["id"],
-        "type": event["type"],
-        "occurredAt": fhir_instant(event["occurred_at"]),
+        "id": row["id"],
+        "eventId": row["event_id"],
+        "type": row["type"],
+        "occurredAt": fhir_instant(row["occurred_at"]),
         "tenant": str(tenant_id),
-        "runId": event["run_id"],
-        "fhirBase": _fhir_base(event["fhir_root"], event["run_id"]),
-        "resource": orjson.Fragment(body) if body is not None else None,
+        "runId": row["run_id"],
+        "fhirBase": _fhir_base(row["fhir_root"], row["run_id"]),
+        "resource": orjson.Fragment(row["resource"]) if row["resource"] is not None else None,
     }
     return orjson.dumps(payload)
 
@@ -357,63 +333,130 @@ def _backoff(retry_seconds: list[float], attempt: int) -> float | None:
     return base * random.uniform(1 - JITTER, 1 + JITTER)
 
 
-async def send_delivery(
+_BATCH_CLAIM_SQL = """
+WITH picked AS (
+    SELECT d.tenant_id, d.id FROM webhook_delivery d
+    WHERE d.tenant_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= $3
+        AND (d.lease_until IS NULL OR d.lease_until < $3)
+        AND NOT EXISTS (
+            SELECT 1 FROM webhook_delivery e
+            WHERE e.tenant_id = d.tenant_id AND e.subscription_id = d.subscription_id
+                AND e.resource_ref = d.resource_ref AND e.seq < d.seq AND e.status = 'pending')
+    ORDER BY d.seq LIMIT $4
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE webhook_delivery d SET lease_until = $2, attempts = d.attempts + 1
+    FROM picked p WHERE d.tenant_id = p.tenant_id AND d.id = p.id
+    RETURNING d.*
+)
+SELECT c.id, c.attempts, c.subscription_id, s.url, s.secret, s.enabled,
+    e.id AS event_id, e.type, e.occurred_at, e.run_id, e.fhir_root, h.resource
+FROM claimed c
+JOIN webhook_event e ON e.tenant_id = c.tenant_id AND e.id = c.event_id
+LEFT JOIN webhook_subscription s ON s.tenant_id = c.tenant_id AND s.id = c.subscription_id
+LEFT JOIN fhir_history h ON h.tenant_id = e.tenant_id AND h.resource_type = e.resource_type
+    AND h.id = e.resource_id AND h.version_id = e.version_id
+ORDER BY c.seq
+"""
+# Deliveries one drain claims at a time, and sends concurrently.
+BATCH_SIZE = 50
+# A drain hands over to a fresh job after this long, so one tenant cannot hold a worker.
+DRAIN_SECONDS = 5.0
+
+
+@dataclass
+class DrainResult:
+    sent: list[SendResult]
+    next_due_in: float | None  # seconds until the next pending delivery is due, if any
+
+
+async def drain_deliveries(
     pool: asyncpg.Pool,
     client: httpx.AsyncClient,
     tenant_id: uuid.UUID,
-    delivery_id: str,
     *,
     retry_seconds: list[float],
     attempt_timeout: float,
-) -> SendResult:
-    now = utcnow()
-    async with pool.acquire() as conn:
-        delivery = await conn.fetchrow(
-            _CLAIM_SQL, tenant_id, delivery_id, now + timedelta(seconds=LEASE_SECONDS), now
+) -> DrainResult:
+    """Send every due delivery of a tenant, a batch at a time. Each batch is claimed in
+    one statement; a delivery queued behind an earlier one for the same resource is
+    claimed by a later batch, once the earlier one is no longer pending."""
+    sent: list[SendResult] = []
+    started = time.monotonic()
+    while True:
+        if time.monotonic() - started > DRAIN_SECONDS:
+            return DrainResult(sent, 0.0)  # more may be due: hand over to a fresh job
+        now = utcnow()
+        rows = await pool.fetch(
+            _BATCH_CLAIM_SQL, tenant_id, now + timedelta(seconds=LEASE_SECONDS), now, BATCH_SIZE
         )
-        if delivery is None:
-            state = await conn.fetchrow(
-                "SELECT status, next_attempt_at, lease_until FROM webhook_delivery "
-                "WHERE tenant_id = $1 AND id = $2",
-                tenant_id,
-                delivery_id,
+        if not rows:
+            break
+        sent.extend(
+            await asyncio.gather(
+                *(
+                    _send_claimed(pool, client, tenant_id, row, retry_seconds, attempt_timeout)
+                    for row in rows
+                )
             )
-            if state is None or state["status"] != "pending":
-                return SendResult("skipped")
-            if state["lease_until"] is not None and state["lease_until"] > now:
-                return SendResult("skipped")  # another worker is sending it
-            wait = max((state["next_attempt_at"] - now).total_seconds(), ORDER_WAIT_SECONDS)
-            return SendResult("waiting", retry_in=wait)
-        subscription = await conn.fetchrow(
-            "SELECT url, secret, enabled FROM webhook_subscription WHERE tenant_id = $1 "
-            "AND id = $2",
-            tenant_id,
-            delivery["subscription_id"],
         )
-        body = await _payload(conn, tenant_id, delivery)
+    # The next retry to wait for. Deliveries due now but queued behind a retrying one for
+    # the same resource go out in the drain that sends that retry.
+    due = await pool.fetchval(
+        """SELECT min(next_attempt_at) FROM webhook_delivery
+        WHERE tenant_id = $1 AND status = 'pending' AND next_attempt_at > $2""",
+        tenant_id,
+        utcnow(),
+    )
+    next_due_in = None if due is None else max((due - utcnow()).total_seconds(), 0.0)
+    return DrainResult(sent, next_due_in)
+
+
+async def _send_claimed(
+    pool: asyncpg.Pool,
+    client: httpx.AsyncClient,
+    tenant_id: uuid.UUID,
+    delivery: asyncpg.Record,
+    retry_seconds: list[float],
+    attempt_timeout: float,
+) -> SendResult:
+    delivery_id: str = delivery["id"]
+    body = _payload(tenant_id, delivery)
     attempt: int = delivery["attempts"]
-    if subscription is None or not subscription["enabled"]:
+    run_id: str | None = delivery["run_id"]
+
+    async def finish(
+        status: str,
+        code: int | None,
+        latency: float,
+        error: str | None,
+        excerpt: str | None,
+        next_at: datetime | None = None,
+    ) -> None:
         await _finish(
             pool,
             tenant_id,
             delivery_id,
-            "failed",
+            status,
             attempt,
-            now,
-            None,
-            0.0,
-            "the subscription is disabled or deleted",
-            None,
+            sent_at,
+            code,
+            latency,
+            error,
+            excerpt,
+            next_at=next_at,
         )
-        return SendResult("failed", attempt=attempt)
+
     sent_at = utcnow()
-    signature = Webhook(subscription["secret"]).sign(delivery_id, sent_at, body.decode())
+    if delivery["url"] is None or not delivery["enabled"]:
+        await finish("failed", None, 0.0, "the subscription is disabled or deleted", None)
+        return SendResult("failed", attempt=attempt, run_id=run_id)
     headers = {
         "content-type": "application/json",
         "user-agent": USER_AGENT,
         "webhook-id": delivery_id,
         "webhook-timestamp": str(int(sent_at.timestamp())),
-        "webhook-signature": signature,
+        "webhook-signature": Webhook(delivery["secret"]).sign(delivery_id, sent_at, body.decode()),
     }
     started = time.perf_counter()
     status_code: int | None = None
@@ -421,7 +464,7 @@ async def send_delivery(
     excerpt: str | None = None
     try:
         response = await client.post(
-            subscription["url"], content=body, headers=headers, timeout=attempt_timeout
+            delivery["url"], content=body, headers=headers, timeout=attempt_timeout
         )
         status_code = response.status_code
         excerpt = response.text[:EXCERPT_CHARS]
@@ -433,19 +476,8 @@ async def send_delivery(
         error = f"{type(exc).__name__}: {exc}"[:EXCERPT_CHARS]
     latency = (time.perf_counter() - started) * 1000.0
     if status_code is not None and 200 <= status_code < 300:
-        await _finish(
-            pool,
-            tenant_id,
-            delivery_id,
-            "delivered",
-            attempt,
-            sent_at,
-            status_code,
-            latency,
-            None,
-            excerpt,
-        )
-        return SendResult("delivered", attempt=attempt)
+        await finish("delivered", status_code, latency, None, excerpt)
+        return SendResult("delivered", attempt=attempt, run_id=run_id)
     if status_code == 410:
         await pool.execute(
             """UPDATE webhook_subscription SET enabled = false,
@@ -454,48 +486,29 @@ async def send_delivery(
             tenant_id,
             delivery["subscription_id"],
         )
-        await _finish(
-            pool,
-            tenant_id,
-            delivery_id,
-            "failed",
-            attempt,
-            sent_at,
-            status_code,
-            latency,
-            "410 Gone: subscription disabled",
-            excerpt,
-        )
-        return SendResult("failed", attempt=attempt)
+        await finish("failed", status_code, latency, "410 Gone: subscription disabled", excerpt)
+        return SendResult("failed", attempt=attempt, run_id=run_id)
     wait = _backoff(retry_seconds, attempt)
     if wait is None:
-        await _finish(
-            pool,
-            tenant_id,
-            delivery_id,
-            "failed",
-            attempt,
-            sent_at,
-            status_code,
-            latency,
-            error,
-            excerpt,
-        )
-        return SendResult("failed", attempt=attempt)
-    await _finish(
-        pool,
-        tenant_id,
-        delivery_id,
-        "pending",
-        attempt,
-        sent_at,
-        status_code,
-        latency,
-        error,
-        excerpt,
-        next_at=utcnow() + timedelta(seconds=wait),
+        await finish("failed", status_code, latency, error, excerpt)
+        return SendResult("failed", attempt=attempt, run_id=run_id)
+    await finish(
+        "pending", status_code, latency, error, excerpt, next_at=utcnow() + timedelta(seconds=wait)
     )
-    return SendResult("retry", retry_in=wait, attempt=attempt)
+    return SendResult("retry", retry_in=wait, attempt=attempt, run_id=run_id)
+
+
+_FINISH_SQL = """
+WITH attempt AS (
+    INSERT INTO webhook_attempt (tenant_id, delivery_id, attempt, at, status_code, latency_ms,
+        error, response_excerpt)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING
+)
+UPDATE webhook_delivery SET status = $9, lease_until = NULL,
+    delivered_at = CASE WHEN $9 = 'delivered' THEN $4 ELSE delivered_at END,
+    next_attempt_at = coalesce($10, next_attempt_at)
+WHERE tenant_id = $1 AND id = $2
+"""
 
 
 async def _finish(
@@ -512,31 +525,20 @@ async def _finish(
     *,
     next_at: datetime | None = None,
 ) -> None:
-    async with pool.acquire() as conn, conn.transaction():
-        await conn.execute(
-            """INSERT INTO webhook_attempt (tenant_id, delivery_id, attempt, at, status_code,
-                latency_ms, error, response_excerpt) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-            ON CONFLICT DO NOTHING""",
-            tenant_id,
-            delivery_id,
-            attempt,
-            at,
-            status_code,
-            latency_ms,
-            error,
-            excerpt,
-        )
-        await conn.execute(
-            """UPDATE webhook_delivery SET status = $3, lease_until = NULL,
-                delivered_at = CASE WHEN $3 = 'delivered' THEN $4 ELSE delivered_at END,
-                next_attempt_at = coalesce($5, next_attempt_at)
-            WHERE tenant_id = $1 AND id = $2""",
-            tenant_id,
-            delivery_id,
-            status,
-            at,
-            next_at,
-        )
+    """Record the attempt and the delivery's new state in one statement."""
+    await pool.execute(
+        _FINISH_SQL,
+        tenant_id,
+        delivery_id,
+        attempt,
+        at,
+        status_code,
+        latency_ms,
+        error,
+        excerpt,
+        status,
+        next_at,
+    )
 
 
 async def due_deliveries(pool: asyncpg.Pool, limit: int = 1000) -> list[tuple[uuid.UUID, str, int]]:
