@@ -22,6 +22,7 @@ from app.fhir.router import FHIR_JSON, FHIR_PREFIX, eligibility_router
 from app.fhir.router import router as fhir_router
 from app.jobs import connect_jobs
 from app.kit import jsontext
+from app.llm.client import LlmClient
 from app.runs import service as runs_service
 from app.runs.live import LiveRuns
 from app.runs.router import router as runs_router
@@ -93,6 +94,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.quota = QuotaGuard(db.pool, settings.daily_write_quota)
         app.state.autoanalyze = AutoAnalyze(db.pool)
         app.state.http = httpx.AsyncClient(follow_redirects=False)
+        app.state.llm = LlmClient(app.state.http, settings, db.pool)
         try:
             yield
         finally:

@@ -69,6 +69,18 @@ class Settings(BaseSettings):
         default=True,
         description="Allow webhook URLs on loopback and private addresses (local development).",
     )
+    llm_base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible API base (…/v1) for the simulated patient and judges; "
+        "unset: scripted and heuristic stand-ins.",
+    )
+    llm_api_key: str | None = Field(default=None, description="Bearer key for the LLM API.")
+    llm_model: str | None = Field(default=None, description="Model name sent to the LLM API.")
+    llm_timeout_seconds: float = Field(default=20, description="Per model call.")
+    llm_max_retries: int = Field(default=2, description="Retries on 429/5xx.")
+    llm_calls_per_hour: int = Field(
+        default=300, description="Model calls per tenant per hour (patient and judges)."
+    )
     queue_name: str = Field(
         default="understudy:queue", description="The Redis queue API and worker share."
     )

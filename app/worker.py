@@ -21,6 +21,8 @@ from app.evals import service as evals_service
 from app.fhir import maintenance
 from app.jobs import DELIVER_JOB, GRADE_JOB, Jobs, connect_jobs, redis_settings
 from app.kit.clock import utcnow
+from app.llm.client import LlmClient
+from app.patient_sim import service as patient_sim_service
 from app.runs import service as runs_service
 from app.settings import Settings
 from app.tenants import service as tenants_service
@@ -90,10 +92,20 @@ async def refresh_statistics(ctx: dict[str, Any]) -> int:
     return len(await maintenance.refresh_statistics(db.pool, vacuum=True))
 
 
-async def grade_run(ctx: dict[str, Any], tenant_id: str, run_id: str) -> str:
-    """Grade one run soon after something it owns changed (debounced by job id)."""
+async def _simulate(ctx: dict[str, Any], tenant_id: uuid.UUID, run_id: str) -> None:
+    """Let the simulated patient answer new messages before the run is graded."""
     db: Database = ctx["db"]
-    run = await runs_service.grade_run(db.pool, uuid.UUID(tenant_id), run_id)
+    outcome = await patient_sim_service.reply_to_messages(db.pool, ctx["llm"], tenant_id, run_id)
+    if outcome.deliveries:
+        await ctx["jobs"].deliver_soon(tenant_id)
+
+
+async def grade_run(ctx: dict[str, Any], tenant_id: str, run_id: str) -> str:
+    """Answer as the simulated patient, then grade one run, soon after something it owns
+    changed (debounced by job id)."""
+    db: Database = ctx["db"]
+    await _simulate(ctx, uuid.UUID(tenant_id), run_id)
+    run = await runs_service.grade_run(db.pool, uuid.UUID(tenant_id), run_id, llm=ctx["llm"])
     if run.status != "live":
         await _promote(ctx, uuid.UUID(tenant_id))  # a live slot freed
     return run.status
@@ -133,7 +145,8 @@ async def grade_live_runs(ctx: dict[str, Any]) -> int:
     async def one(tenant_id: uuid.UUID, run_id: str) -> None:
         async with limit:
             try:
-                await runs_service.grade_run(db.pool, tenant_id, run_id)
+                await _simulate(ctx, tenant_id, run_id)
+                await runs_service.grade_run(db.pool, tenant_id, run_id, llm=ctx["llm"])
             except Exception:
                 log.exception("grade_failed run=%s", run_id)
 
@@ -188,6 +201,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["http"] = httpx.AsyncClient(follow_redirects=False)
     assert settings.redis_url is not None
     ctx["jobs"] = await connect_jobs(settings.redis_url, settings.queue_name)
+    ctx["llm"] = LlmClient(ctx["http"], settings, ctx["db"].pool)
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:

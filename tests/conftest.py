@@ -25,6 +25,9 @@ from app.settings import Settings
 from app.tenants import service as tenants
 from app.worker import build_worker
 
+# The fake chat-completions server fixture, shared by every test folder.
+pytest_plugins = ["tests.llm.fake_llm"]
+
 PG_SERVER = os.environ.get("UNDERSTUDY_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 REDIS_URL = os.environ.get("UNDERSTUDY_TEST_REDIS", "redis://127.0.0.1:6379/15")
 # Fewer weeks of canonical Slots than production keeps: tenants are made per test.

@@ -3,6 +3,7 @@
 from app.models.base import Base
 from app.models.eval import Eval, EvalItem
 from app.models.fhir import FhirDate, FhirHistory, FhirResource
+from app.models.llm import LlmCall, SimReplyLog
 from app.models.run import CustomScenario, Run, RunRef, UsageCounter
 from app.models.tenant import ApiKey, Tenant
 from app.models.trace import TraceCall
@@ -17,8 +18,10 @@ __all__ = [
     "FhirDate",
     "FhirHistory",
     "FhirResource",
+    "LlmCall",
     "Run",
     "RunRef",
+    "SimReplyLog",
     "Tenant",
     "TraceCall",
     "UsageCounter",

@@ -123,7 +123,9 @@ async def get_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, An
 @router.post("/runs/{run_id}/finish", summary="Grade now and end the run")
 async def finish_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
     await _flush_trace(request)
-    run = await service.grade_run(pool_of(request), tenant.id, run_id, final=True)
+    run = await service.grade_run(
+        pool_of(request), tenant.id, run_id, final=True, llm=request.app.state.llm
+    )
     _forget_live(request, tenant.id)
     await _promote_evals(request, tenant.id)
     return run.view(root_url(request))
@@ -175,7 +177,9 @@ async def reference_run(
         _forget_live(request, tenant.id)
         raise
     await _flush_trace(request)
-    final = await service.grade_run(pool_of(request), tenant.id, run.id, final=True)
+    final = await service.grade_run(
+        pool_of(request), tenant.id, run.id, final=True, llm=request.app.state.llm
+    )
     _forget_live(request, tenant.id)
     return final.view(root_url(request))
 

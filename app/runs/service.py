@@ -27,8 +27,11 @@ from app.fhir import service as fhir_service
 from app.fhir import storage
 from app.grading.engine import grade
 from app.grading.snapshot import Call, ChangedResource, Delivery, RunSnapshot, Verdict
+from app.judges.service import judge_rubrics
 from app.kit import jsontext
 from app.kit.clock import utcnow
+from app.llm.client import LlmClient
+from app.patient_sim.report import simulator_report
 from app.scenarios import service as scenarios_service
 from app.scenarios.expansion import ExpansionError, apply_variant, expand_scenario
 from app.scenarios.schema import TIMEOUT_MAX, TIMEOUT_MIN, Expectation, Scenario
@@ -144,6 +147,9 @@ class RunRow:
             out["expectations"] = verdict.get("expectations", [])
             if verdict.get("note"):
                 out["note"] = verdict["note"]
+            if "simulatedPatient" in verdict:
+                out["simulatedPatient"] = verdict["simulatedPatient"]
+                out["simulatorIssues"] = verdict["simulatorIssues"]
         return out
 
 
@@ -487,10 +493,16 @@ def _verdict_json(verdict: Verdict, note: str | None = None) -> dict[str, Any]:
 
 
 async def grade_run(
-    pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str, *, final: bool = False
+    pool: asyncpg.Pool,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    *,
+    final: bool = False,
+    llm: LlmClient | None = None,
 ) -> RunRow:
     """Grade a live run; end it when it passed, when `final` (finish), or at its deadline.
-    A run that already ended is returned as it is."""
+    A run that already ended is returned as it is. Holds at most one connection at a
+    time (judging may call a model and uses the pool itself)."""
     async with pool.acquire() as conn:
         run = await get_run(conn, tenant_id, run_id)
         if run.status != RunStatus.LIVE:
@@ -498,18 +510,28 @@ async def grade_run(
         seen_change = run.changed_at
         expectations = expectations_of(run)
         snapshot = await build_snapshot(conn, run, expectations, final=final)
-        verdict = grade(expectations, snapshot)
-        now = snapshot.now
-        status: RunStatus | None = None
-        note = None
-        if verdict.passed:
-            status = RunStatus.PASSED
-        elif final:
-            status = RunStatus.FAILED
-        elif now >= run.deadline:
-            status = RunStatus.TIMED_OUT
-            note = "the deadline passed before every required expectation held"
-        if status is not None:
+    verdict = grade(expectations, snapshot)
+    now = snapshot.now
+    status: RunStatus | None = None
+    note = None
+    if verdict.passed:
+        status = RunStatus.PASSED
+    elif final:
+        status = RunStatus.FAILED
+    elif now >= run.deadline:
+        status = RunStatus.TIMED_OUT
+        note = "the deadline passed before every required expectation held"
+    if status is not None:
+        # Rubrics are judged once, as the run ends (bonus: the status stands).
+        verdict = await judge_rubrics(
+            pool, llm, tenant_id, run_id, expectations, verdict, snapshot.patient_refs
+        )
+        verdict_json = _verdict_json(verdict, note)
+        sim = await simulator_report(pool, tenant_id, run_id)
+        if sim["replies"]:
+            verdict_json["simulatedPatient"] = sim["replies"]
+            verdict_json["simulatorIssues"] = sim["simulatorIssues"]
+        async with pool.acquire() as conn:
             ended = await conn.fetchrow(
                 """UPDATE run SET status = $3, verdict = $4::jsonb, finished_at = $5,
                     graded_at = $5, graded_change_at = $6
@@ -517,18 +539,19 @@ async def grade_run(
                 tenant_id,
                 run_id,
                 str(status),
-                jsontext.dumps(_verdict_json(verdict, note)),
+                jsontext.dumps(verdict_json),
                 now,
                 seen_change,
             )
             if ended is not None:
                 return RunRow.from_record(ended)
             return await get_run(conn, tenant_id, run_id)  # another grader ended it first
-        progress = {
-            "requiredTotal": verdict.required_total,
-            "requiredHolding": verdict.required_holding,
-            "lastGradedAt": now.isoformat(),
-        }
+    progress = {
+        "requiredTotal": verdict.required_total,
+        "requiredHolding": verdict.required_holding,
+        "lastGradedAt": now.isoformat(),
+    }
+    async with pool.acquire() as conn:
         updated = await conn.fetchrow(
             """UPDATE run SET progress = $3::jsonb, graded_at = $4, graded_change_at = $5
             WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",

@@ -157,7 +157,13 @@ async def test_eval_requests_are_checked(tenant: TenantHandle) -> None:
         )
         assert too_many.status_code == 422
         detail = too_many.json()["detail"]
-        assert "at most 100" in detail and "would make 125 runs" in detail
+        agent_cells = sum(
+            1 + len(s.scenario.variants)
+            for s in builtin_scenarios().values()
+            if "agent" in [str(m) for m in s.scenario.modes]
+        )
+        planned = (agent_cells + 13) * 5
+        assert "at most 100" in detail and f"would make {planned} runs" in detail
         bad_repeats = await client.post(
             "/evals", json={"mode": "agent", "label": "x", "repeats": 9}
         )

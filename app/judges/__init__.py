@@ -1,0 +1,1 @@
+"""Rubric judges (DESIGN.md "Expectations and grading", `rubric`)."""

@@ -1,0 +1,152 @@
+"""Rubric judging when a run becomes final.
+
+Each `rubric` expectation reads the text the system wrote during the run — messages to
+the fixture patients, Task descriptions and notes, text/plain documents (`of` narrows
+it) — and is scored by the configured model, or the heuristic stand-in when there is
+none (or the allowance is used up, or the model fails). If a required expectation
+already failed, rubric checks are skipped: the run failed anyway, and no model is paid.
+Rubrics are always bonus: they move the score, never the pass.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+import asyncpg
+import orjson
+
+from app.grading.snapshot import Evidence, ExpectationResult, Verdict
+from app.judges import engine
+from app.llm.client import LlmClient, LlmUnavailable
+from app.scenarios.schema import Expectation, RubricExpectation
+
+_TYPES = {"communications": "Communication", "tasks": "Task", "documents": "DocumentReference"}
+
+
+def _texts_of(resource: dict[str, Any], patients: frozenset[str]) -> list[str]:
+    rtype = resource.get("resourceType")
+    if rtype == "Communication":
+        recipients = {str(r.get("reference", "")) for r in resource.get("recipient") or []}
+        if patients and not recipients & patients:
+            return []
+        return [
+            str(p["contentString"])
+            for p in resource.get("payload") or []
+            if isinstance(p, dict) and p.get("contentString")
+        ]
+    if rtype == "Task":
+        out = [str(resource["description"])] if resource.get("description") else []
+        out += [str(n["text"]) for n in resource.get("note") or [] if n.get("text")]
+        return out
+    if rtype == "DocumentReference":
+        out = []
+        for content in resource.get("content") or []:
+            attachment = content.get("attachment") or {}
+            if str(attachment.get("contentType", "")).startswith("text/plain") and attachment.get(
+                "data"
+            ):
+                try:
+                    out.append(base64.b64decode(attachment["data"]).decode("utf-8", "replace"))
+                except ValueError:
+                    continue
+        return out
+    return []
+
+
+async def _written_texts(
+    pool: asyncpg.Pool,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    sources: list[str],
+    patients: frozenset[str],
+) -> list[str]:
+    types = [_TYPES[s] for s in sources]
+    rows = await pool.fetch(
+        """SELECT DISTINCT ON (r.resource_type, r.id) r.resource FROM fhir_history h
+        JOIN fhir_resource r ON r.tenant_id = h.tenant_id AND r.resource_type = h.resource_type
+            AND r.id = h.id
+        WHERE h.tenant_id = $1 AND h.run_id = $2 AND h.source IS NULL
+            AND h.resource_type = ANY($3::text[]) AND NOT r.deleted""",
+        tenant_id,
+        run_id,
+        types,
+    )
+    texts: list[str] = []
+    for row in rows:
+        texts += _texts_of(orjson.loads(row["resource"]), patients)
+    return texts
+
+
+def _walk(expectations: list[Expectation]) -> dict[str, RubricExpectation]:
+    out: dict[str, RubricExpectation] = {}
+    for e in expectations:
+        if isinstance(e, RubricExpectation):
+            out[e.id] = e
+        elif e.type == "any_of":
+            out.update(_walk(e.expectations))
+    return out
+
+
+def _rescore(results: list[ExpectationResult]) -> float:
+    graded = [r for r in results if r.passed is not None]
+    total = sum(r.weight for r in graded)
+    return sum(r.weight for r in graded if r.passed) / total if total else 0.0
+
+
+async def judge_rubrics(
+    pool: asyncpg.Pool,
+    llm: LlmClient | None,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    expectations: list[Expectation],
+    verdict: Verdict,
+    patients: frozenset[str],
+) -> Verdict:
+    rubrics = _walk(expectations)
+    if not rubrics:
+        return verdict
+    required_failed = any(r.required and r.passed is False for r in verdict.results)
+    for result in verdict.results:
+        rubric = rubrics.get(result.id)
+        if rubric is None:
+            continue
+        if required_failed:
+            result.passed = None
+            result.detail = "skipped: a required expectation already failed (no model spent)"
+            continue
+        texts = await _written_texts(pool, tenant_id, run_id, list(rubric.of), patients)
+        judgement = engine.heuristic_judge(rubric.rubric, texts, rubric.threshold)
+        note = None
+        if llm is not None and llm.configured and texts:
+            try:
+                answer = await llm.complete_json(
+                    tenant_id=tenant_id,
+                    run_id=run_id,
+                    purpose="judge",
+                    messages=engine.llm_messages(rubric.rubric, texts),
+                    schema=engine.LlmJudgement,
+                    temperature=0.0,
+                )
+                judgement = engine.from_llm(answer.value, rubric.threshold, answer.model)
+            except LlmUnavailable as exc:
+                note = f"heuristic stand-in judged: {exc.reason}"
+        result.passed = judgement.passed
+        result.score = round(judgement.score, 4)
+        result.detail = judgement.reason
+        result.evidence = Evidence(
+            matches=[],
+            note="; ".join(
+                x
+                for x in (
+                    f"engine {judgement.engine}",
+                    f"model {judgement.model}" if judgement.model else None,
+                    f"prompt {judgement.prompt_version}",
+                    note,
+                )
+                if x
+            ),
+        )
+    verdict.score = _rescore(verdict.results)
+    return verdict

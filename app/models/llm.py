@@ -1,0 +1,48 @@
+"""Model calls (for token accounting and the per-tenant allowance) and simulator state."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import BigInteger, DateTime, Float, Identity, Index, Integer, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.models.base import Base
+
+
+class LlmCall(Base):
+    __tablename__ = "llm_call"
+    __table_args__ = (Index("ix_llm_call_at", "tenant_id", "at"),)
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    run_id: Mapped[str | None] = mapped_column(Text)
+    purpose: Mapped[str] = mapped_column(Text)  # patient-sim | judge
+    model: Mapped[str] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    completion_tokens: Mapped[int] = mapped_column(Integer)
+    latency_ms: Mapped[float] = mapped_column(Float)
+    outcome: Mapped[str] = mapped_column(Text)  # ok | error | timeout | invalid
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class SimReplyLog(Base):
+    """One simulated-patient reply: what it answered, how, and the audit's findings."""
+
+    __tablename__ = "sim_reply"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    message_id: Mapped[str] = mapped_column(Text, primary_key=True)  # the staff message
+    reply_id: Mapped[str | None] = mapped_column(Text)
+    turn: Mapped[int] = mapped_column(Integer)
+    engine: Mapped[str] = mapped_column(Text)  # scripted | llm
+    model: Mapped[str | None] = mapped_column(Text)
+    prompt_version: Mapped[str | None] = mapped_column(Text)
+    temperature: Mapped[float | None] = mapped_column(Float)
+    seed: Mapped[int | None] = mapped_column(Integer)
+    note: Mapped[str | None] = mapped_column(Text)  # why a stand-in answered, if it did
+    issues: Mapped[str | None] = mapped_column(Text)  # fidelity audit findings, newline-separated
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

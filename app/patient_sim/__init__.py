@@ -1,0 +1,1 @@
+"""The simulated patient (DESIGN.md "Simulated patient")."""

@@ -1,0 +1,39 @@
+"""What a verdict says about the simulated patient (no dependency on runs)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+
+
+async def simulator_report(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> dict[str, Any]:
+    """What the verdict says about the simulator: engines used and fidelity issues."""
+    rows = await pool.fetch(
+        """SELECT message_id, reply_id, turn, engine, model, prompt_version, note, issues
+        FROM sim_reply WHERE tenant_id = $1 AND run_id = $2 ORDER BY turn""",
+        tenant_id,
+        run_id,
+    )
+    issues = [
+        {"message": f"Communication/{r['message_id']}", "issue": issue}
+        for r in rows
+        for issue in (r["issues"] or "").split("\n")
+        if issue
+    ]
+    return {
+        "replies": [
+            {
+                "message": f"Communication/{r['message_id']}",
+                "reply": f"Communication/{r['reply_id']}" if r["reply_id"] else None,
+                "turn": r["turn"],
+                "engine": r["engine"],
+                "model": r["model"],
+                "promptVersion": r["prompt_version"],
+                "note": r["note"],
+            }
+            for r in rows
+        ],
+        "simulatorIssues": issues,
+    }

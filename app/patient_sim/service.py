@@ -1,0 +1,233 @@
+"""The simulated patient at work: answers the staff's messages of a live run.
+
+Runs in the worker alongside grading (a write attributed to a run triggers both). For
+every Communication of the run addressed to the simulated patient and not yet answered,
+it writes one reply — from the configured model, or the scripted stand-in when there is
+none, the allowance is used up, or the model fails — as an ordinary write (it fires
+`message.received` and belongs to the run) tagged `simulated-patient`. `sim_reply`
+records each answer (engine, model, prompt version, temperature, seed) and the fidelity
+audit's findings; its primary key makes a second attempt at the same message a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import orjson
+
+from app.fhir import service as fhir_service
+from app.fhir.storage import index_keys
+from app.kit.clock import fhir_instant, utcnow
+from app.llm.client import LlmClient, LlmUnavailable
+from app.patient_sim import engine
+from app.runs import service as runs_service
+from app.scenarios import service as scenarios_service
+from app.scenarios.schema import PatientSim, Scenario, Variant
+
+log = logging.getLogger("understudy.patient_sim")
+
+TEMPERATURE = 0.3
+
+
+@dataclass
+class SimOutcome:
+    replies: int = 0
+    deliveries: list[str] = field(default_factory=list)
+
+
+def _text(resource: dict[str, Any]) -> str:
+    parts = [
+        str(p.get("contentString"))
+        for p in resource.get("payload") or []
+        if isinstance(p, dict) and p.get("contentString")
+    ]
+    return "\n".join(parts)
+
+
+def _seed(run_id: str, message_id: str) -> int:
+    # Reproducible per message: the same run and message ask the model the same way.
+    # 31 bits: providers (and our int column) take a signed 32-bit seed.
+    return int(hashlib.sha256(f"{run_id}:{message_id}".encode()).hexdigest()[:8], 16) >> 1
+
+
+async def _scenario_of(
+    pool: asyncpg.Pool, run: runs_service.RunRow
+) -> tuple[PatientSim, Variant | None] | None:
+    loaded = await scenarios_service.get_scenario(pool, run.tenant_id, run.scenario_id)
+    scenario: Scenario = loaded.scenario
+    if scenario.patient_sim is None:
+        return None
+    persona = next((v for v in scenario.variants if v.persona == run.variant), None)
+    return scenario.patient_sim, persona
+
+
+async def reply_to_messages(
+    pool: asyncpg.Pool, llm: LlmClient | None, tenant_id: uuid.UUID, run_id: str
+) -> SimOutcome:
+    outcome = SimOutcome()
+    async with pool.acquire() as conn:
+        run = await runs_service.get_run(conn, tenant_id, run_id)
+    if run.status != "live":
+        return outcome
+    found = await _scenario_of(pool, run)
+    if found is None:
+        return outcome
+    sim, persona = found
+    patient_ref = run.fixture.get(sim.patient.lstrip("@"))
+    if patient_ref is None:
+        return outcome
+    rows = await pool.fetch(
+        """SELECT id, resource, last_updated FROM fhir_resource
+        WHERE tenant_id = $1 AND resource_type = 'Communication' AND NOT deleted
+            AND run_id = $2 AND all_refs && $3::text[]
+        ORDER BY last_updated, id""",
+        tenant_id,
+        run_id,
+        index_keys(tenant_id, None, [patient_ref]),
+    )
+    answered = {
+        r["message_id"]
+        for r in await pool.fetch(
+            "SELECT message_id FROM sim_reply WHERE tenant_id = $1 AND run_id = $2",
+            tenant_id,
+            run_id,
+        )
+    }
+    thread: list[engine.Turn] = []
+    replies_so_far = len(answered)
+    for row in rows:
+        resource = orjson.loads(row["resource"])
+        sender = str((resource.get("sender") or {}).get("reference", ""))
+        recipients = [str(r.get("reference", "")) for r in resource.get("recipient") or []]
+        text = _text(resource)
+        if sender == patient_ref:
+            thread.append(engine.Turn("patient", text))
+            continue
+        if patient_ref not in recipients:
+            continue
+        if row["id"] not in answered:
+            written = await _answer(
+                pool,
+                llm,
+                run,
+                sim,
+                persona,
+                patient_ref,
+                row["id"],
+                resource,
+                text,
+                thread,
+                replies_so_far,
+            )
+            if written is not None:
+                replies_so_far += 1
+                outcome.replies += 1
+                outcome.deliveries.extend(written)
+        thread.append(engine.Turn("staff", text))
+    return outcome
+
+
+async def _answer(
+    pool: asyncpg.Pool,
+    llm: LlmClient | None,
+    run: runs_service.RunRow,
+    sim: PatientSim,
+    persona: Variant | None,
+    patient_ref: str,
+    message_id: str,
+    message: dict[str, Any],
+    text: str,
+    thread: list[engine.Turn],
+    replies_so_far: int,
+) -> list[str] | None:
+    """Write one reply (or record that the turn cap silenced it); None when nothing was
+    written."""
+    now = utcnow()
+    if engine.turns_left(sim, replies_so_far) <= 0:
+        await pool.execute(
+            """INSERT INTO sim_reply (tenant_id, run_id, message_id, turn, engine, note, at)
+            VALUES ($1, $2, $3, $4, 'none', 'the patient stopped replying: turn cap', $5)
+            ON CONFLICT DO NOTHING""",
+            run.tenant_id,
+            run.id,
+            message_id,
+            replies_so_far + 1,
+            now,
+        )
+        return None
+    seed = _seed(run.id, message_id)
+    engine_name, model, note, prompt_version = "scripted", None, None, None
+    reply = engine.scripted_reply(sim, persona, text, thread)
+    if llm is not None and llm.configured:
+        try:
+            result = await llm.complete_json(
+                tenant_id=run.tenant_id,
+                run_id=run.id,
+                purpose="patient-sim",
+                messages=engine.llm_messages(sim, persona, thread, text),
+                schema=engine.LlmSimReply,
+                temperature=TEMPERATURE,
+                seed=seed,
+            )
+            reply = engine.SimReply(result.value.reply, tuple(result.value.revealed_topics))
+            engine_name, model, prompt_version = "llm", result.model, engine.PROMPT_VERSION
+        except LlmUnavailable as exc:
+            note = f"scripted stand-in answered: {exc.reason}"
+    issues = engine.audit_reply(sim, text, reply.text)
+    sender = message.get("sender")
+    communication: dict[str, Any] = {
+        "resourceType": "Communication",
+        "status": "completed",
+        "subject": {"reference": patient_ref},
+        "sender": {"reference": patient_ref},
+        "inResponseTo": [{"reference": f"Communication/{message_id}"}],
+        "sent": fhir_instant(now),
+        "payload": [{"contentString": reply.text}],
+    }
+    if isinstance(sender, dict) and sender.get("reference"):
+        communication["recipient"] = [{"reference": sender["reference"]}]
+    root = await pool.fetchval(
+        """SELECT fhir_root FROM webhook_event WHERE tenant_id = $1 AND run_id = $2
+        ORDER BY seq DESC LIMIT 1""",
+        run.tenant_id,
+        run.id,
+    )
+    ctx = fhir_service.FhirContext(
+        tenant_id=run.tenant_id, base_url="", run_id=run.id, source="sim", root_url=root or ""
+    )
+    async with pool.acquire() as conn, conn.transaction():
+        claimed = await conn.fetchval(
+            """INSERT INTO sim_reply (tenant_id, run_id, message_id, turn, engine, model,
+                prompt_version, temperature, seed, note, issues, at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+            ON CONFLICT DO NOTHING RETURNING 1""",
+            run.tenant_id,
+            run.id,
+            message_id,
+            replies_so_far + 1,
+            engine_name,
+            model,
+            prompt_version,
+            TEMPERATURE if engine_name == "llm" else None,
+            seed if engine_name == "llm" else None,
+            note,
+            "\n".join(issues) or None,
+            now,
+        )
+        if claimed is None:
+            return None  # another worker answered it
+        result_write = await fhir_service.create(ctx, conn, "Communication", communication)
+        await conn.execute(
+            """UPDATE sim_reply SET reply_id = $4
+            WHERE tenant_id = $1 AND run_id = $2 AND message_id = $3""",
+            run.tenant_id,
+            run.id,
+            message_id,
+            result_write.id,
+        )
+    return ctx.deliveries
