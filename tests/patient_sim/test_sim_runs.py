@@ -247,3 +247,67 @@ async def test_llm_patient_reply_audit_and_allowance(
     async with api_client(tenant) as client:
         final = (await client.post(f"/runs/{run['id']}/finish")).json()
     assert final["simulatorIssues"], final
+
+
+async def test_a_run_that_never_asks_fails(tenant: TenantHandle) -> None:
+    """The refill scenario: creating the right Task without asking which medication first
+    is a failure (the patient's hidden fact must be asked for)."""
+    async with api_client(tenant) as client:
+        run = (
+            await client.post("/runs", json={"scenarioId": "medications.refill-ask-which"})
+        ).json()
+        task = {
+            "resourceType": "Task",
+            "status": "requested",
+            "intent": "order",
+            "description": "Refill request: atorvastatin 20 mg",
+            "for": {"reference": run["fixture"]["patient"]},
+            "focus": {"reference": run["fixture"]["statin"]},
+            "owner": {"reference": "Practitioner/demo-canonical-prac-chen"},
+        }
+        async with httpx.AsyncClient(headers=tenant.headers) as fhir:
+            assert (await fhir.post(f"{run['fhirBase']}/Task", json=task)).status_code == 201
+        final = (await client.post(f"/runs/{run['id']}/finish")).json()
+    assert final["status"] == "failed", final
+    failing = [e for e in final["expectations"] if e["required"] and not e["passed"]]
+    assert any(e["type"] == "api_call" for e in failing), failing
+
+
+async def test_llm_judge_pass_and_fail(
+    tenant: TenantHandle, db: Database, settings: Settings, fake_llm: FakeLlm
+) -> None:
+    """Rubrics judged by a model: the score and reason come from it, and the engine,
+    model and prompt version are recorded; a low score fails the (bonus) check."""
+    from app.grading.snapshot import Evidence, ExpectationResult, Verdict
+    from app.judges.service import judge_rubrics
+    from app.scenarios.schema import RubricExpectation
+
+    run = await start(tenant)
+    async with httpx.AsyncClient(headers=tenant.headers) as fhir:
+        r = await fhir.post(
+            f"{run['fhirBase']}/Communication",
+            json=message(run, "Hello Maja, which day and time would suit you best?"),
+        )
+        assert r.status_code == 201
+    rubric = RubricExpectation.model_validate(
+        {"id": "tone", "type": "rubric", "label": "Polite", "rubric": "Polite and asks when."}
+    )
+    patients = frozenset({run["fixture"]["patient"]})
+    async with httpx.AsyncClient(timeout=10) as http:
+        llm = LlmClient(http, llm_settings(settings, fake_llm), db.pool)
+        for score, passed in ((0.9, True), (0.2, False)):
+            fake_llm.script = [{"score": score, "reason": 'Quotes "which day and time".'}]
+            result = ExpectationResult(
+                "tone", "Polite", "rubric", False, 1.0, None, 0.0, Evidence(), "pending"
+            )
+            verdict = Verdict(True, 1.0, [result], 0, 0)
+            judged = await judge_rubrics(
+                db.pool, llm, tenant.id, run["id"], [rubric], verdict, patients
+            )
+            assert judged.results[0].passed is passed
+            assert judged.results[0].score == score
+            assert "which day and time" in judged.results[0].detail
+            note = judged.results[0].evidence.note or ""
+            assert "engine llm" in note and "fake-model" in note and "judge/1" in note
+    judged_text = fake_llm.requests[-1].messages[-1]["content"]
+    assert "which day and time would suit you best" in judged_text
