@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
+
+from app.kit.words import fold, stem, tokens
 
 PROMPT_VERSION = "judge/1"
 HEURISTIC_VERSION = "judge-heuristic/1"
@@ -41,43 +42,6 @@ class Judgement:
 
 
 # --- words -------------------------------------------------------------------------------
-
-_TOKEN_RE = re.compile(r"\d+(?:\.\d+)+|[a-z0-9]+(?:'[a-z]+)*")
-
-
-def _fold(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text)
-    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return bare.casefold().replace("\u2019", "'").replace("\u2018", "'")
-
-
-def _tokens(text: str) -> list[str]:
-    out = []
-    for token in _TOKEN_RE.findall(_fold(text)):
-        out.append(token[:-2] if token.endswith("'s") else token)
-    return out
-
-
-def _stem(word: str) -> str:
-    """Plural, -ing, -ed and a final -e off ("hours"/"hour", "fasting"/"fast")."""
-    if len(word) <= 3 or not word.isalpha():
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        word = word[:-3] + "y"
-    elif word.endswith(("ches", "shes", "sses", "xes", "zes")):
-        word = word[:-2]
-    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    undouble = False
-    if word.endswith("ing") and len(word) > 5:
-        word, undouble = word[:-3], True
-    elif word.endswith("ed") and not word.endswith("eed") and len(word) > 5:
-        word, undouble = word[:-2], True
-    if undouble and len(word) >= 3 and word[-1] == word[-2] and word[-1] not in "lsz":
-        word = word[:-1]
-    if word.endswith("e") and len(word) > 3:
-        word = word[:-1]
-    return word
 
 
 def _contains_run(needle: tuple[str, ...], haystack: list[str]) -> bool:
@@ -145,15 +109,15 @@ def _is_content(word: str) -> bool:
 def _terms(text: str, quoted: list[str]) -> list[_Term]:
     """Key terms of a rubric fragment in which quoted phrases are placeholders."""
     out: list[_Term] = []
-    for word in _tokens(text):
+    for word in tokens(text):
         placeholder = _PLACEHOLDER.match(word)
         if placeholder:
             phrase = quoted[int(placeholder.group(1))]
-            phrase_stems = tuple(_stem(w) for w in _tokens(phrase))
+            phrase_stems = tuple(stem(w) for w in tokens(phrase))
             if phrase_stems:
                 out.append(_Term(phrase_stems, phrase.strip()))
         elif _is_content(word):
-            out.append(_Term((_stem(word),), word))
+            out.append(_Term((stem(word),), word))
     return out
 
 
@@ -193,7 +157,7 @@ def _parse_rubric(rubric: str) -> _Rubric:
         quoted.append(match.group(1) or match.group(2) or "")
         return f" qqq{len(quoted) - 1}qqq "
 
-    text = _fold(_QUOTED.sub(hold, rubric))
+    text = fold(_QUOTED.sub(hold, rubric))
     positive: list[_Term] = []
     forbidden: list[list[_Term]] = []
     for clause in re.split(r"[.!?;]+(?=\s|$)|\n+", text):
@@ -219,21 +183,21 @@ class _Word:
 
 def _words(index: int, text: str) -> list[_Word]:
     return [
-        _Word(index, m.start(), m.end(), tuple(_stem(t) for t in _tokens(m.group(0))))
+        _Word(index, m.start(), m.end(), tuple(stem(t) for t in tokens(m.group(0))))
         for m in re.finditer(r"\S+", text)
     ]
 
 
 def _clauses(text: str) -> list[list[str]]:
     """The texts' clauses as folded words; a negation's reach ends with its clause."""
-    parts = re.split(r"[.!?;:]+(?=\s|$)|\n+|\bbut\b|\bpero\b", _fold(text))
-    return [_tokens(part) for part in parts]
+    parts = re.split(r"[.!?;:]+(?=\s|$)|\n+|\bbut\b|\bpero\b", fold(text))
+    return [tokens(part) for part in parts]
 
 
 def _said(item: list[_Term], clause: list[str]) -> bool:
     """Every term of the item occurs in the clause at a position no negation precedes."""
     first_negation = next((i for i, w in enumerate(clause) if w in _NEGATIONS), len(clause))
-    stems = [_stem(w) for w in clause[:first_negation]]
+    stems = [stem(w) for w in clause[:first_negation]]
     return all(_contains_run(term.stems, stems) for term in item)
 
 
@@ -297,7 +261,7 @@ def heuristic_judge(rubric: str, texts: list[str], threshold: float) -> Judgemen
             0.0, False, "Heuristic: no text to judge.", "heuristic", None, HEURISTIC_VERSION
         )
     parsed = _parse_rubric(rubric)
-    text_stems = [[_stem(t) for t in _tokens(text)] for text in texts]
+    text_stems = [[stem(t) for t in tokens(text)] for text in texts]
     found = [t for t in parsed.terms if any(_contains_run(t.stems, s) for s in text_stems)]
     clauses = [clause for text in texts for clause in _clauses(text)]
     violated = [item for item in parsed.forbidden if any(_said(item, c) for c in clauses)]

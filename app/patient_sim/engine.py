@@ -18,12 +18,12 @@ thread), with no randomness, so a scripted run replays word for word.
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from app.kit.words import fold, stem, stems, tokens
 from app.scenarios.schema import MAX_TURNS_MAX, Fact, PatientSim, Variant
 
 PROMPT_VERSION = "patient-sim/1"
@@ -44,51 +44,6 @@ class SimReply:
 
 
 # --- text matching ----------------------------------------------------------------------
-
-_TOKEN_RE = re.compile(r"\d+(?:\.\d+)+|[a-z0-9]+(?:'[a-z]+)*")
-
-
-def fold(text: str) -> str:
-    """Lower-case, accent-free text with straight apostrophes ("Día’s" -> "dia's")."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return bare.casefold().replace("\u2019", "'").replace("\u2018", "'")
-
-
-def tokens(text: str) -> list[str]:
-    """Words of `text`, folded; a possessive "'s" is dropped ("patient's" -> "patient")."""
-    out = []
-    for token in _TOKEN_RE.findall(fold(text)):
-        out.append(token[:-2] if token.endswith("'s") else token)
-    return out
-
-
-def stem(word: str) -> str:
-    """A deliberately small stemmer: plural, -ing, -ed and a final -e, so that
-    "mornings"/"morning", "pharmacies"/"pharmacy", "driving"/"drive", "booked"/"book"
-    compare equal. Both sides of every comparison go through it."""
-    if len(word) <= 3 or not word.isalpha():
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        word = word[:-3] + "y"
-    elif word.endswith(("ches", "shes", "sses", "xes", "zes")):
-        word = word[:-2]
-    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    undouble = False
-    if word.endswith("ing") and len(word) > 5:
-        word, undouble = word[:-3], True
-    elif word.endswith("ed") and not word.endswith("eed") and len(word) > 5:
-        word, undouble = word[:-2], True
-    if undouble and len(word) >= 3 and word[-1] == word[-2] and word[-1] not in "lsz":
-        word = word[:-1]
-    if word.endswith("e") and len(word) > 3:
-        word = word[:-1]
-    return word
-
-
-def stems(text: str) -> list[str]:
-    return [stem(t) for t in tokens(text)]
 
 
 def _find(needle: list[str], haystack: list[str]) -> int:
