@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.kit.words import stem
 from app.patient_sim.engine import (
     PROMPT_VERSION,
     LlmSimReply,
@@ -14,7 +15,6 @@ from app.patient_sim.engine import (
     facts_asked,
     llm_messages,
     scripted_reply,
-    stem,
     turns_left,
 )
 from app.scenarios.schema import PatientSim, Variant
