@@ -71,7 +71,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -85,7 +84,6 @@ from pathlib import Path
 from typing import Any
 
 try:
-    import asyncpg
     import httpx
     import orjson
     import redis
@@ -99,6 +97,19 @@ except ImportError as _missing:  # pragma: no cover - environment hint
         f"bench_evals.py needs the project installed ({_missing}): run it from the "
         "project's virtualenv (. .venv/bin/activate)"
     )
+
+from benchkit import (
+    BenchError,
+    clean_queue,
+    drop_database,
+    loadavg,
+    log,
+    log_tail,
+    mark,
+    percentile,
+    port_answers,
+    recreate_database,
+)
 
 HOST = "127.0.0.1"
 TENANT = "dev"
@@ -121,29 +132,6 @@ FHIR_JSON = "application/fhir+json"
 _PATH_SYMBOL = re.compile(r"(?<=[/=,])@([A-Za-z][A-Za-z0-9_]*)")
 
 
-class BenchError(Exception):
-    """A step failed; the message says which and why."""
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def loadavg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between the closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    pos = (len(ordered) - 1) * q / 100.0
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
-
-
 def summary_s(values: Sequence[float]) -> dict[str, float] | None:
     """p50/p90/p99/mean/max of durations in seconds (None without samples)."""
     if not values:
@@ -159,14 +147,6 @@ def summary_s(values: Sequence[float]) -> dict[str, float] | None:
     }
 
 
-def port_answers(port: int) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 def parse_instant(text: str) -> datetime:
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if moment.tzinfo is None:
@@ -177,40 +157,6 @@ def parse_instant(text: str) -> datetime:
 # --------------------------------------------------------------------------- database
 
 
-def admin_dsn(pg_port: int) -> str:
-    return f"postgresql://postgres@{HOST}:{pg_port}/postgres"
-
-
-async def _recreate(pg_port: int, name: str, create: bool) -> None:
-    conn = await asyncpg.connect(admin_dsn(pg_port), timeout=10)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if create:
-            await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-
-
-def recreate_database(pg_port: int, name: str) -> None:
-    asyncio.run(_recreate(pg_port, name, create=True))
-
-
-def drop_database(pg_port: int, name: str) -> None:
-    asyncio.run(_recreate(pg_port, name, create=False))
-
-
-def clean_queue(redis_port: int, queue: str) -> int:
-    """Delete this run's queue and the job keys still waiting in it."""
-    client = redis.Redis(host=HOST, port=redis_port, socket_timeout=5)
-    try:
-        waiting: list[bytes] = client.zrange(queue, 0, 100_000)  # type: ignore[assignment]
-        keys = [f"arq:job:{j.decode()}" for j in waiting] + [queue, f"{queue}:health-check"]
-        removed: int = client.delete(*keys)  # type: ignore[assignment]
-        return removed
-    finally:
-        client.close()
-
-
 # --------------------------------------------------------------------------- server
 
 
@@ -219,14 +165,6 @@ def find_executable(name: str) -> str | None:
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
     return shutil.which(name)
-
-
-def log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
 
 
 def server_env(args: argparse.Namespace, data_dir: Path, queue: str) -> dict[str, str]:
@@ -1046,10 +984,6 @@ def _report(
 
 
 # --------------------------------------------------------------------------- report
-
-
-def mark(ok: bool) -> str:
-    return "✓" if ok else "✗"
 
 
 def _p(summary: dict[str, float] | None) -> str:

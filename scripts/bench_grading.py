@@ -76,9 +76,7 @@ import io
 import logging
 import os
 import pstats
-import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -91,7 +89,6 @@ from pathlib import Path
 from typing import Any
 
 try:
-    import asyncpg
     import httpx
     import orjson
     import redis
@@ -109,6 +106,21 @@ except ImportError as _missing:  # pragma: no cover - environment hint
         "project's virtualenv (. .venv/bin/activate)"
     )
 
+from benchkit import (
+    BenchError,
+    clean_queue,
+    database_url,
+    drop_database,
+    find_understudy,
+    loadavg,
+    log,
+    log_tail,
+    mark,
+    percentile,
+    port_answers,
+    recreate_database,
+)
+
 HOST = "127.0.0.1"
 TENANT = "dev"
 SCENARIO_ID = "bench.grading-chart-10"
@@ -125,29 +137,6 @@ GOAL_PASS_S = 2.0
 POLL_INTERVAL_S = 0.020
 PASSED_TIMEOUT_S = 30.0
 HTTP_TIMEOUT_S = 30.0
-
-
-class BenchError(Exception):
-    """A step failed; the message says which and why."""
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def loadavg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between the closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    pos = (len(ordered) - 1) * q / 100.0
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def summary_ms(values_s: Sequence[float]) -> dict[str, float]:
@@ -169,14 +158,6 @@ def p50_by_quarter(values_s: Sequence[float]) -> list[float]:
     n = len(values_s)
     quarters = [values_s[q * n // 4 : (q + 1) * n // 4] for q in range(4)]
     return [round(percentile([v * 1000 for v in part], 50), 2) for part in quarters if part]
-
-
-def port_answers(port: int) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 # --------------------------------------------------------------------------- scenario
@@ -404,60 +385,7 @@ def booking(patient_ref: str, slot: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- database
 
 
-def admin_dsn(pg_port: int) -> str:
-    return f"postgresql://postgres@{HOST}:{pg_port}/postgres"
-
-
-def database_url(pg_port: int, name: str) -> str:
-    return f"postgresql://postgres@{HOST}:{pg_port}/{name}"
-
-
-async def _recreate(pg_port: int, name: str, create: bool) -> None:
-    conn = await asyncpg.connect(admin_dsn(pg_port), timeout=10)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if create:
-            await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-
-
-def recreate_database(pg_port: int, name: str) -> None:
-    asyncio.run(_recreate(pg_port, name, create=True))
-
-
-def drop_database(pg_port: int, name: str) -> None:
-    asyncio.run(_recreate(pg_port, name, create=False))
-
-
-def clean_queue(redis_port: int, queue: str) -> int:
-    """Delete this run's queue and the job keys still waiting in it."""
-    client = redis.Redis(host=HOST, port=redis_port, socket_timeout=5)
-    try:
-        waiting: list[bytes] = client.zrange(queue, 0, 100_000)  # type: ignore[assignment]
-        keys = [f"arq:job:{j.decode()}" for j in waiting] + [queue, f"{queue}:health-check"]
-        removed: int = client.delete(*keys)  # type: ignore[assignment]
-        return removed
-    finally:
-        client.close()
-
-
 # --------------------------------------------------------------------------- server
-
-
-def find_understudy() -> str | None:
-    beside = Path(sys.executable).parent / "understudy"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    return shutil.which("understudy")
-
-
-def log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
 
 
 def server_env(args: argparse.Namespace, data_dir: Path, queue: str) -> dict[str, str]:
@@ -832,8 +760,14 @@ async def _part_c(args: argparse.Namespace, url: str) -> dict[str, Any]:
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_THRESHOLD, 20, 20)
-    ctx: dict[str, Any] = {"settings": Settings(database_url=url)}
-    await startup(ctx)  # the worker's own pool (4 connections)
+    # The worker's context needs Redis too (it enqueues follow-up jobs): this run's queue.
+    settings = Settings(
+        database_url=url,
+        redis_url=f"redis://{HOST}:{args.redis_port}/0",
+        queue_name=f"understudy:bench-grading:{os.getpid()}",
+    )
+    ctx: dict[str, Any] = {"settings": settings}
+    await startup(ctx)  # the worker's own pool
     db: Database = ctx["db"]
     try:
         tenant_id = await db.pool.fetchval("SELECT id FROM tenant WHERE name = $1", TENANT)
@@ -932,10 +866,6 @@ def part_c(args: argparse.Namespace, url: str) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- report
-
-
-def mark(ok: bool) -> str:
-    return "✓" if ok else "✗"
 
 
 def print_table(report: dict[str, Any]) -> None:

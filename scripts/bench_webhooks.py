@@ -58,7 +58,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import statistics
@@ -84,6 +83,20 @@ except ImportError as _missing:  # pragma: no cover - environment hint
         "project's virtualenv (. .venv/bin/activate)"
     )
 
+from benchkit import (
+    BenchError,
+    _recreate,
+    clean_queue,
+    database_url,
+    find_understudy,
+    loadavg,
+    log,
+    log_tail,
+    mark,
+    percentile,
+    port_answers,
+)
+
 HOST = "127.0.0.1"
 TENANT = "dev"
 EVENT = "Patient.created"
@@ -96,29 +109,6 @@ MAX_WRITES = 20_000
 MAX_CONCURRENCY = 64
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 4 * 1024 * 1024
-
-
-class BenchError(Exception):
-    """A step failed; the message says which and why."""
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def loadavg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between the closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    pos = (len(ordered) - 1) * q / 100.0
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def summary_ms(values_s: Sequence[float]) -> dict[str, float]:
@@ -134,14 +124,6 @@ def summary_ms(values_s: Sequence[float]) -> dict[str, float]:
         "min_ms": round(min(ms), 2),
         "max_ms": round(max(ms), 2),
     }
-
-
-def port_answers(port: int) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def free_port() -> int:
@@ -262,51 +244,6 @@ class Receiver:
 
 
 # --------------------------------------------------------------------------- services
-
-
-def admin_dsn(pg_port: int) -> str:
-    return f"postgresql://postgres@{HOST}:{pg_port}/postgres"
-
-
-def database_url(pg_port: int, name: str) -> str:
-    return f"postgresql://postgres@{HOST}:{pg_port}/{name}"
-
-
-async def _recreate(pg_port: int, name: str, create: bool) -> None:
-    conn = await asyncpg.connect(admin_dsn(pg_port), timeout=10)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if create:
-            await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-
-
-def clean_queue(redis_port: int, queue: str) -> int:
-    """Delete this run's queue and the job keys still waiting in it."""
-    client = redis.Redis(host=HOST, port=redis_port, socket_timeout=5)
-    try:
-        waiting: list[bytes] = client.zrange(queue, 0, 100_000)  # type: ignore[assignment]
-        keys = [f"arq:job:{j.decode()}" for j in waiting] + [queue, f"{queue}:health-check"]
-        removed: int = client.delete(*keys)  # type: ignore[assignment]
-        return removed
-    finally:
-        client.close()
-
-
-def find_understudy() -> str | None:
-    beside = Path(sys.executable).parent / "understudy"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    return shutil.which("understudy")
-
-
-def log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
 
 
 def server_env(args: argparse.Namespace, data_dir: Path, queue: str) -> dict[str, str]:
@@ -676,10 +613,6 @@ async def measure(
 
 
 # --------------------------------------------------------------------------- output
-
-
-def mark(ok: bool) -> str:
-    return "✓" if ok else "✗"
 
 
 def compact(value: Any) -> str:
