@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import httpx
 from arq import cron, func
+from arq.cron import CronJob
 from arq.worker import Worker
 
 from app.db import Database, open_database
@@ -214,8 +216,18 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         await ctx["jobs"].close()
 
 
+def _scheduler(queue_name: str) -> Callable[..., CronJob]:
+    def scheduled(job: Callable[..., Any], **when: Any) -> CronJob:
+        # arq keys a cron job by its name alone, across queues: the queue name in it keeps
+        # two deployments (or test sessions) on one Redis from taking each other's ticks.
+        return cron(job, name=f"cron:{job.__name__}:{queue_name}", unique=True, **when)
+
+    return scheduled
+
+
 def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool = False) -> Worker:
     assert settings.redis_url is not None
+    scheduled = _scheduler(settings.queue_name)
     return Worker(
         functions=[
             roll_directory,
@@ -227,54 +239,38 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
             purge_deliveries,
             promote_evals,
         ],
-        # arq keys a cron job by its name alone, across queues: the queue name in it keeps
-        # two deployments (or test sessions) on one Redis from taking each other's ticks.
         cron_jobs=[
-            cron(
+            scheduled(
                 roll_directory,
-                name=f"cron:roll_directory:{settings.queue_name}",
                 hour={0},
                 minute={5},
                 run_at_startup=True,
-                unique=True,
             ),
-            cron(
+            scheduled(
                 purge_trace,
-                name=f"cron:purge_trace:{settings.queue_name}",
                 hour={3},
                 minute={17},
-                unique=True,
             ),
-            cron(
+            scheduled(
                 purge_deliveries,
-                name=f"cron:purge_deliveries:{settings.queue_name}",
                 hour={3},
                 minute={27},
-                unique=True,
             ),
-            cron(
+            scheduled(
                 refresh_statistics,
-                name=f"cron:refresh_statistics:{settings.queue_name}",
                 minute=set(range(0, 60, 5)),
-                unique=True,
             ),
-            cron(
+            scheduled(
                 sweep_deliveries,
-                name=f"cron:sweep_deliveries:{settings.queue_name}",
                 second=set(range(0, 60, 5)),
-                unique=True,
             ),
-            cron(
+            scheduled(
                 promote_evals,
-                name=f"cron:promote_evals:{settings.queue_name}",
                 second=set(range(0, 60, 2)),
-                unique=True,
             ),
-            cron(
+            scheduled(
                 grade_live_runs,
-                name=f"cron:grade_live_runs:{settings.queue_name}",
                 second=set(range(0, 60, settings.grade_interval_seconds)),
-                unique=True,
                 run_at_startup=True,
             ),
         ],
