@@ -88,5 +88,16 @@ class Settings(BaseSettings):
         default=15, description="How often the worker grades every live run with news."
     )
 
+    mcp_allowed_hosts: list[str] = Field(
+        default=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
+        description="Host headers the MCP endpoint accepts (JSON list; 'name:*' allows any "
+        'port; ["*"] turns the DNS-rebinding check off). PUBLIC_URL\'s host is always allowed.',
+    )
+    mcp_allowed_origins: list[str] = Field(
+        default=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        description="Origin headers the MCP endpoint accepts from browsers (JSON list); "
+        "requests without an Origin are always accepted.",
+    )
+
     def clone(self, **changes: object) -> Settings:
         return self.model_copy(update=changes)

@@ -46,7 +46,8 @@ def path_matches(pattern: str, path: str) -> bool:
 
 
 def describe_call(call: Call) -> str:
-    return f"{call.method} {call.path} {call.status} at {fhirpath_datetime(call.at)}"
+    described = f"{call.method} {call.path} {call.status} at {fhirpath_datetime(call.at)}"
+    return described if call.transport == "rest" else f"{described} via {call.transport}"
 
 
 def _literal_prefix(pattern: str) -> str:

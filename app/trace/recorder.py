@@ -47,6 +47,10 @@ COLUMNS = (
 RECORDED_PREFIXES = ("/api/fhir/r4", "/api/eligibility", "/api/testing/runs/")
 NOT_RECORDED = ("/api/fhir/r4/metadata",)
 
+# Set in the ASGI scope's state by in-process callers (the MCP tools) that stand for a
+# REST call: the call is recorded as that REST call, with their transport name.
+TRANSPORT_KEY = "trace_transport"
+
 TraceRow = tuple[uuid.UUID, str | None, datetime, str, str, str, int, float, str, list[str]]
 
 
@@ -190,7 +194,7 @@ class TraceMiddleware:
                         _text(scope.get("query_string", b"").decode("latin-1")),
                         status,
                         (time.perf_counter() - started) * 1000.0,
-                        self.transport,
+                        state.get(TRANSPORT_KEY, self.transport),
                         [_text(r) for r in refs],
                     )
                 )

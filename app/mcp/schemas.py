@@ -1,0 +1,164 @@
+"""What the MCP tools return. The descriptions are read by language models that have no
+other documentation, so they say what each field means and what to do with it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class ScenarioInfo(BaseModel):
+    id: str = Field(description="Pass this to start_test_run as scenario_id.")
+    title: str
+    category: str = Field(description="e.g. scheduling, results, messaging, coverage")
+    modes: list[str] = Field(
+        description="'agent': you get a brief and do the task; 'workflow': an automation "
+        "reacts to events, there is no brief."
+    )
+    summary: str = Field(description="What the scenario tests and what a good result is.")
+    variants: list[str] = Field(
+        description="Persona variants (pass one to start_test_run as variant); the "
+        "baseline is used when none is given."
+    )
+    builtin: bool = Field(description="True for the built-in library, false for imported ones.")
+
+
+class ScenarioList(BaseModel):
+    scenarios: list[ScenarioInfo]
+
+
+class ExpectationResult(BaseModel):
+    id: str
+    label: str = Field(description="The expected result in plain words.")
+    type: str
+    required: bool = Field(description="A run passes only when every required one passed.")
+    passed: bool | None = Field(description="None: not gradable yet or not graded.")
+    detail: str = Field(description="Why it passed or failed.")
+    evidence: dict[str, Any] = Field(
+        description="The resources or calls that matched ('matches') and, on a failure, "
+        "the closest one that almost matched ('closest') with each condition's result."
+    )
+    children: list[ExpectationResult] = Field(
+        default_factory=list, description="The alternatives of an any_of expectation."
+    )
+
+
+class RunProgress(BaseModel):
+    required_total: int | None = Field(description="Required expected results in all.")
+    required_holding: int | None = Field(description="How many hold right now.")
+    last_graded_at: str | None
+
+
+class TestRun(BaseModel):
+    __test__ = False  # not a pytest class, whatever its name
+
+    run_id: str = Field(description="Pass as run_id to any tool to act on this run explicitly.")
+    status: str = Field(
+        description="live (working), passed/failed (graded), timed_out, cancelled or error."
+    )
+    scenario_id: str
+    mode: str
+    variant: str | None = Field(description="The persona variant, or null for the baseline.")
+    brief: str | None = Field(
+        default=None, description="The task, in plain words (agent mode only). Do what it says."
+    )
+    fixture: dict[str, str] = Field(
+        description="The run's own resources by role: symbol -> 'Type/id' (e.g. patient -> "
+        "'Patient/abc'). Use these ids; other runs' copies are hidden from you."
+    )
+    fhir_base: str = Field(
+        description="This run's FHIR base URL (the FHIR tools already use it while this is "
+        "your current run)."
+    )
+    started_at: str
+    deadline: str = Field(description="The run is graded and ended at this time if not finished.")
+    progress: RunProgress | None = Field(
+        default=None, description="While live: how many required results hold so far."
+    )
+    finished_at: str | None = None
+    passed: bool | None = Field(default=None, description="The verdict, once the run ended.")
+    score: float | None = Field(default=None, description="Weighted share of results met, 0-1.")
+    expectations: list[ExpectationResult] = Field(
+        default_factory=list, description="Each expected result with its evidence (once ended)."
+    )
+    note: str | None = None
+    hint: str | None = Field(default=None, description="What to do next.")
+
+
+class FhirResource(BaseModel):
+    reference: str = Field(description="'Type/id' of the resource.")
+    version_id: str | None = Field(
+        description="Current version; pass as if_match to update only this version."
+    )
+    resource: dict[str, Any]
+
+
+class WriteOutcome(BaseModel):
+    outcome: Literal["created", "updated", "existing"] = Field(
+        description="created; updated; or existing (a conditional create found a match)."
+    )
+    reference: str = Field(description="'Type/id' of the written resource; use it in references.")
+    version_id: str | None
+    resource: dict[str, Any] | None = Field(description="The resource as stored.")
+
+
+class Deleted(BaseModel):
+    deleted: str = Field(description="'Type/id' of the deleted resource (reads now answer gone).")
+
+
+class SearchPage(BaseModel):
+    resource_type: str
+    total: int | None = Field(description="How many resources match in all (not just this page).")
+    resources: list[dict[str, Any]] = Field(description="The matches on this page.")
+    included: list[dict[str, Any]] = Field(
+        default_factory=list, description="Resources added by _include/_revinclude."
+    )
+    next_page_url: str | None = Field(
+        default=None,
+        description="More matches exist: call fhir_search again with page_url set to this.",
+    )
+
+
+class FreeTimes(BaseModel):
+    practitioner: str
+    total: int
+    proposals: list[dict[str, Any]] = Field(
+        description="Free times as proposed Appointments (start, end, minutesDuration, slot). "
+        "To book one, create an Appointment with status 'booked', the same start/end and "
+        "slot, and the patient and practitioner as participants."
+    )
+
+
+class Eligibility(BaseModel):
+    eligible: bool
+    coverage: str | None = Field(description="'Coverage/<id>' the answer is based on, or null.")
+    reason: str = Field(description="Why the patient is or is not covered.")
+
+
+class Message(BaseModel):
+    id: str = Field(description="Communication id; pass as in_response_to to answer it.")
+    direction: Literal["from_patient", "to_patient", "other"]
+    sent: str | None
+    text: str
+    in_response_to: list[str] = Field(default_factory=list)
+
+
+class MessageSent(BaseModel):
+    message_id: str
+    reference: str = Field(description="'Communication/<id>' of your message.")
+    patient: str
+    sent: str
+    hint: str
+
+
+class Thread(BaseModel):
+    patient: str = Field(description="'Patient/<id>' the thread is with.")
+    messages: list[Message] = Field(description="Oldest first.")
+    awaiting_reply: bool = Field(
+        description="True when your latest message has no answer yet (the patient may still "
+        "be typing: call again with wait_seconds)."
+    )
+    note: str | None = Field(
+        default=None, description="Why no reply will come (e.g. the patient stopped replying)."
+    )

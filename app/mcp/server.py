@@ -1,0 +1,770 @@
+"""The MCP server: testing tools and FHIR tools for agents that reach us over MCP.
+
+Every tool that has a REST equivalent makes that REST call in process (`bridge.call`),
+so it is validated, counted, evented and traced exactly like the REST call, with
+transport `mcp`. FHIR tools act through the current run's view: the run this MCP
+session started last (`start_test_run`), or the one named by `run_id`, else the
+tenant's base.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl, urlsplit
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import Field
+from starlette.types import ASGIApp
+
+from app.kit.clock import fhir_instant, utcnow
+from app.mcp import bridge
+from app.mcp.endpoint import Caller, McpEndpoint, caller_of
+from app.mcp.schemas import (
+    Deleted,
+    Eligibility,
+    ExpectationResult,
+    FhirResource,
+    FreeTimes,
+    Message,
+    MessageSent,
+    RunProgress,
+    ScenarioInfo,
+    ScenarioList,
+    SearchPage,
+    TestRun,
+    Thread,
+    WriteOutcome,
+)
+from app.scenarios import service as scenarios_service
+from app.settings import Settings
+
+INSTRUCTIONS = """\
+Understudy is a FHIR R4 test sandbox. To test yourself: list_test_scenarios, then
+start_test_run with a scenario id. It returns a brief (the task) and the run's fixture
+(the ids of its patient and other resources). Do the task with the FHIR tools
+(fhir_search, fhir_read, fhir_create, fhir_update, fhir_patch, fhir_delete,
+find_appointments, check_eligibility) and, when the brief involves the patient,
+message_patient / get_patient_messages. FHIR tools act on your current run (the one you
+started) unless you pass run_id. Then finish_test_run for the verdict: each expected
+result with its evidence."""
+
+# Resource types and ids as FHIR defines them; anything else would change the path.
+_TYPE = re.compile(r"^[A-Z][A-Za-z]{1,63}$")
+_ID = re.compile(r"^[A-Za-z0-9\-.]{1,64}$")
+_RUN_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+# Longest a get_patient_messages call waits for the simulated patient's reply.
+MAX_WAIT_SECONDS = 60
+POLL_SECONDS = 0.25
+THREAD_PAGE = 500  # messages read per direction; a test thread is a handful
+
+
+# --- plumbing shared by the tools ------------------------------------------------------
+
+
+class _Call:
+    """One tool call: who is calling, from which session, and the REST API in process."""
+
+    def __init__(self, ctx: Context) -> None:
+        request = ctx.request_context.request
+        if request is None:
+            raise ToolError("this server only serves MCP over HTTP")
+        scope = request.scope
+        self.caller: Caller = caller_of(scope)
+        self.origin = bridge.Origin.of(scope)
+        headers = ctx.headers or {}
+        self.session: str | None = headers.get("mcp-session-id")
+        self.ctx = ctx
+
+    @property
+    def tenant_id(self) -> uuid.UUID:
+        return self.caller.tenant.id
+
+    @property
+    def api(self) -> ASGIApp:
+        api: ASGIApp = self.caller.app
+        return api
+
+    async def run_id(self, explicit: str | None) -> str | None:
+        if explicit is not None:
+            return _checked(explicit, _RUN_ID, "run_id")
+        live = await self.caller.app.state.live_runs.get(self.tenant_id)
+        return self.caller.runs.current(self.tenant_id, self.session, live.runs)
+
+    async def required_run(self, explicit: str | None) -> str:
+        run_id = await self.run_id(explicit)
+        if run_id is None:
+            raise ToolError("no current run: start one with start_test_run, or pass run_id")
+        return run_id
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/fhir+json",
+        if_match: str | None = None,
+    ) -> bridge.Reply:
+        headers = []
+        if if_match is not None:
+            version = if_match.strip().removeprefix("W/").strip('"')
+            headers.append((b"if-match", f'W/"{version}"'.encode()))
+        reply = await bridge.call(
+            self.api,
+            self.origin,
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            headers=headers,
+        )
+        if not reply.ok:
+            raise ToolError(bridge.problem_text(reply))
+        return reply
+
+    async def fhir_path(self, run_id: str | None, tail: str) -> str:
+        run = await self.run_id(run_id)
+        base = f"/api/testing/runs/{run}/fhir/r4" if run is not None else "/api/fhir/r4"
+        return base + tail
+
+
+def _checked(value: str, pattern: re.Pattern[str], name: str) -> str:
+    value = value.strip()
+    if not pattern.match(value):
+        raise ToolError(f"{name} '{value[:80]}' is not valid")
+    return value
+
+
+def _split_reference(reference: str, name: str) -> tuple[str, str]:
+    resource_type, _, resource_id = reference.strip().partition("/")
+    return _checked(resource_type, _TYPE, f"{name} type"), _checked(resource_id, _ID, f"{name} id")
+
+
+def _run_of(view: dict[str, Any], hint: str | None = None) -> TestRun:
+    progress = view.get("progress")
+    return TestRun(
+        run_id=view["id"],
+        status=view["status"],
+        scenario_id=view["scenarioId"],
+        mode=view["mode"],
+        variant=view.get("variant"),
+        brief=view.get("brief"),
+        fixture=view.get("fixture") or {},
+        fhir_base=view["fhirBase"],
+        started_at=view["startedAt"],
+        deadline=view["deadline"],
+        progress=RunProgress(
+            required_total=progress.get("requiredTotal"),
+            required_holding=progress.get("requiredHolding"),
+            last_graded_at=progress.get("lastGradedAt"),
+        )
+        if isinstance(progress, dict)
+        else None,
+        finished_at=view.get("finishedAt"),
+        passed=view.get("passed"),
+        score=view.get("score"),
+        expectations=[ExpectationResult.model_validate(e) for e in view.get("expectations", [])],
+        note=view.get("note"),
+        hint=hint,
+    )
+
+
+RunIdArg = Annotated[
+    str | None,
+    Field(
+        description="Act on this run (its id from start_test_run). Default: your current run, "
+        "or the tenant's shared data when there is none."
+    ),
+]
+TypeArg = Annotated[str, Field(description="FHIR resource type, e.g. Patient, Appointment")]
+IdArg = Annotated[str, Field(description="The resource's id (without the type)")]
+
+
+def _reference_of(reply: bridge.Reply, resource_type: str) -> tuple[str, str | None]:
+    location = reply.headers.get("location", "")
+    match = re.search(r"/([A-Za-z]+)/([A-Za-z0-9\-.]+)/_history/([^/]+)$", location)
+    if match:
+        return f"{match.group(1)}/{match.group(2)}", match.group(3)
+    body = reply.json() or {}
+    return f"{resource_type}/{body.get('id')}", (body.get("meta") or {}).get("versionId")
+
+
+# --- testing tools ----------------------------------------------------------------------
+
+
+async def list_test_scenarios(
+    ctx: Context,
+    category: Annotated[
+        str | None, Field(description="Only this category (e.g. scheduling, results).")
+    ] = None,
+    mode: Annotated[
+        Literal["agent", "workflow"] | None,
+        Field(description="Only scenarios that can run in this mode ('agent' for you)."),
+    ] = None,
+) -> ScenarioList:
+    """List the test scenarios you can run: built-in ones and the tenant's imported ones.
+    Pick one and pass its id to start_test_run."""
+    call = _Call(ctx)
+    reply = await call.request("GET", "/api/testing/scenarios")
+    found = []
+    for s in reply.json()["scenarios"]:
+        if category is not None and s["category"] != category.strip():
+            continue
+        if mode is not None and mode not in s["modes"]:
+            continue
+        found.append(
+            ScenarioInfo(
+                id=s["id"],
+                title=s["title"],
+                category=s["category"],
+                modes=s["modes"],
+                summary=s["summary"],
+                variants=[p for p in s["personas"] if p],
+                builtin=s["builtin"],
+            )
+        )
+    return ScenarioList(scenarios=found)
+
+
+async def start_test_run(
+    ctx: Context,
+    scenario_id: Annotated[str, Field(description="A scenario id from list_test_scenarios.")],
+    variant: Annotated[
+        str | None, Field(description="A persona variant of the scenario; default: baseline.")
+    ] = None,
+    timeout_seconds: Annotated[
+        int | None,
+        Field(description="How long the run may take, 30 to 1800 seconds (default 600)."),
+    ] = None,
+    label: Annotated[str | None, Field(description="A free label to find the run later.")] = None,
+) -> TestRun:
+    """Start a test run of a scenario: sets up its patient and chart and returns the brief
+    (your task) and the fixture ids. From now on the FHIR tools act on this run. Do the
+    task, then call finish_test_run."""
+    call = _Call(ctx)
+    body: dict[str, Any] = {"scenarioId": scenario_id.strip()}
+    if variant is not None:
+        body["variant"] = variant
+    if timeout_seconds is not None:
+        body["timeoutSeconds"] = timeout_seconds
+    if label is not None:
+        body["label"] = label
+    reply = await call.request(
+        "POST", "/api/testing/runs", body=body, content_type="application/json"
+    )
+    view = reply.json()
+    call.caller.runs.remember(call.tenant_id, call.session, view["id"])
+    return _run_of(
+        view,
+        hint="Do what the brief asks with the FHIR tools (they now act on this run), then "
+        "call finish_test_run.",
+    )
+
+
+async def get_test_run(ctx: Context, run_id: RunIdArg = None) -> TestRun:
+    """A run's state: progress while live (how many required results hold), the verdict
+    with evidence once it ended."""
+    call = _Call(ctx)
+    run = await call.required_run(run_id)
+    reply = await call.request("GET", f"/api/testing/runs/{run}")
+    return _run_of(reply.json())
+
+
+async def finish_test_run(ctx: Context, run_id: RunIdArg = None) -> TestRun:
+    """Grade the run now and end it. Returns the verdict: passed or not, the score, and
+    every expected result with its evidence (for a failure, what almost matched)."""
+    call = _Call(ctx)
+    run = await call.required_run(run_id)
+    await ctx.report_progress(0, 1, "grading")
+    reply = await call.request("POST", f"/api/testing/runs/{run}/finish")
+    call.caller.runs.forget(call.tenant_id, call.session, run)
+    await ctx.report_progress(1, 1, "graded")
+    return _run_of(reply.json())
+
+
+async def _run_patient(
+    call: _Call, run: str, patient: str | None
+) -> tuple[dict[str, Any], str, bool]:
+    """The run's view, the patient to talk to (given, the simulated patient, or the
+    fixture's `patient`) and whether a simulated patient answers in this run."""
+    view = (await call.request("GET", f"/api/testing/runs/{run}")).json()
+    pool = call.caller.app.state.db.pool
+    loaded = await scenarios_service.get_scenario(pool, call.tenant_id, view["scenarioId"])
+    sim = loaded.scenario.patient_sim
+    if patient is not None:
+        resource_type, resource_id = _split_reference(
+            patient if "/" in patient else f"Patient/{patient}", "patient"
+        )
+        if resource_type != "Patient":
+            raise ToolError("patient must be a Patient id or 'Patient/<id>'")
+        return view, f"Patient/{resource_id}", sim is not None
+    fixture: dict[str, str] = view.get("fixture") or {}
+    ref = fixture.get(sim.patient.lstrip("@") if sim is not None else "patient")
+    if ref is None:
+        raise ToolError("this run has no patient in its fixture: pass patient")
+    return view, ref, sim is not None
+
+
+async def message_patient(
+    ctx: Context,
+    text: Annotated[str, Field(description="The message, as the patient will read it.")],
+    in_response_to: Annotated[
+        str | None,
+        Field(description="Id of the patient's message you are answering, if any."),
+    ] = None,
+    sender: Annotated[
+        str | None,
+        Field(
+            description="Who signs the message, e.g. 'Practitioner/<id>' or "
+            "'Organization/<id>'; default: none."
+        ),
+    ] = None,
+    patient: Annotated[
+        str | None, Field(description="Patient id; default: the run's patient.")
+    ] = None,
+    run_id: RunIdArg = None,
+) -> MessageSent:
+    """Send a message to the run's patient (a FHIR Communication addressed to them, the
+    same as POST /Communication). A simulated patient answers within a few seconds: read
+    the answer with get_patient_messages."""
+    call = _Call(ctx)
+    if not text.strip():
+        raise ToolError("text: the message is empty")
+    run = await call.required_run(run_id)
+    _, patient_ref, _ = await _run_patient(call, run, patient)
+    communication: dict[str, Any] = {
+        "resourceType": "Communication",
+        "status": "completed",
+        "subject": {"reference": patient_ref},
+        "recipient": [{"reference": patient_ref}],
+        "sent": fhir_instant(utcnow()),
+        "payload": [{"contentString": text}],
+    }
+    if in_response_to is not None:
+        message_id = _checked(in_response_to.removeprefix("Communication/"), _ID, "in_response_to")
+        communication["inResponseTo"] = [{"reference": f"Communication/{message_id}"}]
+    if sender is not None:
+        sender_type, sender_id = _split_reference(sender, "sender")
+        communication["sender"] = {"reference": f"{sender_type}/{sender_id}"}
+    path = f"/api/testing/runs/{run}/fhir/r4/Communication"
+    reply = await call.request("POST", path, body=communication)
+    written = reply.json()
+    return MessageSent(
+        message_id=written["id"],
+        reference=f"Communication/{written['id']}",
+        patient=patient_ref,
+        sent=communication["sent"],
+        hint="Call get_patient_messages to read the answer (it waits for it).",
+    )
+
+
+def _message_of(resource: dict[str, Any], patient_ref: str) -> Message:
+    sender = str((resource.get("sender") or {}).get("reference", ""))
+    recipients = [str(r.get("reference", "")) for r in resource.get("recipient") or []]
+    direction: Literal["from_patient", "to_patient", "other"] = (
+        "from_patient"
+        if sender == patient_ref
+        else "to_patient"
+        if patient_ref in recipients
+        else "other"
+    )
+    text = " ".join(
+        str(p.get("contentString", ""))
+        for p in resource.get("payload") or []
+        if isinstance(p, dict)
+    ).strip()
+    return Message(
+        id=str(resource.get("id")),
+        direction=direction,
+        sent=resource.get("sent") or (resource.get("meta") or {}).get("lastUpdated"),
+        text=text,
+        in_response_to=[
+            str(r.get("reference"))
+            for r in resource.get("inResponseTo") or []
+            if r.get("reference")
+        ],
+    )
+
+
+async def _read_thread(call: _Call, run: str, patient_ref: str) -> list[Message]:
+    path = f"/api/testing/runs/{run}/fhir/r4/Communication"
+    found: dict[str, dict[str, Any]] = {}
+    for param in ("subject", "recipient"):
+        reply = await call.request(
+            "GET", path, query=[(param, patient_ref), ("_count", str(THREAD_PAGE))]
+        )
+        for entry in reply.json().get("entry") or []:
+            resource = entry.get("resource") or {}
+            found[str(resource.get("id"))] = resource
+    messages = [_message_of(r, patient_ref) for r in found.values()]
+    messages.sort(key=lambda m: (m.sent or "", m.id))
+    return messages
+
+
+async def _answered(call: _Call, run: str, message_id: str) -> tuple[bool, str | None]:
+    """Whether the simulated patient has dealt with a message, and any note."""
+    pool = call.caller.app.state.db.pool
+    row = await pool.fetchrow(
+        "SELECT reply_id, note FROM sim_reply WHERE tenant_id = $1 AND run_id = $2 "
+        "AND message_id = $3",
+        call.tenant_id,
+        run,
+        message_id,
+    )
+    if row is None:
+        return False, None
+    return True, None if row["reply_id"] is not None else row["note"]
+
+
+async def get_patient_messages(
+    ctx: Context,
+    wait_seconds: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=MAX_WAIT_SECONDS,
+            description="When your latest message is not answered yet, wait up to this long "
+            "for the simulated patient's reply (0: don't wait).",
+        ),
+    ] = 15,
+    patient: Annotated[
+        str | None, Field(description="Patient id; default: the run's patient.")
+    ] = None,
+    run_id: RunIdArg = None,
+) -> Thread:
+    """The message thread with the run's patient, oldest first: what they wrote and what
+    was sent to them (the same as GET /Communication?subject=…). Waits briefly for the
+    reply to your latest message."""
+    call = _Call(ctx)
+    run = await call.required_run(run_id)
+    view, patient_ref, has_sim = await _run_patient(call, run, patient)
+    messages = await _read_thread(call, run, patient_ref)
+    note: str | None = None
+    last = messages[-1] if messages else None
+    if (
+        last is not None
+        and last.direction == "to_patient"
+        and has_sim
+        and wait_seconds > 0
+        and view["status"] == "live"
+    ):
+        # Wait on the simulator's own record of the message, then read the thread again.
+        started = time.monotonic()
+        answered = False
+        while time.monotonic() - started < wait_seconds:
+            answered, note = await _answered(call, run, last.id)
+            if answered:
+                break
+            elapsed = time.monotonic() - started
+            await ctx.report_progress(elapsed, wait_seconds, "waiting for the patient's reply")
+            await asyncio.sleep(POLL_SECONDS)
+        if answered:
+            messages = await _read_thread(call, run, patient_ref)
+    last = messages[-1] if messages else None
+    awaiting = last is not None and last.direction == "to_patient" and note is None
+    return Thread(
+        patient=patient_ref,
+        messages=messages,
+        awaiting_reply=awaiting,
+        note=note,
+    )
+
+
+# --- FHIR tools -------------------------------------------------------------------------
+
+
+async def fhir_read(
+    ctx: Context, resource_type: TypeArg, id: IdArg, run_id: RunIdArg = None
+) -> FhirResource:
+    """Read one FHIR resource by type and id (GET /{type}/{id})."""
+    call = _Call(ctx)
+    resource_type = _checked(resource_type, _TYPE, "resource_type")
+    resource_id = _checked(id, _ID, "id")
+    path = await call.fhir_path(run_id, f"/{resource_type}/{resource_id}")
+    reply = await call.request("GET", path)
+    resource = reply.json()
+    return FhirResource(
+        reference=f"{resource_type}/{resource_id}",
+        version_id=(resource.get("meta") or {}).get("versionId"),
+        resource=resource,
+    )
+
+
+async def fhir_search(
+    ctx: Context,
+    resource_type: TypeArg,
+    params: Annotated[
+        dict[str, str | list[str]] | None,
+        Field(
+            description='FHIR search parameters, e.g. {"family": "Rivera", "birthdate": '
+            '"1980-04-02"}; a list repeats a parameter (both must hold: {"date": '
+            '["ge2026-01-01", "lt2026-02-01"]}); a comma inside a value means OR. '
+            "Also _count, _sort, _include, _revinclude, _elements, _summary."
+        ),
+    ] = None,
+    page_url: Annotated[
+        str | None,
+        Field(description="next_page_url from an earlier fhir_search, to read the next page."),
+    ] = None,
+    run_id: RunIdArg = None,
+) -> SearchPage:
+    """Search FHIR resources of one type (GET /{type}?params) and return the matches and
+    the total."""
+    call = _Call(ctx)
+    resource_type = _checked(resource_type, _TYPE, "resource_type")
+    query: list[tuple[str, str]] = []
+    if page_url is not None:
+        parts = urlsplit(page_url)
+        if not (
+            parts.path.startswith("/api/") and parts.path.endswith(f"/fhir/r4/{resource_type}")
+        ):
+            raise ToolError("page_url must be a next_page_url this tool returned for that type")
+        path = parts.path
+        query = parse_qsl(parts.query, keep_blank_values=True)
+    else:
+        path = await call.fhir_path(run_id, f"/{resource_type}")
+        for name, value in (params or {}).items():
+            values = value if isinstance(value, list) else [value]
+            query.extend((name, str(v)) for v in values)
+    reply = await call.request("GET", path, query=query)
+    bundle = reply.json()
+    matches: list[dict[str, Any]] = []
+    included: list[dict[str, Any]] = []
+    for entry in bundle.get("entry") or []:
+        resource = entry.get("resource")
+        if not isinstance(resource, dict):
+            continue
+        mode = (entry.get("search") or {}).get("mode", "match")
+        (included if mode == "include" else matches).append(resource)
+    next_url = next(
+        (link.get("url") for link in bundle.get("link") or [] if link.get("relation") == "next"),
+        None,
+    )
+    return SearchPage(
+        resource_type=resource_type,
+        total=bundle.get("total"),
+        resources=matches,
+        included=included,
+        next_page_url=next_url,
+    )
+
+
+async def fhir_create(
+    ctx: Context,
+    resource: Annotated[
+        dict[str, Any],
+        Field(description="The FHIR resource as JSON, with resourceType (and no id)."),
+    ],
+    if_none_exist: Annotated[
+        str | None,
+        Field(
+            description="Conditional create: search parameters such as 'identifier=x|1'; "
+            "when one resource matches, it is returned and nothing is written."
+        ),
+    ] = None,
+    run_id: RunIdArg = None,
+) -> WriteOutcome:
+    """Create a FHIR resource (POST /{type}). It is validated as FHIR R4: an error names
+    the element that is wrong."""
+    call = _Call(ctx)
+    declared = resource.get("resourceType")
+    if not declared:
+        raise ToolError('resource.resourceType is missing: say the type, e.g. "Patient"')
+    resource_type = _checked(str(declared), _TYPE, "resource.resourceType")
+    path = await call.fhir_path(run_id, f"/{resource_type}")
+    query = parse_qsl(if_none_exist, keep_blank_values=True) if if_none_exist else None
+    reply = await call.request("POST", path, body=resource, query=query)
+    reference, version = _reference_of(reply, resource_type)
+    return WriteOutcome(
+        outcome="created" if reply.status == 201 else "existing",
+        reference=reference,
+        version_id=version,
+        resource=reply.json(),
+    )
+
+
+async def fhir_update(
+    ctx: Context,
+    resource_type: TypeArg,
+    id: IdArg,
+    resource: Annotated[
+        dict[str, Any], Field(description="The whole new resource (PUT replaces it).")
+    ],
+    if_match: Annotated[
+        str | None,
+        Field(description="Only update if the current version is this one (version_id)."),
+    ] = None,
+    run_id: RunIdArg = None,
+) -> WriteOutcome:
+    """Replace a FHIR resource with a new version (PUT /{type}/{id}). Send the whole
+    resource: fields you leave out are removed. To change a few fields use fhir_patch."""
+    call = _Call(ctx)
+    resource_type = _checked(resource_type, _TYPE, "resource_type")
+    resource_id = _checked(id, _ID, "id")
+    path = await call.fhir_path(run_id, f"/{resource_type}/{resource_id}")
+    reply = await call.request("PUT", path, body=resource, if_match=if_match)
+    reference, version = _reference_of(reply, resource_type)
+    return WriteOutcome(
+        outcome="created" if reply.status == 201 else "updated",
+        reference=reference,
+        version_id=version,
+        resource=reply.json(),
+    )
+
+
+async def fhir_patch(
+    ctx: Context,
+    resource_type: TypeArg,
+    id: IdArg,
+    patch: Annotated[
+        list[dict[str, Any]] | dict[str, Any],
+        Field(
+            description='Either a JSON Patch (a list of operations such as [{"op": '
+            '"replace", "path": "/status", "value": "cancelled"}]) or a JSON merge '
+            "patch (an object with the fields to change, null to remove one)."
+        ),
+    ],
+    if_match: Annotated[
+        str | None,
+        Field(description="Only patch if the current version is this one (version_id)."),
+    ] = None,
+    run_id: RunIdArg = None,
+) -> WriteOutcome:
+    """Change some fields of a FHIR resource (PATCH /{type}/{id}); the result is validated
+    as FHIR R4."""
+    call = _Call(ctx)
+    resource_type = _checked(resource_type, _TYPE, "resource_type")
+    resource_id = _checked(id, _ID, "id")
+    path = await call.fhir_path(run_id, f"/{resource_type}/{resource_id}")
+    content_type = (
+        "application/json-patch+json" if isinstance(patch, list) else "application/merge-patch+json"
+    )
+    reply = await call.request(
+        "PATCH", path, body=patch, content_type=content_type, if_match=if_match
+    )
+    reference, version = _reference_of(reply, resource_type)
+    return WriteOutcome(
+        outcome="updated", reference=reference, version_id=version, resource=reply.json()
+    )
+
+
+async def fhir_delete(
+    ctx: Context, resource_type: TypeArg, id: IdArg, run_id: RunIdArg = None
+) -> Deleted:
+    """Delete a FHIR resource (DELETE /{type}/{id}). Prefer a status change (e.g. an
+    Appointment to 'cancelled') when the record should stay."""
+    call = _Call(ctx)
+    resource_type = _checked(resource_type, _TYPE, "resource_type")
+    resource_id = _checked(id, _ID, "id")
+    path = await call.fhir_path(run_id, f"/{resource_type}/{resource_id}")
+    await call.request("DELETE", path)
+    return Deleted(deleted=f"{resource_type}/{resource_id}")
+
+
+async def find_appointments(
+    ctx: Context,
+    practitioner: Annotated[str, Field(description="The practitioner: id or 'Practitioner/<id>'.")],
+    start: Annotated[
+        str | None,
+        Field(
+            description="Earliest start, a date (2026-12-01) or date-time with offset; "
+            "default: now."
+        ),
+    ] = None,
+    end: Annotated[
+        str | None,
+        Field(description="Latest end (a bare date includes that day); default: 14 days on."),
+    ] = None,
+    duration_minutes: Annotated[
+        int | None, Field(ge=5, le=480, description="Length of the visit; default 30.")
+    ] = None,
+    run_id: RunIdArg = None,
+) -> FreeTimes:
+    """Free times of a practitioner (GET /Appointment/$find), as proposed Appointments
+    built from free Slots and not clashing with booked visits."""
+    call = _Call(ctx)
+    ref = practitioner.strip()
+    if "/" not in ref:
+        ref = f"Practitioner/{ref}"
+    query = [("practitioner", ref)]
+    if start is not None:
+        query.append(("start", start))
+    if end is not None:
+        query.append(("end", end))
+    if duration_minutes is not None:
+        query.append(("duration", str(duration_minutes)))
+    path = await call.fhir_path(run_id, "/Appointment/$find")
+    bundle = (await call.request("GET", path, query=query)).json()
+    proposals = [e["resource"] for e in bundle.get("entry") or [] if "resource" in e]
+    return FreeTimes(practitioner=ref, total=len(proposals), proposals=proposals)
+
+
+async def check_eligibility(
+    ctx: Context,
+    patient: Annotated[str, Field(description="Patient id or 'Patient/<id>'.")],
+    date: Annotated[str, Field(description="Date of service, YYYY-MM-DD.")],
+    service_type: Annotated[str | None, Field(description="Optional service type code.")] = None,
+) -> Eligibility:
+    """Is the patient covered by insurance on that date (POST /api/eligibility/$check)?
+    Answers eligible, the Coverage used and the reason."""
+    call = _Call(ctx)
+    body: dict[str, Any] = {"patient": patient, "date": date}
+    if service_type is not None:
+        body["serviceType"] = service_type
+    reply = await call.request(
+        "POST", "/api/eligibility/$check", body=body, content_type="application/json"
+    )
+    return Eligibility.model_validate(reply.json())
+
+
+TOOLS = (
+    list_test_scenarios,
+    start_test_run,
+    get_test_run,
+    finish_test_run,
+    message_patient,
+    get_patient_messages,
+    fhir_read,
+    fhir_search,
+    fhir_create,
+    fhir_update,
+    fhir_patch,
+    fhir_delete,
+    find_appointments,
+    check_eligibility,
+)
+
+
+def allowed_hosts(settings: Settings) -> TransportSecuritySettings:
+    hosts = list(settings.mcp_allowed_hosts)
+    origins = list(settings.mcp_allowed_origins)
+    if "*" in hosts:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    if settings.public_url:
+        public = urlsplit(settings.public_url)
+        if public.netloc:
+            hosts.append(public.netloc)
+            origins.append(f"{public.scheme}://{public.netloc}")
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+def build_mcp(api: Any, settings: Settings) -> tuple[MCPServer, McpEndpoint]:
+    """A fresh server per app (its session manager runs once, in the app's lifespan)
+    and the ASGI endpoint to route /mcp to."""
+    server = MCPServer("understudy", instructions=INSTRUCTIONS, version="0.1.0")
+    for tool in TOOLS:
+        server.add_tool(tool)
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/", transport_security=allowed_hosts(settings)
+    )
+    return server, McpEndpoint(api, mcp_app)

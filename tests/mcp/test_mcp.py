@@ -1,0 +1,499 @@
+"""The MCP server end to end: the official SDK client over real HTTP against the test
+server (uvicorn on 127.0.0.1), driving runs of built-in scenarios to a verdict."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from app.scenarios.service import builtin_scenarios
+from tests.conftest import TenantHandle, make_tenant
+from tests.mcp.client import call_error, call_ok, mcp_session, replay_oracle
+
+TOOLS = {
+    "list_test_scenarios",
+    "start_test_run",
+    "get_test_run",
+    "finish_test_run",
+    "message_patient",
+    "get_patient_messages",
+    "fhir_read",
+    "fhir_search",
+    "fhir_create",
+    "fhir_update",
+    "fhir_patch",
+    "fhir_delete",
+    "find_appointments",
+    "check_eligibility",
+}
+AGENT_SCENARIOS = sorted(
+    scenario_id
+    for scenario_id, loaded in builtin_scenarios().items()
+    if "agent" in [str(m) for m in loaded.scenario.modes]
+)
+CHEN = "Practitioner/demo-canonical-prac-chen"
+
+
+async def trace_of(tenant: TenantHandle, run_id: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=30) as client:
+        r = await client.get(f"{tenant.server}/api/testing/runs/{run_id}/trace")
+    assert r.status_code == 200, r.text
+    calls: list[dict[str, Any]] = r.json()["calls"]
+    return calls
+
+
+def expectation(run: dict[str, Any], expectation_id: str) -> dict[str, Any]:
+    def walk(items: list[dict[str, Any]]) -> dict[str, Any] | None:
+        for item in items:
+            if item["id"] == expectation_id:
+                return item
+            found = walk(item.get("children") or [])
+            if found is not None:
+                return found
+        return None
+
+    found = walk(run["expectations"])
+    assert found is not None, expectation_id
+    return found
+
+
+async def test_tools_are_listed_with_descriptions(tenant: TenantHandle) -> None:
+    async with mcp_session(tenant.server, tenant.key) as client:
+        listed = (await client.list_tools()).tools
+    assert {t.name for t in listed} == TOOLS
+    for tool in listed:
+        assert tool.description and len(tool.description) > 40, tool.name
+        assert tool.output_schema is not None, tool.name
+        properties = tool.input_schema.get("properties", {})
+        assert "ctx" not in properties
+        for name, schema in properties.items():
+            assert schema.get("description"), f"{tool.name}.{name} has no description"
+
+
+async def test_key_is_required(tenant: TenantHandle) -> None:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(timeout=30) as client:
+        for path in ("/mcp", "/mcp/"):
+            r = await client.post(tenant.server + path, json=initialize, headers=headers)
+            assert r.status_code == 401, r.text
+            assert r.headers["www-authenticate"].startswith("Bearer")
+            assert "Authorization" in r.json()["detail"]
+        r = await client.post(
+            tenant.server + "/mcp",
+            json=initialize,
+            headers={**headers, "Authorization": "Bearer not-a-key"},
+        )
+        assert r.status_code == 401
+        assert "unknown or revoked" in r.json()["detail"]
+        ok = await client.post(
+            tenant.server + "/mcp", json=initialize, headers={**headers, **tenant.headers}
+        )
+        assert ok.status_code == 200, ok.text
+    with pytest.raises(Exception):  # noqa: B017 - the SDK wraps the 401 its own way
+        async with mcp_session(tenant.server, "not-a-key") as client:
+            await client.list_tools()
+
+
+async def test_host_header_is_checked(tenant: TenantHandle) -> None:
+    """DNS-rebinding protection: a Host the settings don't allow is refused."""
+    async with httpx.AsyncClient(timeout=30) as client:
+        r = await client.post(
+            tenant.server + "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={
+                **tenant.headers,
+                "Host": "evil.example",
+                "Accept": "application/json, text/event-stream",
+            },
+        )
+    assert r.status_code == 421
+
+
+async def test_list_scenarios_filters(tenant: TenantHandle) -> None:
+    async with mcp_session(tenant.server, tenant.key) as client:
+        everything = await call_ok(client, "list_test_scenarios", {})
+        scheduling = await call_ok(client, "list_test_scenarios", {"category": "scheduling"})
+        workflow = await call_ok(client, "list_test_scenarios", {"mode": "workflow"})
+    ids = {s["id"] for s in everything["scenarios"]}
+    assert set(builtin_scenarios()) <= ids
+    assert scheduling["scenarios"]
+    assert all(s["category"] == "scheduling" for s in scheduling["scenarios"])
+    assert workflow["scenarios"]
+    assert all("workflow" in s["modes"] for s in workflow["scenarios"])
+    assert len(scheduling["scenarios"]) < len(everything["scenarios"])
+
+
+@pytest.mark.parametrize("scenario_id", AGENT_SCENARIOS)
+async def test_reference_solution_over_mcp_passes(tenant: TenantHandle, scenario_id: str) -> None:
+    """Every agent scenario's reference solution, made through MCP tools only, passes:
+    MCP calls count in grading exactly as the REST calls they stand for."""
+    scenario = builtin_scenarios()[scenario_id].scenario
+    async with mcp_session(tenant.server, tenant.key) as client:
+        run = await call_ok(client, "start_test_run", {"scenario_id": scenario_id})
+        assert run["status"] == "live"
+        assert run["brief"] and run["fixture"]
+        assert run["fhir_base"].endswith(f"/api/testing/runs/{run['run_id']}/fhir/r4")
+        await replay_oracle(client, run, scenario)
+        final = await call_ok(client, "finish_test_run", {})
+    failing = [e for e in final["expectations"] if e["required"] and not e["passed"]]
+    assert final["status"] == "passed", failing
+    assert final["passed"] is True
+    calls = await trace_of(tenant, run["run_id"])
+    assert calls
+    assert {c["transport"] for c in calls} == {"mcp"}
+
+
+async def test_doing_nothing_over_mcp_fails(tenant: TenantHandle) -> None:
+    async with mcp_session(tenant.server, tenant.key) as client:
+        await call_ok(
+            client, "start_test_run", {"scenario_id": "scheduling.book-named-practitioner"}
+        )
+        for _ in range(100):  # the worker grades a new run within about a second
+            live = await call_ok(client, "get_test_run", {})
+            if live["progress"]["required_total"] is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert live["status"] == "live"
+        assert live["progress"]["required_holding"] < live["progress"]["required_total"]
+        final = await call_ok(client, "finish_test_run", {})
+    assert final["status"] == "failed"
+    booked = expectation(final, "booked")
+    assert booked["passed"] is False
+    assert booked["detail"]
+
+
+async def _book_with_chen(
+    client: Any, run: dict[str, Any], *, search_first: bool
+) -> dict[str, Any]:
+    patient = run["fixture"]["patient"]
+    start = datetime.now(UTC) + timedelta(days=2)
+    if search_first:
+        schedules = await call_ok(
+            client, "fhir_search", {"resource_type": "Schedule", "params": {"actor": CHEN}}
+        )
+        assert schedules["total"] >= 1
+        page = await call_ok(
+            client,
+            "fhir_search",
+            {
+                "resource_type": "Slot",
+                "params": {
+                    "schedule": f"Schedule/{schedules['resources'][0]['id']}",
+                    "status": "free",
+                    "start": [f"ge{start.date().isoformat()}"],
+                    "_sort": "start",
+                    "_count": "50",
+                },
+            },
+        )
+        assert page["resources"], page
+        slot = next(
+            s
+            for s in page["resources"]
+            if datetime.fromisoformat(s["start"]).weekday() < 5
+            and 14 <= datetime.fromisoformat(s["start"]).astimezone(UTC).hour < 16
+        )
+        begin, end, slots = slot["start"], slot["end"], [{"reference": f"Slot/{slot['id']}"}]
+    else:
+        free = await call_ok(
+            client, "find_appointments", {"practitioner": CHEN, "duration_minutes": 30}
+        )
+        begin, end, slots = (
+            free["proposals"][0]["start"],
+            free["proposals"][0]["end"],
+            free["proposals"][0]["slot"],
+        )
+    created = await call_ok(
+        client,
+        "fhir_create",
+        {
+            "resource": {
+                "resourceType": "Appointment",
+                "status": "booked",
+                "description": "Annual physical",
+                "start": begin,
+                "end": end,
+                "slot": slots,
+                "participant": [
+                    {"actor": {"reference": patient}, "status": "accepted"},
+                    {"actor": {"reference": CHEN}, "status": "accepted"},
+                ],
+            }
+        },
+    )
+    assert created["outcome"] == "created"
+    assert created["reference"].startswith("Appointment/")
+    return dict(created)
+
+
+async def test_api_call_expectation_satisfied_by_mcp_search(tenant: TenantHandle) -> None:
+    """`checked-availability` wants a GET /Slot (or $find) before the booking: an MCP
+    fhir_search of Slots is that call; booking without looking first leaves it unmet."""
+    async with mcp_session(tenant.server, tenant.key) as client:
+        run = await call_ok(
+            client, "start_test_run", {"scenario_id": "scheduling.book-named-practitioner"}
+        )
+        await _book_with_chen(client, run, search_first=True)
+        searched = await call_ok(client, "finish_test_run", {})
+
+        run2 = await call_ok(
+            client, "start_test_run", {"scenario_id": "scheduling.book-named-practitioner"}
+        )
+        blind = await _blind_booking(client, run2)
+        unsearched = await call_ok(client, "finish_test_run", {})
+
+    assert searched["status"] == "passed", searched["expectations"]
+    got = expectation(searched, "checked-availability-get")
+    assert got["passed"] is True
+    assert any("GET /Slot" in m and "via mcp" in m for m in got["evidence"]["matches"])
+    assert blind["outcome"] == "created"
+    assert expectation(unsearched, "checked-availability")["passed"] is False
+    assert expectation(unsearched, "checked-availability-get")["passed"] is False
+
+
+async def _blind_booking(client: Any, run: dict[str, Any]) -> dict[str, Any]:
+    """A booking made without looking at free times (the times are guessed)."""
+    day = datetime.now(UTC) + timedelta(days=3)
+    while day.weekday() >= 5:
+        day += timedelta(days=1)
+    begin = day.replace(hour=15, minute=0, second=0, microsecond=0)
+    result: dict[str, Any] = await call_ok(
+        client,
+        "fhir_create",
+        {
+            "resource": {
+                "resourceType": "Appointment",
+                "status": "booked",
+                "start": begin.isoformat().replace("+00:00", "Z"),
+                "end": (begin + timedelta(minutes=30)).isoformat().replace("+00:00", "Z"),
+                "participant": [
+                    {"actor": {"reference": run["fixture"]["patient"]}, "status": "accepted"},
+                    {"actor": {"reference": CHEN}, "status": "accepted"},
+                ],
+            }
+        },
+    )
+    return result
+
+
+async def test_patient_sim_scenario_over_mcp(tenant: TenantHandle) -> None:
+    """Ask the simulated patient, read her answer, rebook to suit it, confirm: passed."""
+    async with mcp_session(tenant.server, tenant.key) as client:
+        run = await call_ok(
+            client, "start_test_run", {"scenario_id": "scheduling.reschedule-ask-day"}
+        )
+        fixture = run["fixture"]
+        thread = await call_ok(client, "get_patient_messages", {"wait_seconds": 0})
+        assert [m["direction"] for m in thread["messages"]] == ["from_patient"]
+        assert thread["awaiting_reply"] is False
+        opening = thread["messages"][0]
+
+        sent = await call_ok(
+            client,
+            "message_patient",
+            {
+                "text": "Hi Elena, no problem, we can move your blood pressure follow-up "
+                "with Dr. Chen. What day and time would work best for you?",
+                "in_response_to": opening["id"],
+                "sender": "Organization/demo-canonical-org",
+            },
+        )
+        assert sent["patient"] == fixture["patient"]
+        thread = await call_ok(client, "get_patient_messages", {"wait_seconds": 20})
+        directions = [m["direction"] for m in thread["messages"]]
+        assert directions == ["from_patient", "to_patient", "from_patient"], thread
+        answer = thread["messages"][-1]
+        assert "afternoon" in answer["text"]
+        assert answer["in_response_to"] == [sent["reference"]]
+        assert thread["awaiting_reply"] is False
+
+        free = await call_ok(
+            client,
+            "find_appointments",
+            {"practitioner": CHEN, "duration_minutes": 30, "end": _days_on(12)},
+        )
+        proposal = next(
+            p
+            for p in free["proposals"]
+            if 14 <= datetime.fromisoformat(p["start"]).astimezone(UTC).hour < 16
+        )
+        new = await call_ok(
+            client,
+            "fhir_create",
+            {
+                "resource": {
+                    "resourceType": "Appointment",
+                    "status": "booked",
+                    "description": "Blood pressure follow-up (rescheduled)",
+                    "start": proposal["start"],
+                    "end": proposal["end"],
+                    "slot": proposal["slot"],
+                    "participant": [
+                        {"actor": {"reference": fixture["patient"]}, "status": "accepted"},
+                        {"actor": {"reference": CHEN}, "status": "accepted"},
+                    ],
+                }
+            },
+        )
+        old_type, old_id = fixture["appt"].split("/")
+        cancelled = await call_ok(
+            client,
+            "fhir_patch",
+            {"resource_type": old_type, "id": old_id, "patch": {"status": "cancelled"}},
+        )
+        assert cancelled["resource"]["status"] == "cancelled"
+        await call_ok(
+            client,
+            "message_patient",
+            {
+                "text": "Thanks, Elena. To confirm: your new appointment with Dr. Chen is at "
+                "3:00 pm, an afternoon time after 2 pm as you asked. Your original "
+                "appointment has been cancelled. Reply here if you need anything else.",
+                "in_response_to": answer["id"],
+            },
+        )
+        final = await call_ok(client, "finish_test_run", {})
+    failing = [e for e in final["expectations"] if e["required"] and not e["passed"]]
+    assert final["status"] == "passed", failing
+    assert new["reference"] != fixture["appt"]
+    asked = expectation(final, "asked")
+    assert any("POST /Communication" in m and "via mcp" in m for m in asked["evidence"]["matches"])
+
+
+def _days_on(days: int) -> str:
+    return (datetime.now(UTC) + timedelta(days=days)).date().isoformat()
+
+
+async def test_patient_sim_near_miss_over_mcp_fails(tenant: TenantHandle) -> None:
+    """Rebooking without asking the patient first fails, over MCP as over REST."""
+    async with mcp_session(tenant.server, tenant.key) as client:
+        run = await call_ok(
+            client, "start_test_run", {"scenario_id": "scheduling.reschedule-ask-day"}
+        )
+        _, old_id = run["fixture"]["appt"].split("/")
+        await call_ok(
+            client,
+            "fhir_patch",
+            {"resource_type": "Appointment", "id": old_id, "patch": {"status": "cancelled"}},
+        )
+        final = await call_ok(client, "finish_test_run", {})
+    assert final["status"] == "failed"
+    assert expectation(final, "asked-patient")["passed"] is False
+
+
+async def test_stateless_client_uses_its_run_and_asks_when_ambiguous(
+    tenant: TenantHandle,
+) -> None:
+    """A client on the 2026 protocol has no MCP session: its one live run is current;
+    with two live it must name the run rather than have one guessed."""
+    async with mcp_session(tenant.server, tenant.key, mode="auto") as client:
+        first = await call_ok(
+            client, "start_test_run", {"scenario_id": "scheduling.book-named-practitioner"}
+        )
+        patient_type, patient_id = first["fixture"]["patient"].split("/")
+        read = await call_ok(client, "fhir_read", {"resource_type": patient_type, "id": patient_id})
+        assert read["reference"] == first["fixture"]["patient"]
+        second = await call_ok(
+            client, "start_test_run", {"scenario_id": "scheduling.book-named-practitioner"}
+        )
+        message = await call_error(client, "fhir_search", {"resource_type": "Patient"})
+        assert "pass run_id" in message
+        # The run view hides the other run's copy of the same patient.
+        names = await call_ok(
+            client,
+            "fhir_search",
+            {"resource_type": "Patient", "params": {"_count": "500"}, "run_id": second["run_id"]},
+        )
+        ids = {r["id"] for r in names["resources"]}
+        assert second["fixture"]["patient"].split("/")[1] in ids
+        assert patient_id not in ids
+        await call_ok(client, "finish_test_run", {"run_id": first["run_id"]})
+        # One live again: it is the current run.
+        state = await call_ok(client, "get_test_run", {})
+        assert state["run_id"] == second["run_id"]
+        await call_ok(client, "finish_test_run", {})
+
+
+async def test_tool_errors_are_readable(tenant: TenantHandle) -> None:
+    async with mcp_session(tenant.server, tenant.key) as client:
+        message = await call_error(client, "get_test_run", {})
+        assert "no current run" in message and "start_test_run" in message
+        message = await call_error(client, "start_test_run", {"scenario_id": "nope.nothing"})
+        assert message.startswith("404 not found") and "nope.nothing" in message
+        message = await call_error(
+            client,
+            "fhir_create",
+            {"resource": {"resourceType": "Patient", "birthDate": "not-a-date"}},
+        )
+        assert message.startswith("400 bad request: Patient.birthDate: invalid date"), message
+        message = await call_error(client, "fhir_create", {"resource": {"name": "x"}})
+        assert message.startswith("resource.resourceType is missing")
+        message = await call_error(client, "fhir_read", {"resource_type": "Patient", "id": "zz"})
+        assert message.startswith("404 not found")
+        message = await call_error(client, "fhir_read", {"resource_type": "../admin", "id": "zz"})
+        assert "resource_type '../admin' is not valid" in message
+        message = await call_error(
+            client, "fhir_search", {"resource_type": "Patient", "params": {"shoe-size": "9"}}
+        )
+        assert "shoe-size" in message
+        message = await call_error(
+            client, "find_appointments", {"practitioner": CHEN, "duration_minutes": "long"}
+        )
+        assert "duration_minutes" in message and "valid integer" in message
+        message = await call_error(
+            client, "check_eligibility", {"patient": "Patient/x", "date": "tomorrow"}
+        )
+        assert (
+            message.startswith("422 not valid") and "date: Input should be a valid date" in message
+        )
+        message = await call_error(
+            client,
+            "fhir_update",
+            {
+                "resource_type": "Patient",
+                "id": "abc",
+                "resource": {"resourceType": "Patient", "id": "abc"},
+                "if_match": "7",
+            },
+        )
+        assert message.startswith("412 version conflict (If-Match)"), message
+        message = await call_error(client, "fhir_read", {"resource_type": "Patient"})
+        assert "\nid\n" in message and "Field required" in message
+
+
+async def test_runs_of_another_tenant_are_invisible(tenant: TenantHandle, db: Any) -> None:
+    other = await make_tenant(db, tenant.server, "mcp-other")
+    async with mcp_session(tenant.server, tenant.key) as client:
+        run = await call_ok(
+            client, "start_test_run", {"scenario_id": "scheduling.book-named-practitioner"}
+        )
+    patient_type, patient_id = run["fixture"]["patient"].split("/")
+    async with mcp_session(other.server, other.key) as client:
+        message = await call_error(client, "get_test_run", {"run_id": run["run_id"]})
+        assert message.startswith("404")
+        message = await call_error(
+            client,
+            "fhir_read",
+            {"resource_type": patient_type, "id": patient_id, "run_id": run["run_id"]},
+        )
+        assert message.startswith("404")
+        message = await call_error(
+            client, "fhir_read", {"resource_type": patient_type, "id": patient_id}
+        )
+        assert message.startswith("404")
+        message = await call_error(client, "finish_test_run", {"run_id": run["run_id"]})
+        assert message.startswith("404")
