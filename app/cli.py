@@ -89,7 +89,7 @@ async def _serve(settings: Settings, with_worker: bool) -> None:
     import uvicorn
 
     from app.main import create_app
-    from app.worker import build_worker
+    from app.worker import build_worker, stop_worker
 
     class Server(uvicorn.Server):
         # We own SIGINT/SIGTERM so API and worker stop together and exit cleanly.
@@ -133,9 +133,7 @@ async def _serve(settings: Settings, with_worker: bool) -> None:
         server.should_exit = True
         await asyncio.gather(api, return_exceptions=True)
         if worker is not None and background is not None:
-            background.cancel()
-            await asyncio.gather(background, return_exceptions=True)
-            await worker.close()
+            await stop_worker(worker, background)
 
 
 def run_loop(main: Coroutine[Any, Any, None]) -> None:

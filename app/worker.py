@@ -287,3 +287,26 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
         poll_delay=POLL_SECONDS,
         max_jobs=MAX_JOBS,
     )
+
+
+# How long a stopping in-process worker lets running jobs finish before cancelling them.
+STOP_GRACE_SECONDS = 5.0
+
+
+async def stop_worker(
+    worker: Worker, background: asyncio.Task[Any], grace: float = STOP_GRACE_SECONDS
+) -> None:
+    """Stop a worker running as `background` in this loop: take no new jobs, let running
+    ones finish for up to `grace` seconds (one cut short runs again: jobs are idempotent),
+    cancel the rest, close. arq's own close() gathers cancelled jobs without
+    return_exceptions, so it would raise CancelledError and leave its Redis pool open."""
+    worker.allow_pick_jobs = False
+    running = [t for t in worker.tasks.values() if not t.done()]
+    if running:
+        await asyncio.wait(running, timeout=grace)
+    background.cancel()
+    for task in worker.tasks.values():
+        task.cancel()
+    await asyncio.gather(background, *worker.tasks.values(), return_exceptions=True)
+    worker.tasks.clear()
+    await worker.close()

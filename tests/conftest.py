@@ -23,7 +23,7 @@ from app.db import Database, open_database
 from app.main import create_app
 from app.settings import Settings
 from app.tenants import service as tenants
-from app.worker import build_worker
+from app.worker import build_worker, stop_worker
 
 # The fake chat-completions server fixture, shared by every test folder.
 pytest_plugins = ["tests.llm.fake_llm"]
@@ -100,9 +100,7 @@ class _ServerThread(threading.Thread):
         try:
             await self.server.serve()
         finally:
-            background.cancel()
-            await asyncio.gather(background, return_exceptions=True)
-            await worker.close()
+            await stop_worker(worker, background)
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,9 @@ server (uvicorn on 127.0.0.1), driving runs of built-in scenarios to a verdict."
 from __future__ import annotations
 
 import asyncio
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -497,3 +499,39 @@ async def test_runs_of_another_tenant_are_invisible(tenant: TenantHandle, db: An
         assert message.startswith("404")
         message = await call_error(client, "finish_test_run", {"run_id": run["run_id"]})
         assert message.startswith("404")
+
+
+async def test_readme_demo_script_passes(tenant: TenantHandle) -> None:
+    """scripts/mcp_demo.py (whose output is the README's transcript) passes its scenario."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(Path(__file__).parents[2] / "scripts" / "mcp_demo.py"),
+        tenant.server,
+        tenant.key,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), 120)
+    text = output.decode()
+    assert process.returncode == 0, text
+    assert "→ start_test_run" in text and "← passed" in text
+
+
+async def test_limits_come_back_as_tool_errors(tenant: TenantHandle) -> None:
+    started: list[str] = []
+    async with mcp_session(tenant.server, tenant.key) as client:
+        try:
+            for _ in range(20):
+                run = await call_ok(
+                    client, "start_test_run", {"scenario_id": "results.followup-task"}
+                )
+                started.append(run["run_id"])
+            message = await call_error(
+                client, "start_test_run", {"scenario_id": "results.followup-task"}
+            )
+        finally:
+            async with httpx.AsyncClient(headers=tenant.headers, timeout=30) as http:
+                for run_id in started:
+                    await http.post(f"{tenant.server}/api/testing/runs/{run_id}/cancel")
+    assert message.startswith("429 limit reached"), message
+    assert "20" in message
