@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import json
 import logging
 import os
 import signal
@@ -55,12 +56,18 @@ def migrate(database_url: str) -> None:
 async def _dev_key(settings: Settings) -> str:
     """The development tenant's key: kept in the data directory so restarts print the same
     key; created (with its tenant) when missing or no longer valid."""
+    return await _tenant_key(settings, settings.dev_tenant, "dev-key")
+
+
+async def _tenant_key(settings: Settings, tenant_name: str, file_name: str) -> str:
+    """A key of the tenant, kept in the data directory under `file_name`; the tenant and
+    the key are created when missing or no longer valid."""
     from app.db import open_database
     from app.errors import AppError
     from app.tenants import service as tenants
 
     assert settings.database_url is not None
-    key_file = settings.data_dir / "dev-key"
+    key_file = settings.data_dir / file_name
     db = await open_database(settings.database_url, pool_size=2)
     try:
         if key_file.exists():
@@ -71,11 +78,11 @@ async def _dev_key(settings: Settings) -> str:
             except AppError:
                 pass
         names = {t.name for t in await tenants.list_tenants(db.pool)}
-        if settings.dev_tenant in names:
-            key = await tenants.add_key(db.pool, settings.dev_tenant)
+        if tenant_name in names:
+            key = await tenants.add_key(db.pool, tenant_name)
         else:
             _, key = await tenants.create_tenant(
-                db.pool, settings.dev_tenant, slot_weeks=settings.slot_weeks
+                db.pool, tenant_name, slot_weeks=settings.slot_weeks
             )
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         key_file.write_text(key + "\n")
@@ -306,6 +313,106 @@ def cmd_eval_ci(args: argparse.Namespace) -> int:
     return ci.run(args)
 
 
+CHECK_TENANT = "scenario-check"
+
+
+def cmd_scenarios_check(args: argparse.Namespace) -> int:
+    from app.scenarios import check
+
+    _quiet_http_log()
+    logging.getLogger("mcp").setLevel(logging.WARNING)
+    settings, endpoints = _endpoints(Settings(), quiet=args.json)
+    try:
+        assert settings.database_url is not None
+        migrate(settings.database_url)
+        key = asyncio.run(_tenant_key(settings, CHECK_TENANT, "check-key"))
+        # No worker and no queue: the check grades its own runs as it goes.
+        reports: list[check.ScenarioReport] = []
+        run_loop(_check_scenarios(settings.clone(redis_url=None), key, args, reports))
+    finally:
+        close_endpoints(endpoints)
+    if args.json:
+        print(json.dumps([r.as_json() for r in reports], indent=2))
+    else:
+        print(check.render(reports))
+    return 0 if reports and all(r.ok for r in reports) else 1
+
+
+async def _check_scenarios(
+    settings: Settings, key: str, args: argparse.Namespace, out: list[Any]
+) -> None:
+    from app.main import create_app
+    from app.scenarios import check
+    from app.scenarios import service as scenarios_service
+    from app.tenants.service import authenticate
+
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        pool = app.state.db.pool
+        tenant = await authenticate(pool, f"Bearer {key}")
+        target = check.Target(app, pool, tenant.id, f"Bearer {key}", "http://check.local", 20)
+        loaded: list[scenarios_service.LoadedScenario] = []
+        paths = [Path(p) for p in args.paths]
+        if not paths:
+            paths = sorted(scenarios_service.builtin_dir().glob("*.json"))
+        for path in paths:
+            found = await _load_for_check(pool, tenant.id, path, *_read_scenario_file(path))
+            if isinstance(found, check.ScenarioReport):
+                out.append(found)
+            else:
+                loaded.append(found)
+        gate = asyncio.Semaphore(max(1, args.parallel))
+        done = 0
+
+        async def one(item: scenarios_service.LoadedScenario) -> check.ScenarioReport:
+            nonlocal done
+            async with gate:
+                report = await check.check_scenario(target, item)
+            done += 1
+            if not args.json:
+                state = "ok" if report.ok else "FAILED"
+                print(f"  [{done}/{len(loaded)}] {report.scenario_id}: {state}", file=sys.stderr)
+            return report
+
+        out.extend(await asyncio.gather(*(one(item) for item in loaded)))
+
+
+def _read_scenario_file(path: Path) -> tuple[Any, str | None, bool]:
+    """The parsed file (or the error reading it) and whether it lives in scenarios/."""
+    from app.scenarios import service as scenarios_service
+
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return None, f"cannot read {path}: {exc}", False
+    return document, None, path.resolve().parent == scenarios_service.builtin_dir()
+
+
+async def _load_for_check(
+    pool: Any, tenant_id: Any, path: Path, document: Any, error: str | None, in_library: bool
+) -> Any:
+    """The scenario at `path`: the built-in one when the file is in scenarios/, else
+    imported into the check tenant as a custom scenario; a report when it cannot be."""
+    from app.scenarios import check
+    from app.scenarios import service as scenarios_service
+    from app.scenarios.validation import validate_scenario
+
+    if error is not None:
+        return check.ScenarioReport(str(path), problems=[error])
+    scenario, problems = validate_scenario(document)
+    name = str(document.get("id", path)) if isinstance(document, dict) else str(path)
+    if problems or scenario is None:
+        return check.ScenarioReport(name, problems=[f"{p.path}: {p.message}" for p in problems])
+    builtin = scenarios_service.builtin_scenarios().get(scenario.id)
+    if builtin is not None:
+        if in_library:
+            return builtin
+        return check.ScenarioReport(
+            scenario.id, problems=[f"id '{scenario.id}' is a built-in scenario's: rename it"]
+        )
+    return await scenarios_service.import_scenario(pool, tenant_id, document, dry_run=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="understudy",
@@ -342,6 +449,22 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("name")
     trace.add_argument("state", choices=["on", "off"])
     trace.set_defaults(func=cmd_tenants_trace)
+
+    scenarios = sub.add_parser("scenarios", help="work with scenarios")
+    ssub = scenarios.add_subparsers(dest="scenarios_command", required=True)
+    sc_check = ssub.add_parser(
+        "check",
+        help="check scenarios are fair tests: valid, oracle passes, nothing fails, "
+        "near misses fail (exit 1 on any failure)",
+    )
+    sc_check.add_argument(
+        "paths", nargs="*", help="scenario files (default: every built-in scenario)"
+    )
+    sc_check.add_argument("--json", action="store_true", help="print the reports as JSON")
+    sc_check.add_argument(
+        "--parallel", type=int, default=4, help="scenarios checked at once (default 4)"
+    )
+    sc_check.set_defaults(func=cmd_scenarios_check)
 
     from app.evals import ci, harness
 

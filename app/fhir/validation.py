@@ -940,3 +940,14 @@ def validate_resource(resource_type: str, resource: dict[str, Any]) -> list[Vali
     except Exception as exc:  # a validator bug (or absurd nesting) must not become a 500
         walk.add(resource_type, f"could not be validated ({type(exc).__name__}: {exc})", "invalid")
     return walk.issues
+
+
+def required_codes(resource_type: str, element: str) -> tuple[str, ...]:
+    """The codes a top-level element's required binding allows, in spec order; () when
+    the element has no required binding we check (scenario mutants pick wrong values
+    from here so they stay valid FHIR)."""
+    node = _BINDING_TRIES.get(resource_type)
+    child = node.children.get(element) if node is not None else None
+    if child is None:
+        return ()
+    return tuple(code for vs in child.value_sets for code in vs.codes)

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import logging
-import re
 from typing import Annotated, Any
 
-import httpx
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from app.errors import Unprocessable
 from app.jobs import Jobs
 from app.kit.clock import utcnow
-from app.runs import service
+from app.runs import oracle, service
 from app.runs.live import LiveRuns
 from app.scenarios import service as scenarios_service
-from app.scenarios.expansion import ExpansionError, expand_value
 from app.tenants.auth import Tenant, pool_of, root_url
 from app.tenants.quota import QuotaGuard, resets_at, used_today
 from app.trace.recorder import TraceRecorder
@@ -171,7 +167,13 @@ async def reference_run(
         StartRunBody(scenario_id=scenario_id, mode=mode, variant=variant, label="reference-run"),
     )
     try:
-        await replay_oracle(request, run, loaded.scenario)
+        await oracle.replay(
+            request.app,
+            root_url(request),
+            request.headers.get("authorization", ""),
+            run,
+            loaded.scenario.oracle,
+        )
     except Exception:
         await service.cancel_run(pool_of(request), tenant.id, run.id)
         _forget_live(request, tenant.id)
@@ -182,56 +184,6 @@ async def reference_run(
     )
     _forget_live(request, tenant.id)
     return final.view(root_url(request))
-
-
-async def replay_oracle(request: Request, run: service.RunRow, scenario: Any) -> None:
-    """Send the oracle's calls through this app's own HTTP stack (run view, trace and
-    all), exactly as a client would."""
-    root = root_url(request)
-    fhir_base = service.run_view_base("", run.id)
-    refs = dict(run.fixture)
-    transport = httpx.ASGITransport(app=request.app)
-    headers = {"Authorization": request.headers.get("authorization", "")}
-    async with httpx.AsyncClient(transport=transport, base_url=root, headers=headers) as client:
-        for index, call in enumerate(scenario.oracle):
-            try:
-                body = expand_value(call.body, refs, run.started_at) if call.body else None
-                path = _expand_path(call.path, refs)
-            except ExpansionError as exc:
-                raise Unprocessable(f"oracle call {index}: {exc}") from None
-            url = path if path.startswith("/api/") else fhir_base + path
-            content_type = (
-                "application/json-patch+json"
-                if call.method == "PATCH" and isinstance(body, list)
-                else "application/fhir+json"
-            )
-            response = await client.request(
-                call.method, url, json=body, headers={"Content-Type": content_type}
-            )
-            if response.status_code >= 400:
-                raise Unprocessable(
-                    f"oracle call {index} ({call.method} {path}) answered "
-                    f"{response.status_code}: {response.text[:300]}"
-                )
-            if call.save_as and response.content:
-                created = response.json()
-                refs[call.save_as] = f"{created['resourceType']}/{created['id']}"
-
-
-_PATH_SYMBOL = re.compile(r"(?<=[/=,])@([A-Za-z][A-Za-z0-9_]*)")
-
-
-def _expand_path(path: str, refs: dict[str, str]) -> str:
-    """Oracle paths may name symbols as a segment or a query value:
-    /Appointment/@appt, /Slot?patient=@patient -> their ids."""
-
-    def replace(match: re.Match[str]) -> str:
-        ref = refs.get(match.group(1))
-        if ref is None:
-            raise ExpansionError(f"unknown symbol '@{match.group(1)}' in path '{path}'")
-        return ref.split("/", 1)[1]
-
-    return _PATH_SYMBOL.sub(replace, path)
 
 
 @usage_router.get("/api/usage", summary="Today's FHIR writes against the daily quota")

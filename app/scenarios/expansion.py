@@ -575,3 +575,19 @@ def expand_scenario(
                     latest[symbol] = resource
         brief = render_brief(scenario.brief, scenario, latest, refs)
     return ExpandedScenario(refs=refs, fixture=fixture, stimulus=stimulus, brief=brief)
+
+
+_PATH_SYMBOL = re.compile(r"(?<=[/=,])@([A-Za-z][A-Za-z0-9_]*)")
+
+
+def expand_path(path: str, refs: dict[str, str]) -> str:
+    """Oracle paths may name symbols as a segment or a query value:
+    /Appointment/@appt, /Slot?patient=@patient -> their ids."""
+
+    def replace(match: re.Match[str]) -> str:
+        ref = refs.get(match.group(1))
+        if ref is None:
+            raise ExpansionError(f"unknown symbol '@{match.group(1)}' in path '{path}'")
+        return ref.split("/", 1)[1]
+
+    return _PATH_SYMBOL.sub(replace, path)

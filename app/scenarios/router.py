@@ -9,8 +9,8 @@ from fastapi.responses import JSONResponse, Response
 
 from app.fhir.service import parse_body
 from app.kit import jsontext
-from app.scenarios import service
-from app.tenants.auth import Tenant, pool_of
+from app.scenarios import check, service
+from app.tenants.auth import Tenant, pool_of, root_url
 
 router = APIRouter(prefix="/api/testing/scenarios", tags=["Testing"])
 
@@ -59,3 +59,24 @@ async def import_scenario(
         )
     body = {**loaded.summary(), "dryRun": dry_run, "valid": True}
     return JSONResponse(body, status_code=200 if dry_run else 201)
+
+
+@router.post(
+    "/{scenario_id}/check",
+    summary="Check the scenario is a fair test: oracle passes, nothing fails, near misses fail",
+)
+async def check_scenario(request: Request, tenant: Tenant, scenario_id: str) -> dict[str, Any]:
+    loaded = await service.get_scenario(pool_of(request), tenant.id, scenario_id)
+    target = check.Target(
+        app=request.app,
+        pool=pool_of(request),
+        tenant_id=tenant.id,
+        authorization=request.headers.get("authorization", ""),
+        root=root_url(request),
+        max_live=request.app.state.settings.max_live_runs,
+    )
+    try:
+        report = await check.check_scenario(target, loaded)
+    finally:
+        request.app.state.live_runs.forget(tenant.id)
+    return report.as_json()

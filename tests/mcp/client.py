@@ -14,8 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
 
-from app.runs.router import _expand_path
-from app.scenarios.expansion import expand_value
+from app.scenarios.expansion import expand_path, expand_value
 from app.scenarios.schema import Scenario
 
 
@@ -98,7 +97,7 @@ async def replay_oracle(client: mcp.Client, run: dict[str, Any], scenario: Scena
     started = datetime.fromisoformat(run["started_at"])
     for call in scenario.oracle:
         body = expand_value(call.body, refs, started) if call.body else None
-        name, args = tool_for(call.method, _expand_path(call.path, refs), body)
+        name, args = tool_for(call.method, expand_path(call.path, refs), body)
         result = await call_ok(client, name, args)
         if call.save_as:
             refs[call.save_as] = result["reference"]

@@ -240,6 +240,11 @@ def _refs_below(node: dict[str, Any], seen: dict[str, None]) -> None:
                     _refs_below(item, seen)
 
 
+def all_references(resource: dict[str, Any]) -> list[str]:
+    """Every "Type/id" a resource refers to, in document order (as stored in all_refs)."""
+    return _collect_all_refs(resource)
+
+
 def _collect_all_refs(resource: dict[str, Any]) -> list[str]:
     seen: dict[str, None] = {}  # an ordered set: document order, first occurrence wins
     _refs_below(resource, seen)

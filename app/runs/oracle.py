@@ -1,0 +1,65 @@
+"""Replaying oracle calls through the app's own HTTP stack (run view, trace and all),
+exactly as a client would: for reference runs and scenario checks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from app.errors import Unprocessable
+from app.runs.service import RunRow, run_view_base
+from app.scenarios.expansion import ExpansionError, expand_path, expand_value
+from app.scenarios.schema import OracleCall
+
+
+async def replay(
+    app: Any,
+    root: str,
+    authorization: str,
+    run: RunRow,
+    calls: Sequence[OracleCall],
+    *,
+    strict: bool = True,
+) -> list[int | None]:
+    """Each call's status (None: not sent, it names a symbol no earlier call saved).
+    `strict`: the first failing call raises a 422 naming it (a reference solution must
+    work); otherwise failures are recorded and the replay goes on (a near miss may
+    fail halfway, as an agent would)."""
+    fhir_base = run_view_base("", run.id)
+    refs = dict(run.fixture)
+    statuses: list[int | None] = []
+    transport = httpx.ASGITransport(app=app)
+    headers = {"Authorization": authorization}
+    async with httpx.AsyncClient(transport=transport, base_url=root, headers=headers) as client:
+        for index, call in enumerate(calls):
+            try:
+                body = expand_value(call.body, refs, run.started_at) if call.body else None
+                path = expand_path(call.path, refs)
+            except ExpansionError as exc:
+                if strict:
+                    raise Unprocessable(f"oracle call {index}: {exc}") from None
+                statuses.append(None)
+                continue
+            url = path if path.startswith("/api/") else fhir_base + path
+            content_type = (
+                "application/json-patch+json"
+                if call.method == "PATCH" and isinstance(body, list)
+                else "application/fhir+json"
+            )
+            response = await client.request(
+                call.method, url, json=body, headers={"Content-Type": content_type}
+            )
+            statuses.append(response.status_code)
+            if response.status_code >= 400:
+                if strict:
+                    raise Unprocessable(
+                        f"oracle call {index} ({call.method} {path}) answered "
+                        f"{response.status_code}: {response.text[:300]}"
+                    )
+                continue
+            if call.save_as and response.content:
+                created = response.json()
+                refs[call.save_as] = f"{created['resourceType']}/{created['id']}"
+    return statuses

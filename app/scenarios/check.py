@@ -1,0 +1,335 @@
+"""`scenarios check`: is a scenario a fair test? Per variant (the baseline and each
+persona): it validates, its oracle passes, doing nothing fails, and every near miss
+derived from the oracle (`app.scenarios.mutants`) fails a required expectation.
+
+The oracle and the no-op are real runs through the HTTP stack. Mutants are graded in
+memory (`app.scenarios.simulation`) from the oracle run's snapshot taken before the
+oracle was replayed — 20 mutants cost milliseconds instead of 20 runs. That is only
+trusted where it is equivalent: the unmutated oracle is replayed in memory too, and if
+its verdict differs from the real run on any expectation, that variant's mutants are
+graded with real runs instead (and the report says so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from app.grading.engine import grade
+from app.grading.snapshot import ExpectationResult, RunSnapshot, Verdict
+from app.runs import oracle as oracle_replay
+from app.runs import service as runs_service
+from app.scenarios.mutants import Mutant, derive_mutants
+from app.scenarios.schema import Scenario
+from app.scenarios.service import LoadedScenario
+from app.scenarios.simulation import Simulation
+from app.scenarios.validation import validate_scenario
+
+LABEL = "scenario-check"
+
+
+@dataclass
+class MutantResult:
+    kind: str
+    description: str
+    caught_by: list[str]  # required expectations it fails
+    should_catch: list[str] = field(default_factory=list)  # for a survivor
+
+    @property
+    def survived(self) -> bool:
+        return not self.caught_by
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "description": self.description,
+            "caughtBy": self.caught_by,
+            "survived": self.survived,
+        }
+        if self.survived:
+            out["shouldCatch"] = self.should_catch
+        return out
+
+
+@dataclass
+class VariantReport:
+    variant: str | None
+    oracle_passed: bool = False
+    oracle_failing: list[str] = field(default_factory=list)
+    oracle_error: str | None = None
+    noop_failed: bool = False
+    noop_passing: bool = False
+    mutants: list[MutantResult] = field(default_factory=list)
+    never_decisive: list[str] = field(default_factory=list)
+    executor: str = "memory"
+    disagreement: list[str] = field(default_factory=list)
+
+    @property
+    def survivors(self) -> list[MutantResult]:
+        return [m for m in self.mutants if m.survived]
+
+    @property
+    def ok(self) -> bool:
+        return self.oracle_passed and self.noop_failed and not self.survivors
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "variant": self.variant,
+            "ok": self.ok,
+            "oraclePasses": self.oracle_passed,
+            "oracleFailing": self.oracle_failing,
+            "oracleError": self.oracle_error,
+            "nothingFails": self.noop_failed,
+            "mutants": len(self.mutants),
+            "mutantsCaught": len(self.mutants) - len(self.survivors),
+            "survivors": [m.as_json() for m in self.survivors],
+            "neverDecisive": self.never_decisive,
+            "mutantGrading": self.executor,
+            "simulationDisagreed": self.disagreement,
+        }
+
+
+@dataclass
+class ScenarioReport:
+    scenario_id: str
+    problems: list[str] = field(default_factory=list)
+    variants: list[VariantReport] = field(default_factory=list)
+    mutant_kinds: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and bool(self.variants) and all(v.ok for v in self.variants)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "scenarioId": self.scenario_id,
+            "ok": self.ok,
+            "valid": not self.problems,
+            "problems": self.problems,
+            "mutantKinds": self.mutant_kinds,
+            "variants": [v.as_json() for v in self.variants],
+        }
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the check's real runs happen: the app (for HTTP replays), a tenant and a key
+    of it, and the base URL links are built from."""
+
+    app: Any
+    pool: asyncpg.Pool
+    tenant_id: uuid.UUID
+    authorization: str
+    root: str
+    max_live: int
+
+
+def _walk(results: list[ExpectationResult]) -> Iterator[ExpectationResult]:
+    for result in results:
+        yield result
+        yield from _walk(result.children)
+
+
+def _walk_json(items: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for item in items:
+        yield item
+        yield from _walk_json(item.get("children") or [])
+
+
+def _required_failing(results: list[ExpectationResult]) -> list[str]:
+    return [r.id for r in results if r.required and r.passed is False]
+
+
+async def check_scenario(target: Target, loaded: LoadedScenario) -> ScenarioReport:
+    scenario = loaded.scenario
+    report = ScenarioReport(scenario.id)
+    _, problems = validate_scenario(scenario.model_dump(by_alias=True, exclude_none=True))
+    report.problems = [f"{p.path}: {p.message}" for p in problems]
+    if report.problems:
+        return report
+    mutants = derive_mutants(scenario)
+    for m in mutants:
+        report.mutant_kinds[m.kind] = report.mutant_kinds.get(m.kind, 0) + 1
+    for persona in [None, *(v.persona for v in scenario.variants)]:
+        report.variants.append(await _check_variant(target, scenario, persona, mutants))
+    return report
+
+
+async def _start(target: Target, scenario: Scenario, persona: str | None) -> runs_service.RunRow:
+    run, _, _ = await runs_service.start_run(
+        target.pool,
+        target.tenant_id,
+        runs_service.StartRequest(scenario.id, None, persona, LABEL, None),
+        max_live=target.max_live,
+        root_url=target.root,
+    )
+    return run
+
+
+async def _finish(target: Target, run: runs_service.RunRow) -> runs_service.RunRow:
+    recorder = getattr(target.app.state, "recorder", None)
+    if recorder is not None:
+        await recorder.flush()  # the replay's calls must be in the trace before grading
+    return await runs_service.grade_run(target.pool, target.tenant_id, run.id, final=True)
+
+
+async def _cleanup(target: Target, run_ids: list[str]) -> None:
+    for run_id in run_ids:
+        await runs_service.delete_run_data(target.pool, target.tenant_id, run_id)
+
+
+async def _check_variant(
+    target: Target, scenario: Scenario, persona: str | None, mutants: list[Mutant]
+) -> VariantReport:
+    report = VariantReport(persona)
+    created: list[str] = []
+    try:
+        # Doing nothing must fail.
+        noop = await _start(target, scenario, persona)
+        created.append(noop.id)
+        noop_final = await _finish(target, noop)
+        report.noop_failed = noop_final.status != runs_service.RunStatus.PASSED
+        report.noop_passing = not report.noop_failed
+
+        # The oracle must pass; the snapshot before it is where mutants start.
+        run = await _start(target, scenario, persona)
+        created.append(run.id)
+        expectations = runs_service.expectations_of(run)
+        async with target.pool.acquire() as conn:
+            before = await runs_service.build_snapshot(conn, run, expectations, final=True)
+        try:
+            await oracle_replay.replay(
+                target.app, target.root, target.authorization, run, scenario.oracle
+            )
+        except Exception as exc:  # the replay's own 422 or anything else: report it
+            report.oracle_error = str(exc)
+        final = await _finish(target, run)
+        verdict_json = final.verdict or {}
+        report.oracle_passed = final.status == runs_service.RunStatus.PASSED
+        report.oracle_failing = [
+            e["id"]
+            for e in verdict_json.get("expectations", [])
+            if e.get("required") and e.get("passed") is False
+        ]
+        if not report.oracle_passed:
+            return report
+
+        simulated = Simulation(before)
+        oracle_memory = grade(expectations, simulated.run(scenario.oracle))
+        report.disagreement = _disagreement(oracle_memory, verdict_json)
+        if report.disagreement:
+            report.executor = "real runs"
+        for mutant in mutants:
+            if report.executor == "memory":
+                verdict = await asyncio.to_thread(_grade_mutant, expectations, before, mutant)
+                caught = _required_failing(verdict.results)
+            else:
+                caught, run_id = await _real_mutant(target, scenario, persona, mutant)
+                created.append(run_id)
+            result = MutantResult(mutant.kind, mutant.description, caught)
+            if result.survived:
+                result.should_catch = _should_catch(oracle_memory, simulated, mutant)
+            report.mutants.append(result)
+        broken = {e for m in report.mutants for e in m.caught_by}
+        report.never_decisive = [
+            r.id for r in oracle_memory.results if r.required and r.id not in broken
+        ]
+        return report
+    finally:
+        await _cleanup(target, created)
+
+
+def _grade_mutant(expectations: Any, before: RunSnapshot, mutant: Mutant) -> Verdict:
+    return grade(expectations, Simulation(before).run(mutant.calls))
+
+
+async def _real_mutant(
+    target: Target, scenario: Scenario, persona: str | None, mutant: Mutant
+) -> tuple[list[str], str]:
+    run = await _start(target, scenario, persona)
+    await oracle_replay.replay(
+        target.app, target.root, target.authorization, run, mutant.calls, strict=False
+    )
+    final = await _finish(target, run)
+    failing = [
+        e["id"]
+        for e in (final.verdict or {}).get("expectations", [])
+        if e.get("required") and e.get("passed") is False
+    ]
+    return failing, run.id
+
+
+def _disagreement(memory: Verdict, real: dict[str, Any]) -> list[str]:
+    """Expectations (rubrics aside: always bonus, judged only at a real run's end) on
+    which the in-memory replay of the oracle and the real run disagree."""
+    real_passed = {e["id"]: e.get("passed") for e in _walk_json(real.get("expectations", []))}
+    return [
+        r.id
+        for r in _walk(memory.results)
+        if r.type != "rubric" and real_passed.get(r.id, "missing") != r.passed
+    ]
+
+
+def _should_catch(oracle: Verdict, simulated: Simulation, mutant: Mutant) -> list[str]:
+    """The required expectations that looked at what the mutated call wrote in the
+    oracle run (so they should have noticed the change); for a reorder, the api_call
+    expectations whose `before` the change defeats."""
+    if mutant.call_index is None:
+        return [r.id for r in oracle.results if r.required and r.type in ("api_call", "any_of")]
+    ref = simulated.refs_written.get(mutant.call_index)
+    if ref is None:
+        return []
+    return [r.id for r in _walk(oracle.results) if r.required and ref in r.evidence.matches]
+
+
+def render(reports: list[ScenarioReport]) -> str:
+    """A readable table: one line per scenario and variant, then the details of every
+    failure and warning."""
+    lines = [f"{'scenario':<44} {'variant':<10} {'valid':<6} {'oracle':<7} {'no-op':<6} mutants"]
+    details: list[str] = []
+    for report in reports:
+        if report.problems:
+            lines.append(f"{report.scenario_id:<44} {'-':<10} {'NO':<6}")
+            details += [f"{report.scenario_id}: invalid: {p}" for p in report.problems]
+            continue
+        for v in report.variants:
+            name = v.variant or "baseline"
+            caught = len(v.mutants) - len(v.survivors)
+            mark = "" if v.executor == "memory" else " (real runs)"
+            lines.append(
+                f"{report.scenario_id:<44} {name:<10} {'yes':<6} "
+                f"{'passes' if v.oracle_passed else 'FAILS':<7} "
+                f"{'fails' if v.noop_failed else 'PASSES':<6} "
+                f"{caught}/{len(v.mutants)} caught{mark}"
+            )
+            where = f"{report.scenario_id} [{name}]"
+            if v.oracle_error:
+                details.append(f"{where}: the oracle could not be replayed: {v.oracle_error}")
+            if not v.oracle_passed:
+                details.append(f"{where}: the oracle fails {', '.join(v.oracle_failing)}")
+            if not v.noop_failed:
+                details.append(f"{where}: doing nothing passes")
+            for m in v.survivors:
+                catch = ", ".join(m.should_catch) or "no expectation looks at that write"
+                details.append(
+                    f"{where}: mutant survived: {m.description}; should be caught by: {catch}"
+                )
+            if v.disagreement:
+                details.append(
+                    f"{where}: note: the in-memory replay disagreed on "
+                    f"{', '.join(v.disagreement)}; mutants graded with real runs"
+                )
+            if v.never_decisive:
+                details.append(
+                    f"{where}: warning: never decisive (no mutant breaks it): "
+                    + ", ".join(v.never_decisive)
+                )
+    ok = sum(r.ok for r in reports)
+    lines.append("")
+    lines.append(f"{ok}/{len(reports)} scenarios pass the check")
+    return "\n".join(lines + (["", *details] if details else []))

@@ -1,0 +1,188 @@
+"""Replaying oracle calls against an in-memory copy of a run (pure).
+
+Grading sees a run only through its snapshot (`app.grading.snapshot`): the fixture as
+it reads now, the resources the system wrote, and the calls it made. So a near-miss
+solution can be graded without a server: start from the snapshot of a real run taken
+before its oracle, apply each call the way the FHIR API would (create, update, JSON
+Patch or merge patch, delete, each validated like a real write), and record every call
+as the trace would. `app.scenarios.check` proves the two agree for each scenario by
+replaying the unmutated oracle both ways and comparing the verdicts; where they differ
+it grades the mutants with real runs instead.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import json_merge_patch
+import jsonpatch
+
+from app.fhir.search.index import all_references
+from app.fhir.validation import validate_resource
+from app.grading.snapshot import Call, ChangedResource, RunSnapshot
+from app.kit.clock import fhir_instant
+from app.scenarios.expansion import ExpansionError, expand_path, expand_value
+from app.scenarios.mutants import is_write
+from app.scenarios.schema import OracleCall
+
+# Calls are spaced this far apart in simulated time, so `before` sees their order.
+STEP = timedelta(milliseconds=10)
+
+
+@dataclass
+class _Written:
+    resource: dict[str, Any] | None
+    first_at: datetime
+    last_at: datetime
+    created: bool
+    version: int
+
+
+class Simulation:
+    """One replay: the state of the run's resources and its calls so far."""
+
+    def __init__(self, before: RunSnapshot) -> None:
+        self.before = before
+        self.refs: dict[str, str] = dict(before.fixture)
+        # What each reference reads now: the fixture, then whatever is written.
+        self.state: dict[str, dict[str, Any] | None] = {
+            ref: copy.deepcopy(before.current.get(symbol)) for symbol, ref in before.fixture.items()
+        }
+        self.written: dict[str, _Written] = {}
+        self.calls: list[Call] = []
+        self.at = max(before.now, before.started_at) + STEP
+        self.serial = 0
+        self.statuses: list[int | None] = []  # per call: status, None if not sent
+        self.refs_written: dict[int, str] = {}  # call index -> the resource it wrote
+        self._last_ref: str | None = None
+
+    def run(self, calls: Sequence[OracleCall]) -> RunSnapshot:
+        for call in calls:
+            self.statuses.append(self._call(call))
+        return self.snapshot()
+
+    def _call(self, call: OracleCall) -> int | None:
+        try:
+            body = (
+                expand_value(call.body, self.refs, self.before.started_at)
+                if call.body is not None
+                else None
+            )
+            path = expand_path(call.path, self.refs)
+        except ExpansionError:
+            return None  # a symbol the left-out call would have saved: never sent
+        self.at += STEP
+        parts = urlsplit(path)
+        self._last_ref = None
+        status = self._write(call, parts.path, body) if is_write(call) else 200
+        if self._last_ref is not None:
+            self.refs_written[len(self.statuses)] = self._last_ref
+        self.calls.append(
+            Call(
+                at=self.at,
+                method=call.method,
+                path=parts.path,
+                query=parts.query,
+                status=status,
+                transport="rest",
+                refs=(),
+            )
+        )
+        if status < 300 and call.save_as is not None and self._last_ref is not None:
+            self.refs[call.save_as] = self._last_ref
+        return status
+
+    def _write(self, call: OracleCall, path: str, body: Any) -> int:
+        segments = [s for s in path.split("/") if s]
+        if call.method == "POST" and len(segments) == 1:
+            self.serial += 1
+            return self._store(segments[0], f"sim{self.serial}", body, created=True)
+        if len(segments) != 2:
+            return 400
+        ref = f"{segments[0]}/{segments[1]}"
+        current = self.state.get(ref)
+        if call.method == "DELETE":
+            if current is None:
+                return 404
+            self._record(ref, None, created=False)
+            self._last_ref = ref
+            return 204
+        if call.method == "PUT":
+            return self._store(segments[0], segments[1], body, created=current is None)
+        if current is None:
+            return 404
+        try:
+            if isinstance(body, list):
+                patched = jsonpatch.apply_patch(current, body)
+            else:
+                patched = json_merge_patch.merge(copy.deepcopy(current), body)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError):
+            return 422
+        return self._store(segments[0], segments[1], patched, created=False)
+
+    def _store(self, resource_type: str, rid: str, body: Any, *, created: bool) -> int:
+        if not isinstance(body, dict) or body.get("resourceType") != resource_type:
+            return 400
+        resource = {k: v for k, v in body.items() if k not in ("id", "meta")}
+        if validate_resource(resource_type, resource):
+            return 400  # the API refuses invalid FHIR: nothing is written
+        ref = f"{resource_type}/{rid}"
+        previous = self.written.get(ref)
+        version = previous.version + 1 if previous else 1
+        stored = {
+            "resourceType": resource_type,
+            "id": rid,
+            "meta": {"versionId": str(version), "lastUpdated": fhir_instant(self.at)},
+            **{k: v for k, v in resource.items() if k != "resourceType"},
+        }
+        self._record(ref, stored, created=created)
+        self._last_ref = ref
+        return 201 if created else 200
+
+    def _record(self, ref: str, resource: dict[str, Any] | None, *, created: bool) -> None:
+        self.state[ref] = resource
+        previous = self.written.get(ref)
+        if previous is None:
+            self.written[ref] = _Written(resource, self.at, self.at, created, 1)
+        else:
+            previous.resource = resource
+            previous.last_at = self.at
+            previous.version += 1
+
+    def snapshot(self) -> RunSnapshot:
+        by_ref = {ref: symbol for symbol, ref in self.before.fixture.items()}
+        current = dict(self.before.current)
+        changed = []
+        for ref, w in self.written.items():
+            if ref in by_ref:
+                current[by_ref[ref]] = copy.deepcopy(w.resource)
+            resource_type, rid = ref.split("/", 1)
+            changed.append(
+                ChangedResource(
+                    resource_type=resource_type,
+                    id=rid,
+                    resource=copy.deepcopy(w.resource),
+                    first_changed_at=w.first_at,
+                    last_changed_at=w.last_at,
+                    created=w.created,
+                    all_refs=tuple(all_references(w.resource)) if w.resource else (),
+                    run_id=self.before.run_id,
+                )
+            )
+        return replace(
+            self.before,
+            now=self.at + STEP,
+            current=current,
+            changed=[*self.before.changed, *changed],
+            calls=[*self.before.calls, *self.calls],
+            final=True,
+        )
+
+
+def simulate(before: RunSnapshot, calls: Sequence[OracleCall]) -> RunSnapshot:
+    return Simulation(before).run(calls)
