@@ -145,7 +145,16 @@ def _required_failing(results: list[ExpectationResult]) -> list[str]:
     return [r.id for r in results if r.required and r.passed is False]
 
 
-async def check_scenario(target: Target, loaded: LoadedScenario) -> ScenarioReport:
+async def check_scenario(
+    target: Target,
+    loaded: LoadedScenario,
+    *,
+    personas: list[str | None] | None = None,
+    real_mutants: bool = False,
+) -> ScenarioReport:
+    """Check every variant (or only `personas`; None is the baseline). `real_mutants`
+    grades every mutant with a real run even where the in-memory replay agrees (slow:
+    for proving the two equivalent)."""
     scenario = loaded.scenario
     report = ScenarioReport(scenario.id)
     _, problems = validate_scenario(scenario.model_dump(by_alias=True, exclude_none=True))
@@ -155,8 +164,11 @@ async def check_scenario(target: Target, loaded: LoadedScenario) -> ScenarioRepo
     mutants = derive_mutants(scenario)
     for m in mutants:
         report.mutant_kinds[m.kind] = report.mutant_kinds.get(m.kind, 0) + 1
-    for persona in [None, *(v.persona for v in scenario.variants)]:
-        report.variants.append(await _check_variant(target, scenario, persona, mutants))
+    every: list[str | None] = [None, *(v.persona for v in scenario.variants)]
+    for persona in every if personas is None else [p for p in every if p in personas]:
+        report.variants.append(
+            await _check_variant(target, scenario, persona, mutants, real_mutants)
+        )
     return report
 
 
@@ -184,7 +196,11 @@ async def _cleanup(target: Target, run_ids: list[str]) -> None:
 
 
 async def _check_variant(
-    target: Target, scenario: Scenario, persona: str | None, mutants: list[Mutant]
+    target: Target,
+    scenario: Scenario,
+    persona: str | None,
+    mutants: list[Mutant],
+    real_mutants: bool,
 ) -> VariantReport:
     report = VariantReport(persona)
     created: list[str] = []
@@ -222,7 +238,7 @@ async def _check_variant(
         simulated = Simulation(before)
         oracle_memory = grade(expectations, simulated.run(scenario.oracle))
         report.disagreement = _disagreement(oracle_memory, verdict_json)
-        if report.disagreement:
+        if report.disagreement or real_mutants:
             report.executor = "real runs"
         for mutant in mutants:
             if report.executor == "memory":

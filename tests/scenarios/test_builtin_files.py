@@ -75,8 +75,35 @@ def _explain(problems: list[Problem]) -> str:
     return "\n".join(f"  {p.path or '/'}: {p.message}" for p in problems)
 
 
-def test_library_is_not_empty() -> None:
-    assert FILES, f"no built-in scenarios in {SCENARIO_DIR}"
+# What the library must cover (issue 8): category -> at least this many scenarios.
+REQUIRED_CATEGORIES = {
+    "scheduling": 5,  # book, reschedule, cancel, waitlist backfill, no-show follow-up
+    "messaging": 3,  # triage, a question answered from the chart, a clarifying question
+    "results": 3,  # critical lab, normal result notification, two similar charts
+    "medications": 2,  # refill request, refill blocked by an allergy or interaction
+    "coverage": 2,  # eligibility before booking, lapsed coverage
+    "intake": 1,  # a questionnaire routed to exactly one queue
+}
+
+
+def test_library_covers_the_everyday_work() -> None:
+    scenarios = [_scenario(p) for p in FILES]
+    assert len(scenarios) >= 24
+    categories: dict[str, int] = {}
+    for s in scenarios:
+        categories[s.category] = categories.get(s.category, 0) + 1
+    for category, least in REQUIRED_CATEGORIES.items():
+        assert categories.get(category, 0) >= least, (category, categories)
+    assert categories.get("referrals", 0) + categories.get("orders", 0) >= 2, categories
+    assert sum("workflow" in [str(m) for m in s.modes] for s in scenarios) >= 8
+    assert sum(s.patient_sim is not None for s in scenarios) >= 4
+    assert sum(len(s.variants) >= 2 for s in scenarios) >= 6
+
+
+def test_readme_lists_every_scenario() -> None:
+    readme = (SCENARIO_DIR.parent / "README.md").read_text(encoding="utf-8")
+    for path in FILES:
+        assert f"`{path.stem}`" in readme, f"{path.stem} is not listed in the README"
 
 
 @each_file

@@ -1,0 +1,210 @@
+"""`scenarios check` end to end: the whole built-in library is a fair test (oracle
+passes, nothing fails, every near miss fails), a weak scenario is caught, and grading
+mutants in memory gives the verdicts real runs give."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.main import create_app
+from app.scenarios import check
+from app.scenarios.service import builtin_scenarios
+from app.settings import Settings
+from tests.conftest import TenantHandle
+
+LIBRARY = sorted(builtin_scenarios())
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def failures(report: dict[str, Any]) -> list[str]:
+    out = list(report["problems"])
+    for v in report["variants"]:
+        name = v["variant"] or "baseline"
+        if not v["oraclePasses"]:
+            out.append(f"[{name}] oracle fails {v['oracleFailing']} {v['oracleError'] or ''}")
+        if not v["nothingFails"]:
+            out.append(f"[{name}] doing nothing passes")
+        out += [f"[{name}] survived: {m['description']}" for m in v["survivors"]]
+    return out
+
+
+@pytest.mark.parametrize("scenario_id", LIBRARY)
+async def test_library_scenario_passes_the_check(tenant: TenantHandle, scenario_id: str) -> None:
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=120) as client:
+        r = await client.post(f"{tenant.server}/api/testing/scenarios/{scenario_id}/check")
+    assert r.status_code == 200, r.text
+    report = r.json()
+    assert report["ok"], failures(report)
+    assert report["variants"][0]["variant"] is None
+    assert all(v["mutants"] > 0 for v in report["variants"])
+
+
+WEAK: dict[str, Any] = {
+    "id": "custom.weak-booking",
+    "title": "Book a visit (weakly checked)",
+    "category": "scheduling",
+    "summary": "Only checks that some appointment is booked.",
+    "modes": ["agent"],
+    "brief": "Book {{patient.name}} with Dr. Chen.",
+    "fixture": [
+        {
+            "resourceType": "Patient",
+            "id": "@patient",
+            "name": [{"given": ["Ana"], "family": "Ruiz"}],
+        }
+    ],
+    "expectations": [
+        {
+            "id": "booked",
+            "type": "resource",
+            "label": "Something is booked",
+            "resourceType": "Appointment",
+            "scope": "tenant",
+            "where": ["status = 'booked'"],
+        },
+        {
+            "id": "no-cancel",
+            "type": "resource",
+            "label": "Nothing cancelled",
+            "resourceType": "Appointment",
+            "where": ["status = 'cancelled'"],
+            "count": {"max": 0},
+        },
+    ],
+    "oracle": [
+        {
+            "method": "POST",
+            "path": "/Appointment",
+            "body": {
+                "resourceType": "Appointment",
+                "status": "booked",
+                "start": {"$time": "+2wd@10:00"},
+                "end": {"$time": "+2wd@10:30"},
+                "participant": [
+                    {"actor": {"reference": "@patient"}, "status": "accepted"},
+                    {
+                        "actor": {"reference": "Practitioner/demo-canonical-prac-chen"},
+                        "status": "accepted",
+                    },
+                ],
+            },
+        }
+    ],
+}
+
+
+def strong() -> dict[str, Any]:
+    document = copy.deepcopy(WEAK)
+    document["id"] = "custom.strong-booking"
+    booked = document["expectations"][0]
+    del booked["scope"]
+    booked["where"].append(
+        "participant.where(actor.reference = 'Patient/' + %fixture.patient).exists()"
+    )
+    return document
+
+
+async def _import_and_check(client: httpx.AsyncClient, base: str, document: Any) -> Any:
+    r = await client.post(f"{base}/api/testing/scenarios", json=document)
+    assert r.status_code == 201, r.text
+    r = await client.post(f"{base}/api/testing/scenarios/{document['id']}/check")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def test_weak_custom_scenario_is_caught(tenant: TenantHandle) -> None:
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=120) as client:
+        weak = await _import_and_check(client, tenant.server, WEAK)
+        fixed = await _import_and_check(client, tenant.server, strong())
+        missing = await client.post(f"{tenant.server}/api/testing/scenarios/nope/check")
+    assert missing.status_code == 404
+    assert weak["ok"] is False
+    survivors = weak["variants"][0]["survivors"]
+    assert [m["kind"] for m in survivors] == ["redirect"], survivors
+    assert "Patient/understudy-other-patient" in survivors[0]["description"]
+    assert survivors[0]["shouldCatch"] == ["booked"]
+    assert weak["variants"][0]["neverDecisive"] == ["no-cancel"]
+    assert fixed["ok"] is True, failures(fixed)
+
+
+@asynccontextmanager
+async def check_target(settings: Settings, tenant: TenantHandle) -> AsyncIterator[check.Target]:
+    """An app of our own in this event loop (no queue: the check grades as it goes). Not
+    a fixture: the app's lifespan must end in the task it started in."""
+    app = create_app(settings.clone(redis_url=None))
+    async with app.router.lifespan_context(app):
+        yield check.Target(
+            app, app.state.db.pool, tenant.id, f"Bearer {tenant.key}", "http://check.local", 20
+        )
+
+
+@pytest.mark.parametrize(
+    "scenario_id", ["scheduling.reschedule-ask-day", "results.critical-lab-task"]
+)
+async def test_memory_grading_equals_real_runs(
+    settings: Settings, tenant: TenantHandle, scenario_id: str
+) -> None:
+    """Every mutant of an agent and a workflow scenario, graded both ways: the same
+    required expectations fail."""
+    loaded = builtin_scenarios()[scenario_id]
+    async with check_target(settings, tenant) as target:
+        memory = await check.check_scenario(target, loaded, personas=[None])
+        real = await check.check_scenario(target, loaded, personas=[None], real_mutants=True)
+    assert memory.variants[0].executor == "memory"
+    assert memory.variants[0].disagreement == []
+    assert real.variants[0].executor == "real runs"
+    pairs = list(zip(memory.variants[0].mutants, real.variants[0].mutants, strict=True))
+    assert pairs
+    for m, r in pairs:
+        assert m.description == r.description
+        assert m.caught_by == r.caught_by, m.description
+
+
+async def test_cli_exit_status_and_table(settings: Settings, tmp_path: Path) -> None:
+    weak_file = tmp_path / "weak.json"
+    weak_file.write_text(json.dumps({**WEAK, "id": "custom.cli-weak"}))
+    env = {
+        **os.environ,
+        "UNDERSTUDY_DATABASE_URL": str(settings.database_url),
+        "UNDERSTUDY_DATA_DIR": str(tmp_path / "data"),
+    }
+
+    async def cli(*args: str) -> tuple[int, str]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "app.cli",
+            "scenarios",
+            "check",
+            *args,
+            cwd=ROOT,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        output, _ = await asyncio.wait_for(process.communicate(), 180)
+        assert process.returncode is not None
+        return process.returncode, output.decode()
+
+    code, text = await cli(str(weak_file))
+    assert code == 1, text
+    assert "mutant survived" in text and "should be caught by: booked" in text
+    assert "0/1 scenarios pass the check" in text
+    code, text = await cli(str(ROOT / "scenarios" / "results.critical-lab-task.json"))
+    assert code == 0, text
+    assert "1/1 scenarios pass the check" in text
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"id": "x"')
+    code, text = await cli(str(bad))
+    assert code == 1 and "cannot read" in text
