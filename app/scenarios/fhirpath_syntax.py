@@ -15,6 +15,7 @@ from typing import Any, Final
 from antlr4 import CommonTokenStream, InputStream  # type: ignore[import-untyped]
 from antlr4.error.ErrorListener import ErrorListener  # type: ignore[import-untyped]
 from antlr4.tree.Tree import ParseTreeWalker  # type: ignore[import-untyped]
+from fhirpathpy.engine.invocations import invocation_registry
 from fhirpathpy.parser.generated.FHIRPathLexer import FHIRPathLexer
 from fhirpathpy.parser.generated.FHIRPathListener import FHIRPathListener
 from fhirpathpy.parser.generated.FHIRPathParser import FHIRPathParser
@@ -90,9 +91,36 @@ def _unquote(text: str) -> str:
     return text
 
 
+def _function_problem(name: str, params: int) -> str | None:
+    """What fhirpathpy would raise when it reaches this call: an unknown function or a
+    wrong number of arguments (`not(x)` instead of `x.not()`). fhirpathpy only finds
+    these while evaluating, and the grader then reads the clause as false — a guard that
+    could never fire. So they are syntax errors here."""
+    invocation: Any = invocation_registry.get(name)  # fhirpathpy's table is untyped
+    if invocation is None or "fn" not in invocation:
+        return f"unknown function '{name}()'"
+    if "variadic" in invocation:
+        return None
+    allowed = sorted(invocation.get("arity", {0: []}))
+    if params in allowed:
+        return None
+    if allowed == [0]:
+        return f"{name}() takes no arguments (write 'x.{name}()', not '{name}(x)')"
+    counts = " or ".join(str(n) for n in allowed)
+    return f"{name}() takes {counts} argument(s), not {params}"
+
+
 class _VariableCollector(FHIRPathListener):
     def __init__(self) -> None:
         self.names: set[str] = set()
+        self.problems: list[str] = []
+
+    def enterFunctn(self, ctx: Any) -> None:  # ANTLR's name
+        params = ctx.paramList()
+        count = len(params.expression()) if params is not None else 0
+        problem = _function_problem(ctx.identifier().getText(), count)
+        if problem is not None:
+            self.problems.append(problem)
 
     def enterExternalConstant(self, ctx: Any) -> None:  # ANTLR's name
         ident = ctx.identifier()
@@ -145,6 +173,8 @@ def _analyse(expression: str) -> tuple[str | None, frozenset[str]]:
         return f"column {problem.column + 1}: {problem.message}", frozenset()
     except RecursionError:
         return "too deeply nested", frozenset()
+    if collector.problems:
+        return collector.problems[0], frozenset()
     return None, frozenset(collector.names)
 
 

@@ -71,6 +71,35 @@ def test_fhirpathpy_alone_would_accept_what_we_reject() -> None:
     assert syntax_error("status = = 'booked'") is not None
 
 
+@pytest.mark.parametrize(
+    ("expression", "words"),
+    [
+        ("not(status = 'booked')", "not() takes no arguments (write 'x.not()'"),
+        ("participant.where()", "where() takes 1 argument(s), not 0"),
+        ("status.exists(1, 2)", "exists() takes 0 or 1 argument(s), not 2"),
+        ("code.memberOf('http://x')", "unknown function 'memberOf()'"),
+        ("status.shout()", "unknown function 'shout()'"),
+    ],
+)
+def test_rejects_calls_fhirpathpy_would_fail_on(expression: str, words: str) -> None:
+    """fhirpathpy raises these only while evaluating, and a where clause that raises is
+    false: a must-not-happen guard written `not(x)` could never fire."""
+    error = syntax_error(expression)
+    assert error is not None and words in error, error
+
+
+def test_accepts_every_function_form_in_use() -> None:
+    for expression in (
+        "(status = 'cancelled').not()",
+        "iif(status = 'booked', 1, 0) = 1",
+        "start.toString().substring(11, 2).toInteger() >= 14",
+        "note.text.join(' ').lower().contains('warfarin')",
+        "participant.actor.reference.select($this.startsWith('Practitioner/')).allTrue()",
+        "now() > %runStart and today().exists()",
+    ):
+        assert syntax_error(expression) is None, expression
+
+
 def test_long_expecting_sets_are_dropped() -> None:
     error = syntax_error("status = = 'x'")
     assert error is not None and "{" not in error
@@ -92,7 +121,7 @@ def test_long_expecting_sets_are_dropped() -> None:
         ("%'current'.appt.exists()", {"current.appt"}),
         ("(%fixture).patient", {"fixture"}),  # not the member-access shape
         ("%resource.id = %context.id and %ucum.exists()", {"resource", "context", "ucum"}),
-        ("code.memberOf(%`vs-lab-codes`)", {"vs-lab-codes"}),
+        ("code.exists() and %`vs-lab-codes`.exists()", {"vs-lab-codes"}),
         ("%sct | %loinc", {"sct", "loinc"}),
         ("%appt.status", {"appt"}),  # unknown variable: reported, judged by the caller
         ("x.where(y = %fixture.a).select(%current.b.z)", {"fixture.a", "current.b"}),

@@ -301,7 +301,7 @@ def test_accepts_python_field_names() -> None:
                     **BOOKED,
                     "where": [
                         "%resource.id = %context.id",
-                        "code.memberOf(%`vs-appointment-types`)",
+                        "code.exists() or %`vs-appointment-types`.exists()",
                         "%ucum.exists() and %sct.exists() and %loinc.exists()",
                         "start < %now",
                     ],
@@ -661,6 +661,18 @@ BROKEN: list[tuple[str, dict[str, Any] | list[Any], str, str]] = [
         scenario(expectations=[{**BOOKED, "where": ["status = 'booked'", ""]}]),
         "/expectations/0/where/1",
         "invalid FHIRPath: empty expression",
+    ),
+    (
+        "fhirpath-function-arity",
+        scenario(expectations=[{**BOOKED, "where": ["not(status = 'cancelled')"]}]),
+        "/expectations/0/where/0",
+        "not() takes no arguments",
+    ),
+    (
+        "fhirpath-unknown-function",
+        scenario(expectations=[{**BOOKED, "where": ["subject.resolve().exists()"]}]),
+        "/expectations/0/where/0",
+        "unknown function 'resolve()'",
     ),
     (
         "fhirpath-unknown-variable",
