@@ -51,13 +51,20 @@ def grade_resource(
 
     matches: list[ChangedResource] = []
     misses: list[tuple[ChangedResource, dict[str, Any]]] = []
+    unknown: list[tuple[ChangedResource, Clause]] = []  # a clause could not be evaluated
     for changed, body in candidates:
-        # all() stops at the first failing clause; every clause's result is only needed
-        # for the closest candidate of a failure, worked out below.
-        if all(fp.check(where, body).holds for where in expectation.where):
+        # Clauses stop at the first that fails; every clause's result is only needed for
+        # the closest candidate of a failure, worked out below.
+        failed = next(
+            (c for c in (fp.check(where, body) for where in expectation.where) if not c.holds),
+            None,
+        )
+        if failed is None:
             matches.append(changed)
         else:
             misses.append((changed, body))
+            if failed.error is not None:
+                unknown.append((changed, failed))
 
     n = len(matches)
     passed = bounds.holds(n)
@@ -68,6 +75,19 @@ def grade_resource(
             "(not counted: scope is patient)"
         )
     counted = f"{n} matching {kind} {where_text}, expected {bounds.describe()}"
+    if passed and unknown and bounds.max is not None and n + len(unknown) > bounds.max:
+        # Fail safe: a resource a must-not-happen check cannot evaluate may be the very
+        # thing it guards against, so it counts against the ceiling.
+        changed, clause = unknown[0]
+        evidence.closest = ref_of(changed)
+        evidence.clauses = [clause.as_json()]
+        return make_result(
+            expectation,
+            False,
+            evidence,
+            f"{counted}, but {ref_of(changed)} could not be evaluated ({clause.where}: "
+            f"{clause.error}); counted as a possible match",
+        )
 
     if passed:
         first_at = min((m.first_changed_at for m in matches), default=None)

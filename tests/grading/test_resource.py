@@ -315,6 +315,34 @@ def test_erroring_clause_shows_its_error() -> None:
     assert "undefined environment variable" in result.evidence.clauses[0]["error"]
 
 
+def test_a_guard_counts_what_it_cannot_evaluate() -> None:
+    """Fail safe: a must-not-happen check whose clause errors on a resource (here:
+    startsWith on the references of two participants) counts that resource against its
+    ceiling, instead of reading the error as "did not happen"."""
+    guard = expectation(
+        type="resource",
+        resourceType="Appointment",
+        where=["participant.actor.reference.startsWith('Practitioner/')"],
+        count={"max": 0},
+    )
+    assert isinstance(guard, ResourceExpectation)
+    snapshot = make_snapshot(changed=[changed(appointment("a1"))])
+    result = grade_resource(guard, snapshot, context(snapshot))
+    assert result.passed is False
+    assert "could not be evaluated" in result.detail
+    assert result.evidence.closest == "Appointment/a1"
+    assert "Expected string" in result.evidence.clauses[0]["error"]
+    # A clean miss is not a possible match: the guard holds.
+    clean = expectation(
+        type="resource",
+        resourceType="Appointment",
+        where=["status = 'cancelled'"],
+        count={"max": 0},
+    )
+    assert isinstance(clean, ResourceExpectation)
+    assert grade_resource(clean, snapshot, context(snapshot)).passed is True
+
+
 def test_out_of_scope_changes_are_noted() -> None:
     exp = expectation(type="resource", resourceType="Appointment")
     assert isinstance(exp, ResourceExpectation)
