@@ -180,6 +180,11 @@ async def _start(target: Target, scenario: Scenario, persona: str | None) -> run
         max_live=target.max_live,
         root_url=target.root,
     )
+    # As the REST start does: calls on the tenant base are attributed to runs through a
+    # per-process cache of live runs, which must know this run from its first call.
+    live_runs = getattr(target.app.state, "live_runs", None)
+    if live_runs is not None:
+        live_runs.forget(target.tenant_id)
     return run
 
 
