@@ -84,7 +84,17 @@ async def eval_ci(
 
 
 def workflow_args(label: str, *extra: str) -> list[str]:
-    return ["--mode", "workflow", "--label", label, "--repeats", REPEATS, *extra]
+    return [
+        "--mode",
+        "workflow",
+        "--scenarios",
+        ",".join(WORKFLOW),
+        "--label",
+        label,
+        "--repeats",
+        REPEATS,
+        *extra,
+    ]
 
 
 def junit_cases(path: Path) -> list[ET.Element]:
