@@ -69,7 +69,6 @@ import asyncio
 import contextlib
 import os
 import re
-import shutil
 import signal
 import statistics
 import subprocess
@@ -99,9 +98,12 @@ except ImportError as _missing:  # pragma: no cover - environment hint
     )
 
 from benchkit import (
+    HOST,
     BenchError,
+    Server,
     clean_queue,
     drop_database,
+    find_executable,
     loadavg,
     log,
     log_tail,
@@ -109,10 +111,9 @@ from benchkit import (
     percentile,
     port_answers,
     recreate_database,
+    server_env,
 )
 
-HOST = "127.0.0.1"
-TENANT = "dev"
 COPY_PREFIX = "bench"
 DEFAULT_EVENTS = ("result.final", "message.received", "appointment.noshow")
 MAX_EVAL_RUNS = 100
@@ -158,115 +159,6 @@ def parse_instant(text: str) -> datetime:
 
 
 # --------------------------------------------------------------------------- server
-
-
-def find_executable(name: str) -> str | None:
-    beside = Path(sys.executable).parent / name
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    return shutil.which(name)
-
-
-def server_env(args: argparse.Namespace, data_dir: Path, queue: str) -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("UNDERSTUDY_DATABASE_URL", "UNDERSTUDY_REDIS_URL", "UNDERSTUDY_PUBLIC_URL"):
-        env.pop(name, None)
-    env.update(
-        {
-            "TZ": "UTC",
-            "UNDERSTUDY_LOCAL_POSTGRES_PORT": str(args.pg_port),
-            "UNDERSTUDY_LOCAL_REDIS_PORT": str(args.redis_port),
-            "UNDERSTUDY_LOCAL_DATABASE": args.database,
-            "UNDERSTUDY_DATA_DIR": str(data_dir),
-            "UNDERSTUDY_QUEUE_NAME": queue,
-            "UNDERSTUDY_MAX_LIVE_RUNS": str(args.max_live),
-            "UNDERSTUDY_DAILY_WRITE_QUOTA": "10000000",
-            "UNDERSTUDY_WEBHOOK_ALLOW_PRIVATE": "true",
-            "UNDERSTUDY_DEV_TENANT": TENANT,
-            "UNDERSTUDY_HOST": HOST,
-            "UNDERSTUDY_LOG_LEVEL": "warning",
-        }
-    )
-    return env
-
-
-class Server:
-    """`understudy serve --dev` in its own session; stopped by SIGTERM (SIGKILL to its
-    own process group after --stop-timeout)."""
-
-    def __init__(self, command: list[str], env: dict[str, str], log_path: Path) -> None:
-        self.command = command
-        self.env = env
-        self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.key = ""
-        self.ready_s = 0.0
-
-    def start(self, port: int, wait_s: float) -> None:
-        started = time.perf_counter()
-        with self.log_path.open("wb") as out:
-            self.proc = subprocess.Popen(
-                self.command,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-                start_new_session=True,
-            )
-        deadline = started + wait_s
-        with httpx.Client(timeout=2.0, trust_env=False) as client:
-            for _ in range(int(wait_s / 0.05) + 1):
-                if self.proc.poll() is not None:
-                    raise BenchError(
-                        f"the server exited with {self.proc.returncode}; log tail:\n"
-                        + log_tail(self.log_path)
-                    )
-                if not self.key:
-                    for line in self.log_path.read_text(errors="replace").splitlines():
-                        if "API key: " in line:
-                            self.key = line.split("API key: ", 1)[1].strip()
-                if self.key:
-                    try:
-                        if client.get(f"http://{HOST}:{port}/health").status_code == 200:
-                            self.ready_s = time.perf_counter() - started
-                            return
-                    except httpx.HTTPError:
-                        pass
-                if time.perf_counter() >= deadline:
-                    break
-                time.sleep(0.05)
-        raise BenchError(
-            f"the server did not answer /health with a key within {wait_s:.0f} s; log tail:\n"
-            + log_tail(self.log_path)
-        )
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def cpu(self) -> tuple[float, float]:
-        """(user, system) CPU seconds of the server process so far (all its threads)."""
-        try:
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return (float("nan"), float("nan"))
-        ticks = os.sysconf("SC_CLK_TCK")
-        # After the command name: state is field 3, utime 14 and stime 15 (1-based).
-        return (int(fields[11]) / ticks, int(fields[12]) / ticks)
-
-    def stop(self, wait_s: float) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=wait_s)
-            except subprocess.TimeoutExpired:
-                log(f"server pid {self.proc.pid} ignored SIGTERM; killing its process group")
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-        return self.proc.returncode
 
 
 class PySpy:
@@ -1188,7 +1080,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="bench_evals_") as tmp:
             server = Server(
-                command, server_env(args, Path(tmp) / "data", queue), Path(tmp) / "server.log"
+                command,
+                server_env(
+                    args,
+                    Path(tmp) / "data",
+                    queue,
+                    UNDERSTUDY_MAX_LIVE_RUNS=str(args.max_live),
+                ),
+                Path(tmp) / "server.log",
             )
             log(f"starting: {' '.join(command)}")
             try:

@@ -76,9 +76,7 @@ import io
 import logging
 import os
 import pstats
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -107,7 +105,10 @@ except ImportError as _missing:  # pragma: no cover - environment hint
     )
 
 from benchkit import (
+    HOST,
+    TENANT,
     BenchError,
+    Server,
     clean_queue,
     database_url,
     drop_database,
@@ -119,10 +120,9 @@ from benchkit import (
     percentile,
     port_answers,
     recreate_database,
+    server_env,
 )
 
-HOST = "127.0.0.1"
-TENANT = "dev"
 SCENARIO_ID = "bench.grading-chart-10"
 BOOKING_SCENARIO = "scheduling.book-named-practitioner"
 CHEN = "Practitioner/demo-canonical-prac-chen"
@@ -386,107 +386,6 @@ def booking(patient_ref: str, slot: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- server
-
-
-def server_env(args: argparse.Namespace, data_dir: Path, queue: str) -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("UNDERSTUDY_DATABASE_URL", "UNDERSTUDY_REDIS_URL", "UNDERSTUDY_PUBLIC_URL"):
-        env.pop(name, None)
-    env.update(
-        {
-            "TZ": "UTC",
-            "UNDERSTUDY_LOCAL_POSTGRES_PORT": str(args.pg_port),
-            "UNDERSTUDY_LOCAL_REDIS_PORT": str(args.redis_port),
-            "UNDERSTUDY_LOCAL_DATABASE": args.database,
-            "UNDERSTUDY_DATA_DIR": str(data_dir),
-            "UNDERSTUDY_QUEUE_NAME": queue,
-            "UNDERSTUDY_MAX_LIVE_RUNS": str(MAX_LIVE_RUNS),
-            "UNDERSTUDY_DAILY_WRITE_QUOTA": "10000000",
-            "UNDERSTUDY_DEV_TENANT": TENANT,
-            "UNDERSTUDY_HOST": HOST,
-            "UNDERSTUDY_LOG_LEVEL": "warning",
-        }
-    )
-    return env
-
-
-class Server:
-    """`understudy serve --dev` in its own session; stopped by SIGTERM (SIGKILL to its
-    own process group after --stop-timeout)."""
-
-    def __init__(self, command: list[str], env: dict[str, str], log_path: Path) -> None:
-        self.command = command
-        self.env = env
-        self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.key = ""
-        self.ready_s = 0.0
-
-    def start(self, port: int, timeout: float) -> None:
-        started = time.perf_counter()
-        with self.log_path.open("wb") as out:
-            self.proc = subprocess.Popen(
-                self.command,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-                start_new_session=True,
-            )
-        deadline = started + timeout
-        with httpx.Client(timeout=2.0, trust_env=False) as client:
-            for _ in range(int(timeout / 0.05) + 1):
-                if self.proc.poll() is not None:
-                    raise BenchError(
-                        f"the server exited with {self.proc.returncode}; log tail:\n"
-                        + log_tail(self.log_path)
-                    )
-                if not self.key:
-                    for line in self.log_path.read_text(errors="replace").splitlines():
-                        if "API key: " in line:
-                            self.key = line.split("API key: ", 1)[1].strip()
-                if self.key:
-                    try:
-                        if client.get(f"http://{HOST}:{port}/health").status_code == 200:
-                            self.ready_s = time.perf_counter() - started
-                            return
-                    except httpx.HTTPError:
-                        pass
-                if time.perf_counter() >= deadline:
-                    break
-                time.sleep(0.05)
-        raise BenchError(
-            f"the server did not answer /health with a key within {timeout:.0f} s; log tail:\n"
-            + log_tail(self.log_path)
-        )
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def cpu_s(self) -> float:
-        """User + system CPU seconds of the server process so far."""
-        try:
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return float("nan")
-        ticks = os.sysconf("SC_CLK_TCK")
-        # After the command name: state is field 3, utime 14 and stime 15 (1-based).
-        return (int(fields[11]) + int(fields[12])) / ticks
-
-    def stop(self, timeout: float) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                log(f"server pid {self.proc.pid} ignored SIGTERM; killing its process group")
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-        return self.proc.returncode
 
 
 # --------------------------------------------------------------------------- HTTP parts
@@ -1028,7 +927,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="bench_grading_") as tmp:
             server = Server(
-                command, server_env(args, Path(tmp) / "data", queue), Path(tmp) / "server.log"
+                command,
+                server_env(
+                    args,
+                    Path(tmp) / "data",
+                    queue,
+                    UNDERSTUDY_MAX_LIVE_RUNS=str(MAX_LIVE_RUNS),
+                ),
+                Path(tmp) / "server.log",
             )
             log(f"starting: {' '.join(command)}")
             try:

@@ -18,13 +18,9 @@ from pathlib import Path
 
 import httpx
 import mcp
+from benchkit import percentile
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def bench(base: str, key: str, calls: int) -> None:
@@ -58,7 +54,7 @@ async def bench(base: str, key: str, calls: int) -> None:
     for name, values in (("MCP fhir_read", tool), ("REST GET Patient/{id}", rest)):
         print(
             f"{name:<24} {calls} calls: p50 {statistics.median(values):.1f} ms, "
-            f"p99 {percentile(values, 0.99):.1f} ms"
+            f"p99 {percentile(values, 99):.1f} ms"
         )
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 import socket
 import statistics
@@ -42,6 +41,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from benchkit import find_understudy
 
 try:
     import httpx
@@ -282,13 +283,6 @@ def one_run(
 
 
 # --------------------------------------------------------------------------- main
-
-
-def find_understudy() -> str | None:
-    beside = Path(sys.executable).parent / "understudy"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    return shutil.which("understudy")
 
 
 def mark(ok: bool) -> str:

@@ -58,10 +58,8 @@ import argparse
 import asyncio
 import contextlib
 import os
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -84,7 +82,10 @@ except ImportError as _missing:  # pragma: no cover - environment hint
     )
 
 from benchkit import (
+    HOST,
     BenchError,
+    Process,
+    Server,
     _recreate,
     clean_queue,
     database_url,
@@ -95,10 +96,9 @@ from benchkit import (
     mark,
     percentile,
     port_answers,
+    server_env,
 )
 
-HOST = "127.0.0.1"
-TENANT = "dev"
 EVENT = "Patient.created"
 
 GOAL_P50_MS = 100.0
@@ -244,130 +244,6 @@ class Receiver:
 
 
 # --------------------------------------------------------------------------- services
-
-
-def server_env(args: argparse.Namespace, data_dir: Path, queue: str) -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("UNDERSTUDY_DATABASE_URL", "UNDERSTUDY_REDIS_URL", "UNDERSTUDY_PUBLIC_URL"):
-        env.pop(name, None)
-    env.update(
-        {
-            "TZ": "UTC",
-            "UNDERSTUDY_LOCAL_POSTGRES_PORT": str(args.pg_port),
-            "UNDERSTUDY_LOCAL_REDIS_PORT": str(args.redis_port),
-            "UNDERSTUDY_LOCAL_DATABASE": args.database,
-            "UNDERSTUDY_DATA_DIR": str(data_dir),
-            "UNDERSTUDY_QUEUE_NAME": queue,
-            "UNDERSTUDY_DAILY_WRITE_QUOTA": "10000000",
-            "UNDERSTUDY_WEBHOOK_ALLOW_PRIVATE": "true",
-            "UNDERSTUDY_DEV_TENANT": TENANT,
-            "UNDERSTUDY_HOST": HOST,
-            "UNDERSTUDY_LOG_LEVEL": "warning",
-        }
-    )
-    return env
-
-
-class Process:
-    """A child process in its own session; stopped by SIGTERM (SIGKILL to its own
-    process group after --stop-timeout)."""
-
-    def __init__(self, name: str, command: list[str], env: dict[str, str], log_path: Path):
-        self.name = name
-        self.command = command
-        self.env = env
-        self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def spawn(self) -> subprocess.Popen[bytes]:
-        with self.log_path.open("wb") as out:
-            self.proc = subprocess.Popen(
-                self.command,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-                start_new_session=True,
-            )
-        return self.proc
-
-    def check_alive(self) -> None:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise BenchError(
-                f"the {self.name} exited with {self.proc.returncode}; log tail:\n"
-                + log_tail(self.log_path)
-            )
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def cpu_s(self) -> float:
-        """User + system CPU seconds of the process so far."""
-        try:
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return float("nan")
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def runqueue_wait_s(self) -> float:
-        """Seconds the process's threads were runnable but waiting for a CPU (from
-        /proc/PID/task/*/schedstat): other work on the machine shows up here."""
-        total = 0
-        try:
-            for task in Path(f"/proc/{self.pid}/task").iterdir():
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    total += int((task / "schedstat").read_text().split()[1])
-        except OSError:
-            return float("nan")
-        return total / 1e9
-
-    def stop(self, timeout: float) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                log(f"{self.name} pid {self.proc.pid} ignored SIGTERM; killing its process group")
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-        return self.proc.returncode
-
-
-class Server(Process):
-    """`understudy serve --dev …`; ready when it printed the dev key and /health answers."""
-
-    def __init__(self, command: list[str], env: dict[str, str], log_path: Path) -> None:
-        super().__init__("server", command, env, log_path)
-        self.key = ""
-        self.ready_s = 0.0
-
-    def start(self, port: int, timeout: float) -> None:
-        started = time.perf_counter()
-        self.spawn()
-        deadline = started + timeout
-        with httpx.Client(timeout=2.0, trust_env=False) as client:
-            while time.perf_counter() < deadline:
-                self.check_alive()
-                if not self.key:
-                    for line in self.log_path.read_text(errors="replace").splitlines():
-                        if "API key: " in line:
-                            self.key = line.split("API key: ", 1)[1].strip()
-                if self.key:
-                    try:
-                        if client.get(f"http://{HOST}:{port}/health").status_code == 200:
-                            self.ready_s = time.perf_counter() - started
-                            return
-                    except httpx.HTTPError:
-                        pass
-                time.sleep(0.05)
-        raise BenchError(
-            f"the server did not answer /health with a key within {timeout:.0f} s; log tail:\n"
-            + log_tail(self.log_path)
-        )
 
 
 # --------------------------------------------------------------------------- the load
