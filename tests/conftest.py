@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import threading
 import time
 import uuid
@@ -24,6 +23,7 @@ from app.main import create_app
 from app.settings import Settings
 from app.tenants import service as tenants
 from app.worker import build_worker, stop_worker
+from tests.threaded_server import free_port
 
 # The fake chat-completions server fixture, shared by every test folder.
 pytest_plugins = ["tests.llm.fake_llm"]
@@ -32,13 +32,6 @@ PG_SERVER = os.environ.get("UNDERSTUDY_TEST_PG", "postgresql://postgres@127.0.0.
 REDIS_URL = os.environ.get("UNDERSTUDY_TEST_REDIS", "redis://127.0.0.1:6379/15")
 # Fewer weeks of canonical Slots than production keeps: tenants are made per test.
 TEST_SLOT_WEEKS = 2
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def _recreate_database(name: str) -> str:

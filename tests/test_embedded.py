@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import free_port
+from tests.threaded_server import free_port
 
 STARTUP_LIMIT_S = 90
 

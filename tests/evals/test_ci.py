@@ -10,8 +10,9 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from tests.conftest import TenantHandle, free_port
+from tests.conftest import TenantHandle
 from tests.evals.test_evals import WORKFLOW, api_client, do_the_work, started_runs
+from tests.threaded_server import free_port
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "eval_ci.py"
 REPEATS = "2"

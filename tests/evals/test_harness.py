@@ -9,8 +9,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from tests.conftest import TenantHandle, free_port
+from tests.conftest import TenantHandle
 from tests.evals.test_evals import api_client
+from tests.threaded_server import free_port
 
 SCENARIO = "scheduling.book-named-practitioner"
 HARNESS_WAIT_SECONDS = 90

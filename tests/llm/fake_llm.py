@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,9 +23,9 @@ from typing import Any, TypeAlias
 
 import orjson
 import pytest
-import uvicorn
 
 from app.settings import Settings
+from tests.threaded_server import ThreadedServer, free_port
 
 FAKE_MODEL = "fake-model"
 # Tests time out fast; a model call to a local server takes milliseconds.
@@ -86,16 +85,9 @@ class LlmRequest:
         return self.body.get("messages")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @dataclass
 class FakeLlm:
-    port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
     script: list[Step | dict[str, Any]] = field(default_factory=list)
     requests: list[LlmRequest] = field(default_factory=list)
     responder: Responder | None = None
@@ -225,21 +217,11 @@ class FakeLlm:
         return completion
 
     def start(self) -> None:
-        config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=self.port, log_level="warning", interface="asgi3"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=lambda: asyncio.run(self.server.serve()), daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if not self.server.started:
-            raise RuntimeError("the fake LLM server did not start")
+        self._server = ThreadedServer(self.app, self.port, "the fake LLM server")
+        self._server.start()
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=5)
+        self._server.stop()
 
 
 async def _hung_up_within(receive: Any, seconds: float) -> bool:

@@ -19,9 +19,10 @@ from app.db import Database
 from app.kit.clock import utcnow
 from app.llm.client import LlmClient, LlmUnavailable, retry_delay
 from app.settings import Settings
-from tests.conftest import TenantHandle, free_port, make_tenant
+from tests.conftest import TenantHandle, make_tenant
 from tests.llm.fake_llm import FAKE_MODEL, FakeLlm, Reply
 from tests.llm.fake_llm import fake_llm as fake_llm  # the fixture, for this module
+from tests.threaded_server import free_port
 
 MESSAGES = [
     {"role": "system", "content": 'Answer as JSON: {"answer": str, "confidence": number}.'},

@@ -4,16 +4,14 @@ with a scripted sequence of status codes (or delays)."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-import uvicorn
 
-from tests.conftest import free_port
+from tests.threaded_server import ThreadedServer, free_port
 
 
 @dataclass
@@ -78,21 +76,11 @@ class Receiver:
         await send({"type": "http.response.body", "body": f"receiver says {status}".encode()})
 
     def start(self) -> None:
-        config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=self.port, log_level="warning", interface="asgi3"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=lambda: asyncio.run(self.server.serve()), daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if not self.server.started:
-            raise RuntimeError("the webhook receiver did not start")
+        self._server = ThreadedServer(self.app, self.port, "the webhook receiver")
+        self._server.start()
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=5)
+        self._server.stop()
 
     async def wait_for(
         self, count: int, within: float = 10, path: str | None = None
