@@ -350,7 +350,9 @@ async def _check_scenarios(
     async with app.router.lifespan_context(app):
         pool = app.state.db.pool
         tenant = await authenticate(pool, f"Bearer {key}")
-        target = check.Target(app, pool, tenant.id, f"Bearer {key}", "http://check.local", 20)
+        target = check.Target(
+            app, pool, tenant.id, f"Bearer {key}", "http://check.local", settings.max_live_runs
+        )
         loaded: list[scenarios_service.LoadedScenario] = []
         paths = [Path(p) for p in args.paths]
         if not paths:

@@ -63,7 +63,6 @@ class VariantReport:
     oracle_failing: list[str] = field(default_factory=list)
     oracle_error: str | None = None
     noop_failed: bool = False
-    noop_passing: bool = False
     mutants: list[MutantResult] = field(default_factory=list)
     never_decisive: list[str] = field(default_factory=list)
     executor: str = "memory"
@@ -145,6 +144,15 @@ def _required_failing(results: list[ExpectationResult]) -> list[str]:
     return [r.id for r in results if r.required and r.passed is False]
 
 
+def _required_failing_json(verdict: dict[str, Any]) -> list[str]:
+    """The same, read from a stored verdict (a real run's)."""
+    return [
+        e["id"]
+        for e in verdict.get("expectations", [])
+        if e.get("required") and e.get("passed") is False
+    ]
+
+
 async def check_scenario(
     target: Target,
     loaded: LoadedScenario,
@@ -215,7 +223,6 @@ async def _check_variant(
         created.append(noop.id)
         noop_final = await _finish(target, noop)
         report.noop_failed = noop_final.status != runs_service.RunStatus.PASSED
-        report.noop_passing = not report.noop_failed
 
         # The oracle must pass; the snapshot before it is where mutants start.
         run = await _start(target, scenario, persona)
@@ -232,11 +239,7 @@ async def _check_variant(
         final = await _finish(target, run)
         verdict_json = final.verdict or {}
         report.oracle_passed = final.status == runs_service.RunStatus.PASSED
-        report.oracle_failing = [
-            e["id"]
-            for e in verdict_json.get("expectations", [])
-            if e.get("required") and e.get("passed") is False
-        ]
+        report.oracle_failing = _required_failing_json(verdict_json)
         if not report.oracle_passed:
             return report
 
@@ -277,12 +280,7 @@ async def _real_mutant(
         target.app, target.root, target.authorization, run, mutant.calls, strict=False
     )
     final = await _finish(target, run)
-    failing = [
-        e["id"]
-        for e in (final.verdict or {}).get("expectations", [])
-        if e.get("required") and e.get("passed") is False
-    ]
-    return failing, run.id
+    return _required_failing_json(final.verdict or {}), run.id
 
 
 def _disagreement(memory: Verdict, real: dict[str, Any]) -> list[str]:

@@ -59,7 +59,6 @@ class Simulation:
         self.serial = 0
         self.statuses: list[int | None] = []  # per call: status, None if not sent
         self.refs_written: dict[int, str] = {}  # call index -> the resource it wrote
-        self._last_ref: str | None = None
 
     def run(self, calls: Sequence[OracleCall]) -> RunSnapshot:
         for call in calls:
@@ -78,10 +77,11 @@ class Simulation:
             return None  # a symbol the left-out call would have saved: never sent
         self.at += STEP
         parts = urlsplit(path)
-        self._last_ref = None
-        status = self._write(call, parts.path, body) if is_write(call) else 200
-        if self._last_ref is not None:
-            self.refs_written[len(self.statuses)] = self._last_ref
+        status, ref = self._write(call, parts.path, body) if is_write(call) else (200, None)
+        if ref is not None:
+            self.refs_written[len(self.statuses)] = ref
+            if call.save_as is not None:
+                self.refs[call.save_as] = ref
         self.calls.append(
             Call(
                 at=self.at,
@@ -93,56 +93,57 @@ class Simulation:
                 refs=(),
             )
         )
-        if status < 300 and call.save_as is not None and self._last_ref is not None:
-            self.refs[call.save_as] = self._last_ref
         return status
 
-    def _write(self, call: OracleCall, path: str, body: Any) -> int:
+    def _write(self, call: OracleCall, path: str, body: Any) -> tuple[int, str | None]:
+        """The status, and the resource written (None when nothing was)."""
         segments = [s for s in path.split("/") if s]
         if call.method == "POST" and len(segments) == 1:
             self.serial += 1
             return self._store(segments[0], f"sim{self.serial}", body, created=True)
         if len(segments) != 2:
-            return 400
+            return 400, None
         ref = f"{segments[0]}/{segments[1]}"
         current = self.state.get(ref)
         if call.method == "DELETE":
             if current is None:
-                return 404
+                return 404, None
             self._record(ref, None, created=False)
-            self._last_ref = ref
-            return 204
+            return 204, ref
         if call.method == "PUT":
             return self._store(segments[0], segments[1], body, created=current is None)
         if current is None:
-            return 404
+            return 404, None
         try:
             if isinstance(body, list):
                 patched = jsonpatch.apply_patch(current, body)
             else:
                 patched = json_merge_patch.merge(copy.deepcopy(current), body)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError):
-            return 422
+            return 422, None
         return self._store(segments[0], segments[1], patched, created=False)
 
-    def _store(self, resource_type: str, rid: str, body: Any, *, created: bool) -> int:
+    def _store(
+        self, resource_type: str, rid: str, body: Any, *, created: bool
+    ) -> tuple[int, str | None]:
         if not isinstance(body, dict) or body.get("resourceType") != resource_type:
-            return 400
+            return 400, None
         resource = {k: v for k, v in body.items() if k not in ("id", "meta")}
         if validate_resource(resource_type, resource):
-            return 400  # the API refuses invalid FHIR: nothing is written
+            return 400, None  # the API refuses invalid FHIR: nothing is written
         ref = f"{resource_type}/{rid}"
         previous = self.written.get(ref)
-        version = previous.version + 1 if previous else 1
         stored = {
             "resourceType": resource_type,
             "id": rid,
-            "meta": {"versionId": str(version), "lastUpdated": fhir_instant(self.at)},
+            "meta": {
+                "versionId": str(previous.version + 1 if previous else 1),
+                "lastUpdated": fhir_instant(self.at),
+            },
             **{k: v for k, v in resource.items() if k != "resourceType"},
         }
         self._record(ref, stored, created=created)
-        self._last_ref = ref
-        return 201 if created else 200
+        return (201 if created else 200), ref
 
     def _record(self, ref: str, resource: dict[str, Any] | None, *, created: bool) -> None:
         self.state[ref] = resource
