@@ -24,8 +24,7 @@ from app.fhir.router import router as fhir_router
 from app.jobs import connect_jobs
 from app.kit import jsontext
 from app.llm.client import LlmClient
-from app.mcp.endpoint import MCP_PATH
-from app.mcp.server import build_mcp
+from app.mcp.endpoint import MCP_PATH, McpEndpoint
 from app.runs import service as runs_service
 from app.runs.live import LiveRuns
 from app.runs.router import router as runs_router
@@ -99,9 +98,9 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.http = httpx.AsyncClient(follow_redirects=False)
         app.state.llm = LlmClient(app.state.http, settings, db.pool)
         try:
-            async with mcp_server.session_manager.run():
-                yield
+            yield
         finally:
+            await mcp_endpoint.close()
             await app.state.http.aclose()
             await app.state.autoanalyze.stop()
             await recorder.stop()
@@ -169,7 +168,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(webhooks_router)
     app.include_router(evals_router)
     # MCP (streamable HTTP) at /mcp, with or without the trailing slash clients differ on.
-    mcp_server, mcp_endpoint = build_mcp(app, settings)
+    mcp_endpoint = McpEndpoint(app, settings)
     for path in (MCP_PATH, MCP_PATH + "/"):
         app.router.routes.append(Route(path, mcp_endpoint, include_in_schema=False))
     return app

@@ -22,9 +22,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field
 from starlette.types import ASGIApp
 
+from app.fhir.router import FHIR_PREFIX
 from app.kit.clock import fhir_instant, utcnow
 from app.mcp import bridge
-from app.mcp.endpoint import Caller, McpEndpoint, caller_of
+from app.mcp.endpoint import Caller, caller_of
 from app.mcp.schemas import (
     Deleted,
     Eligibility,
@@ -41,6 +42,7 @@ from app.mcp.schemas import (
     Thread,
     WriteOutcome,
 )
+from app.runs.service import run_view_base
 from app.scenarios import service as scenarios_service
 from app.settings import Settings
 
@@ -79,7 +81,6 @@ class _Call:
         self.origin = bridge.Origin.of(scope)
         headers = ctx.headers or {}
         self.session: str | None = headers.get("mcp-session-id")
-        self.ctx = ctx
 
     @property
     def tenant_id(self) -> uuid.UUID:
@@ -132,8 +133,16 @@ class _Call:
 
     async def fhir_path(self, run_id: str | None, tail: str) -> str:
         run = await self.run_id(run_id)
-        base = f"/api/testing/runs/{run}/fhir/r4" if run is not None else "/api/fhir/r4"
-        return base + tail
+        return (run_view_base("", run) if run is not None else FHIR_PREFIX) + tail
+
+    async def instance_path(
+        self, run_id: str | None, resource_type: str, resource_id: str
+    ) -> tuple[str, str, str]:
+        """The checked type and id, and the path of that resource on the current base."""
+        resource_type = _checked(resource_type, _TYPE, "resource_type")
+        resource_id = _checked(resource_id, _ID, "id")
+        path = await self.fhir_path(run_id, f"/{resource_type}/{resource_id}")
+        return resource_type, resource_id, path
 
 
 def _checked(value: str, pattern: re.Pattern[str], name: str) -> str:
@@ -188,13 +197,21 @@ TypeArg = Annotated[str, Field(description="FHIR resource type, e.g. Patient, Ap
 IdArg = Annotated[str, Field(description="The resource's id (without the type)")]
 
 
-def _reference_of(reply: bridge.Reply, resource_type: str) -> tuple[str, str | None]:
+def _written(
+    reply: bridge.Reply,
+    resource_type: str,
+    outcome: Literal["created", "updated", "existing"],
+) -> WriteOutcome:
+    """What a write answered: the reference and version from Location (else the body)."""
+    body = reply.json()
     location = reply.headers.get("location", "")
     match = re.search(r"/([A-Za-z]+)/([A-Za-z0-9\-.]+)/_history/([^/]+)$", location)
     if match:
-        return f"{match.group(1)}/{match.group(2)}", match.group(3)
-    body = reply.json() or {}
-    return f"{resource_type}/{body.get('id')}", (body.get("meta") or {}).get("versionId")
+        reference, version = f"{match.group(1)}/{match.group(2)}", match.group(3)
+    else:
+        reference = f"{resource_type}/{(body or {}).get('id')}"
+        version = ((body or {}).get("meta") or {}).get("versionId")
+    return WriteOutcome(outcome=outcome, reference=reference, version_id=version, resource=body)
 
 
 # --- testing tools ----------------------------------------------------------------------
@@ -354,7 +371,7 @@ async def message_patient(
     if sender is not None:
         sender_type, sender_id = _split_reference(sender, "sender")
         communication["sender"] = {"reference": f"{sender_type}/{sender_id}"}
-    path = f"/api/testing/runs/{run}/fhir/r4/Communication"
+    path = run_view_base("", run) + "/Communication"
     reply = await call.request("POST", path, body=communication)
     written = reply.json()
     return MessageSent(
@@ -395,7 +412,7 @@ def _message_of(resource: dict[str, Any], patient_ref: str) -> Message:
 
 
 async def _read_thread(call: _Call, run: str, patient_ref: str) -> list[Message]:
-    path = f"/api/testing/runs/{run}/fhir/r4/Communication"
+    path = run_view_base("", run) + "/Communication"
     found: dict[str, dict[str, Any]] = {}
     for param in ("subject", "recipient"):
         reply = await call.request(
@@ -486,9 +503,7 @@ async def fhir_read(
 ) -> FhirResource:
     """Read one FHIR resource by type and id (GET /{type}/{id})."""
     call = _Call(ctx)
-    resource_type = _checked(resource_type, _TYPE, "resource_type")
-    resource_id = _checked(id, _ID, "id")
-    path = await call.fhir_path(run_id, f"/{resource_type}/{resource_id}")
+    resource_type, resource_id, path = await call.instance_path(run_id, resource_type, id)
     reply = await call.request("GET", path)
     resource = reply.json()
     return FhirResource(
@@ -582,13 +597,7 @@ async def fhir_create(
     path = await call.fhir_path(run_id, f"/{resource_type}")
     query = parse_qsl(if_none_exist, keep_blank_values=True) if if_none_exist else None
     reply = await call.request("POST", path, body=resource, query=query)
-    reference, version = _reference_of(reply, resource_type)
-    return WriteOutcome(
-        outcome="created" if reply.status == 201 else "existing",
-        reference=reference,
-        version_id=version,
-        resource=reply.json(),
-    )
+    return _written(reply, resource_type, "created" if reply.status == 201 else "existing")
 
 
 async def fhir_update(
@@ -607,17 +616,9 @@ async def fhir_update(
     """Replace a FHIR resource with a new version (PUT /{type}/{id}). Send the whole
     resource: fields you leave out are removed. To change a few fields use fhir_patch."""
     call = _Call(ctx)
-    resource_type = _checked(resource_type, _TYPE, "resource_type")
-    resource_id = _checked(id, _ID, "id")
-    path = await call.fhir_path(run_id, f"/{resource_type}/{resource_id}")
+    resource_type, _, path = await call.instance_path(run_id, resource_type, id)
     reply = await call.request("PUT", path, body=resource, if_match=if_match)
-    reference, version = _reference_of(reply, resource_type)
-    return WriteOutcome(
-        outcome="created" if reply.status == 201 else "updated",
-        reference=reference,
-        version_id=version,
-        resource=reply.json(),
-    )
+    return _written(reply, resource_type, "created" if reply.status == 201 else "updated")
 
 
 async def fhir_patch(
@@ -641,19 +642,14 @@ async def fhir_patch(
     """Change some fields of a FHIR resource (PATCH /{type}/{id}); the result is validated
     as FHIR R4."""
     call = _Call(ctx)
-    resource_type = _checked(resource_type, _TYPE, "resource_type")
-    resource_id = _checked(id, _ID, "id")
-    path = await call.fhir_path(run_id, f"/{resource_type}/{resource_id}")
+    resource_type, _, path = await call.instance_path(run_id, resource_type, id)
     content_type = (
         "application/json-patch+json" if isinstance(patch, list) else "application/merge-patch+json"
     )
     reply = await call.request(
         "PATCH", path, body=patch, content_type=content_type, if_match=if_match
     )
-    reference, version = _reference_of(reply, resource_type)
-    return WriteOutcome(
-        outcome="updated", reference=reference, version_id=version, resource=reply.json()
-    )
+    return _written(reply, resource_type, "updated")
 
 
 async def fhir_delete(
@@ -662,9 +658,7 @@ async def fhir_delete(
     """Delete a FHIR resource (DELETE /{type}/{id}). Prefer a status change (e.g. an
     Appointment to 'cancelled') when the record should stay."""
     call = _Call(ctx)
-    resource_type = _checked(resource_type, _TYPE, "resource_type")
-    resource_id = _checked(id, _ID, "id")
-    path = await call.fhir_path(run_id, f"/{resource_type}/{resource_id}")
+    resource_type, resource_id, path = await call.instance_path(run_id, resource_type, id)
     await call.request("DELETE", path)
     return Deleted(deleted=f"{resource_type}/{resource_id}")
 
@@ -758,13 +752,12 @@ def allowed_hosts(settings: Settings) -> TransportSecuritySettings:
     )
 
 
-def build_mcp(api: Any, settings: Settings) -> tuple[MCPServer, McpEndpoint]:
-    """A fresh server per app (its session manager runs once, in the app's lifespan)
-    and the ASGI endpoint to route /mcp to."""
+def build_mcp(settings: Settings) -> tuple[MCPServer, ASGIApp]:
+    """A fresh server (its session manager runs once) and the SDK's ASGI app for it."""
     server = MCPServer("understudy", instructions=INSTRUCTIONS, version="0.1.0")
     for tool in TOOLS:
         server.add_tool(tool)
     mcp_app = server.streamable_http_app(
         streamable_http_path="/", transport_security=allowed_hosts(settings)
     )
-    return server, McpEndpoint(api, mcp_app)
+    return server, mcp_app
