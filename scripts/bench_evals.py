@@ -90,7 +90,7 @@ try:
     from standardwebhooks import Webhook
     from standardwebhooks.webhooks import WebhookVerificationError
 
-    from app.scenarios.expansion import expand_value
+    from app.scenarios.expansion import ExpansionError, expand_path, expand_value
 except ImportError as _missing:  # pragma: no cover - environment hint
     sys.exit(
         f"bench_evals.py needs the project installed ({_missing}): run it from the "
@@ -130,7 +130,6 @@ RECEIVER_STREAM_LIMIT = 64 * 1024
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 FHIR_JSON = "application/fhir+json"
-_PATH_SYMBOL = re.compile(r"(?<=[/=,])@([A-Za-z][A-Za-z0-9_]*)")
 
 
 def summary_s(values: Sequence[float]) -> dict[str, float] | None:
@@ -266,19 +265,6 @@ def local_url(url: str, base: str) -> str:
     if not url.startswith(base + "/"):
         raise BenchError(f"the server answered a URL outside {base}: {url!r}")
     return url
-
-
-def expand_path(path: str, refs: dict[str, str]) -> str:
-    """Oracle paths name symbols as a segment or a query value:
-    /Appointment/@appt, /Immunization?patient=@patient -> their ids."""
-
-    def replace(match: re.Match[str]) -> str:
-        ref = refs.get(match.group(1))
-        if ref is None:
-            raise BenchError(f"unknown symbol '@{match.group(1)}' in oracle path '{path}'")
-        return ref.split("/", 1)[1]
-
-    return _PATH_SYMBOL.sub(replace, path)
 
 
 # --------------------------------------------------------------------------- receiver
@@ -472,8 +458,11 @@ class Automation:
         refs: dict[str, str] = dict(run["fixture"])
         started = parse_instant(run["startedAt"])
         for index, call in enumerate(oracle):
-            body = expand_value(call["body"], refs, started) if call.get("body") else None
-            path = expand_path(call["path"], refs)
+            try:
+                body = expand_value(call["body"], refs, started) if call.get("body") else None
+                path = expand_path(call["path"], refs)
+            except ExpansionError as exc:
+                raise BenchError(f"oracle call {index} of {run['scenarioId']}: {exc}") from None
             url = self.base + path if path.startswith("/api/") else fhir_base + path
             content_type = (
                 "application/json-patch+json"

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from app.scenarios.expansion import expand_value
+from app.scenarios.expansion import expand_path, expand_value
 from app.scenarios.service import builtin_scenarios
 from tests.conftest import TenantHandle
 
@@ -33,9 +33,7 @@ async def do_the_work(tenant: TenantHandle, run: dict[str, Any]) -> None:
         started = datetime.fromisoformat(run["startedAtRun"])
         for call in scenario.oracle:
             body = expand_value(call.body, refs, started) if call.body else None
-            path = call.path
-            for symbol, ref in refs.items():
-                path = path.replace(f"@{symbol}", ref.split("/", 1)[1])
+            path = expand_path(call.path, refs)
             url = f"{tenant.server}{path}" if path.startswith("/api/") else run["fhirBase"] + path
             r = await client.request(call.method, url, json=body)
             assert r.status_code < 400, r.text
