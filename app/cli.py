@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.embedded import Endpoints, close_endpoints, resolve_endpoints
+from app.logs import LEVELS, configure_logging
 from app.settings import Settings
 
 # Allocations between first-generation collections (default 700).
@@ -161,7 +162,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         overrides["host"] = args.host
     if args.port:
         overrides["port"] = args.port
+    if args.log_level:
+        overrides["log_level"] = args.log_level
     settings = settings.clone(**overrides)
+    configure_logging(settings.log_level)
     settings, endpoints = _endpoints(settings)
     try:
         assert settings.database_url is not None
@@ -188,7 +192,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from app.worker import build_worker
 
-    settings, endpoints = _endpoints(Settings())
+    settings = Settings()
+    if args.log_level:
+        settings = settings.clone(log_level=args.log_level)
+    configure_logging(settings.log_level)
+    settings, endpoints = _endpoints(settings)
     try:
         worker = build_worker(settings)
         worker.run()
@@ -428,11 +436,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to bind (default 8000)")
     serve.add_argument("--no-worker", action="store_true", help="do not run the worker in-process")
     serve.add_argument(
+        "--log-level",
+        choices=LEVELS,
+        help="default info (UNDERSTUDY_LOG_LEVEL): start-up lines, warnings, errors, failed "
+        "and slow jobs; debug adds a line per job",
+    )
+    serve.add_argument(
         "--dev", action="store_true", help="ensure a development tenant; print its key"
     )
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="run the background worker")
+    worker.add_argument(
+        "--log-level", choices=LEVELS, help="default info (UNDERSTUDY_LOG_LEVEL); debug: per job"
+    )
     worker.set_defaults(func=cmd_worker)
 
     mig = sub.add_parser("migrate", help="apply database migrations")
@@ -489,9 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TZ", "UTC")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    logging.getLogger("pgserver").setLevel(logging.WARNING)
+    configure_logging("info")
     args = build_parser().parse_args(argv)
     result: int = args.func(args)
     return result

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 
 
 class Settings(BaseSettings):
@@ -52,7 +55,11 @@ class Settings(BaseSettings):
     dev_tenant: str = Field(
         default="dev", description="Name of the development tenant `serve --dev` prints a key for."
     )
-    log_level: str = Field(default="info", description="Log level of API and worker.")
+    log_level: LogLevel = Field(
+        default="info",
+        description="Log level of API and worker: info shows start-up lines, warnings, errors "
+        "and one line per failed or slow (> 1 s) job; debug adds a line per job.",
+    )
     daily_write_quota: int = Field(
         default=20_000,
         description="FHIR writes per tenant per UTC day (setup writes of built-in scenarios "
@@ -98,6 +105,11 @@ class Settings(BaseSettings):
         description="Origin headers the MCP endpoint accepts from browsers (JSON list); "
         "requests without an Origin are always accepted.",
     )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_level(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
 
     def clone(self, **changes: object) -> Settings:
         return self.model_copy(update=changes)

@@ -1,7 +1,10 @@
 """The arq worker: background and periodic jobs.
 
-Jobs now: roll every tenant's canonical Slots forward (daily, and at start-up) and
-delete trace rows past their retention (daily). Later features add their jobs here.
+Event-driven: `grade_run` (the simulated patient answers, then the run is graded, soon
+after something it owns changed) and `deliver_webhook` (a tenant's due deliveries).
+Periodic: the grading tick, eval promotion, the delivery sweeper, planner statistics,
+the canonical Slots rolled forward, trace and delivery retention. Every job logs one line
+when it fails or runs slow (app/logs.py).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from app.fhir import maintenance
 from app.jobs import DELIVER_JOB, GRADE_JOB, Jobs, connect_jobs, redis_settings
 from app.kit.clock import utcnow
 from app.llm.client import LlmClient
+from app.logs import timed_job, timed_jobs
 from app.patient_sim import service as patient_sim_service
 from app.runs import service as runs_service
 from app.settings import Settings
@@ -220,7 +224,7 @@ def _scheduler(queue_name: str) -> Callable[..., CronJob]:
     def scheduled(job: Callable[..., Any], **when: Any) -> CronJob:
         # arq keys a cron job by its name alone, across queues: the queue name in it keeps
         # two deployments (or test sessions) on one Redis from taking each other's ticks.
-        return cron(job, name=f"cron:{job.__name__}:{queue_name}", unique=True, **when)
+        return cron(timed_job(job), name=f"cron:{job.__name__}:{queue_name}", unique=True, **when)
 
     return scheduled
 
@@ -230,14 +234,10 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
     scheduled = _scheduler(settings.queue_name)
     return Worker(
         functions=[
-            roll_directory,
-            purge_trace,
-            refresh_statistics,
-            func(grade_run, name=GRADE_JOB, keep_result=0),
-            func(deliver_webhook, name=DELIVER_JOB, keep_result=0),
-            sweep_deliveries,
-            purge_deliveries,
-            promote_evals,
+            *timed_jobs([roll_directory, purge_trace, refresh_statistics]),
+            func(timed_job(grade_run), name=GRADE_JOB, keep_result=0),
+            func(timed_job(deliver_webhook), name=DELIVER_JOB, keep_result=0),
+            *timed_jobs([sweep_deliveries, purge_deliveries, promote_evals]),
         ],
         cron_jobs=[
             scheduled(
