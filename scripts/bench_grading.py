@@ -39,7 +39,7 @@ MedicationRequest written).
     after a write: the job is deferred to debounce writes.)
 (c) One grading pass: the server is stopped (so its worker cannot grade at the same
     time), then in this process, against the same database: 1,000 (--live) runs of
-    the custom scenario are started with `app.runs.service.start_run(pool, tenant,
+    the custom scenario are started with `app.runs.service.start_run(conn, tenant,
     StartRequest(...), max_live=5000)` for the dev tenant; one full pass grades them
     all (not timed); then 100 (--changed) of them are changed by a FHIR create of a
     draft Task for the run's patient through `app.fhir.service.create` with a
@@ -676,17 +676,19 @@ async def _part_c(args: argparse.Namespace, url: str) -> dict[str, Any]:
             "SELECT id FROM run WHERE tenant_id = $1 AND status = 'live'", tenant_id
         )
         for row in leftover:
-            await runs_service.cancel_run(db.pool, tenant_id, row["id"])
+            async with db.pool.acquire() as conn:
+                await runs_service.cancel_run(conn, tenant_id, row["id"])
         log(f"(c) starting {args.live} runs in-process (start_run, max_live={MAX_LIVE_IN_PROCESS})")
         t0 = time.perf_counter()
         runs: list[runs_service.RunRow] = []
         for _ in range(args.live):
-            run, _counted, _deliveries = await runs_service.start_run(
-                db.pool,
-                tenant_id,
-                runs_service.StartRequest(SCENARIO_ID, None, None, "bench-c", 1800),
-                max_live=MAX_LIVE_IN_PROCESS,
-            )
+            async with db.pool.acquire() as conn, conn.transaction():
+                run, _counted, _deliveries = await runs_service.start_run(
+                    conn,
+                    tenant_id,
+                    runs_service.StartRequest(SCENARIO_ID, None, None, "bench-c", 1800),
+                    max_live=MAX_LIVE_IN_PROCESS,
+                )
             runs.append(run)
         start_s = time.perf_counter() - t0
         log(f"    started in {start_s:.1f} s; first full pass (not timed)")

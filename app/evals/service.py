@@ -3,14 +3,15 @@
 An eval is planned as `eval_item` rows (scenario × persona × repeat, in order). Items
 start as runs while the tenant has free live slots; the rest wait `queued` and are
 promoted, oldest eval first, by the worker every few seconds and right away when a run
-ends. An item is claimed with `UPDATE … SET state = 'starting' WHERE state = 'queued'`,
-so two promoters never start it twice; a claim left behind by a crash is released after
-a minute. A queued item not started within 24 hours is cancelled.
+ends. Each item starts in one transaction with its run (`SELECT … FOR UPDATE SKIP
+LOCKED`, the run's writes, the item marked started), so two promoters never start it
+twice and a crash leaves it queued; a cancel locks the eval row, so it is ordered before
+or after each start, never between. A queued item not started within 24 hours is
+cancelled.
 """
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import string
 import uuid
@@ -22,6 +23,7 @@ from typing import Any
 import asyncpg
 import orjson
 
+from app.db import Conn
 from app.errors import AppError, NotFound, TooManyRequests, Unprocessable
 from app.evals import statistics as stats
 from app.kit.clock import utcnow
@@ -166,78 +168,91 @@ async def promote(
         tenant_id,
         now - QUEUE_EXPIRY,
     )
+    # Items claimed as 'starting' by an earlier version of this code and left behind.
     await pool.execute(
         """UPDATE eval_item SET state = 'queued', claimed_at = NULL
         WHERE tenant_id = $1 AND state = 'starting' AND claimed_at < $2""",
         tenant_id,
         now - CLAIM_EXPIRY,
     )
-    live = await pool.fetchval(
-        "SELECT count(*) FROM run WHERE tenant_id = $1 AND status = 'live'", tenant_id
-    )
-    free = max_live - live
     started: list[tuple[str, list[str]]] = []
-    if free <= 0:
-        return started
-    claimed = await pool.fetch(
-        """UPDATE eval_item i SET state = 'starting', claimed_at = $3
-        FROM (
-            SELECT i2.tenant_id, i2.eval_id, i2.position FROM eval_item i2
-            JOIN eval e ON e.tenant_id = i2.tenant_id AND e.id = i2.eval_id
-            WHERE i2.tenant_id = $1 AND i2.state = 'queued' AND e.cancelled_at IS NULL
-            ORDER BY e.created_at, i2.position LIMIT $2 FOR UPDATE OF i2 SKIP LOCKED
-        ) pick
-        WHERE i.tenant_id = pick.tenant_id AND i.eval_id = pick.eval_id
-            AND i.position = pick.position
-        RETURNING i.eval_id, i.position, i.scenario_id, i.persona""",
-        tenant_id,
-        free,
-        now,
-    )
-    evals = {
-        r["id"]: r
-        for r in await pool.fetch(
-            "SELECT * FROM eval WHERE tenant_id = $1 AND id = ANY($2::text[])",
-            tenant_id,
-            list({c["eval_id"] for c in claimed}),
-        )
-    }
-    for item in sorted(claimed, key=lambda c: (evals[c["eval_id"]]["created_at"], c["position"])):
-        ev = evals[item["eval_id"]]
-        try:
-            run, _, deliveries = await runs_service.start_run(
-                pool,
+    while True:
+        outcome = await _start_next(pool, tenant_id, max_live=max_live)
+        if outcome is None:
+            return started
+        if outcome is not _SKIPPED:
+            started.append(outcome)
+
+
+# A start that failed for good: nothing started, but look at the next item.
+_SKIPPED: tuple[str, list[str]] = ("", [])
+
+
+async def _start_next(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, *, max_live: int
+) -> tuple[str, list[str]] | None:
+    """Start the next queued item as a run, in one transaction with the item marked
+    started, so no crash can leave a run without its item or start an item twice. The
+    item is locked, and its eval share-locked, until then: a cancel (which locks the eval
+    row) either comes first, and the item is not picked, or waits for this commit and then
+    sees the run live and cancels it. None when nothing (more) can start now."""
+    failed: tuple[asyncpg.Record, str] | None = None
+    async with pool.acquire() as conn:
+        async with conn.transaction():
+            item = await conn.fetchrow(
+                """SELECT i.eval_id, i.position, i.scenario_id, i.persona, e.mode, e.label,
+                    e.timeout_seconds, e.root_url
+                FROM eval_item i JOIN eval e ON e.tenant_id = i.tenant_id AND e.id = i.eval_id
+                WHERE i.tenant_id = $1 AND i.state = 'queued' AND e.cancelled_at IS NULL
+                ORDER BY e.created_at, i.position LIMIT 1
+                FOR UPDATE OF i SKIP LOCKED FOR SHARE OF e SKIP LOCKED""",
                 tenant_id,
-                runs_service.StartRequest(
-                    item["scenario_id"],
-                    ev["mode"],
-                    item["persona"],
-                    ev["label"],
-                    ev["timeout_seconds"],
-                ),
-                max_live=max_live,
-                root_url=ev["root_url"],
             )
-        except TooManyRequests:
-            await _set_item(pool, tenant_id, item, "queued", None, None)
-            continue
-        except AppError as exc:
-            await _set_item(pool, tenant_id, item, "cancelled", None, exc.message)
-            continue
-        await _set_item(pool, tenant_id, item, "started", run.id, None)
-        started.append((run.id, deliveries))
-    return started
+            if item is None:
+                return None
+            try:
+                run, _, deliveries = await runs_service.start_run(
+                    conn,
+                    tenant_id,
+                    runs_service.StartRequest(
+                        item["scenario_id"],
+                        item["mode"],
+                        item["persona"],
+                        item["label"],
+                        item["timeout_seconds"],
+                    ),
+                    max_live=max_live,
+                    root_url=item["root_url"],
+                )
+            except TooManyRequests:
+                return None  # no free slot: the item stays queued
+            except AppError as exc:
+                failed = (item, exc.message)
+            else:
+                await _set_item(conn, tenant_id, item, "started", run.id, None)
+                return run.id, deliveries
+        # The start failed for good (the scenario changed, say): its writes are rolled
+        # back; the item is cancelled with the reason, unless a cancel got there first.
+        await conn.execute(
+            """UPDATE eval_item SET state = 'cancelled', note = $4, claimed_at = NULL
+            WHERE tenant_id = $1 AND eval_id = $2 AND position = $3 AND state = 'queued'""",
+            tenant_id,
+            failed[0]["eval_id"],
+            failed[0]["position"],
+            failed[1],
+        )
+    return _SKIPPED
 
 
 async def _set_item(
-    pool: asyncpg.Pool,
+    conn: Conn,
     tenant_id: uuid.UUID,
     item: asyncpg.Record,
     state: str,
     run_id: str | None,
     note: str | None,
 ) -> None:
-    await pool.execute(
+    await conn.execute(
         """UPDATE eval_item SET state = $4, run_id = $5, note = $6, claimed_at = NULL
         WHERE tenant_id = $1 AND eval_id = $2 AND position = $3""",
         tenant_id,
@@ -256,32 +271,42 @@ async def tenants_with_queued(pool: asyncpg.Pool) -> list[uuid.UUID]:
     return [r["tenant_id"] for r in rows]
 
 
-async def cancel_eval(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str) -> None:
-    await _eval_row(pool, tenant_id, eval_id)
-    await pool.execute(
-        """UPDATE eval SET cancelled_at = coalesce(cancelled_at, $3)
-        WHERE tenant_id = $1 AND id = $2""",
-        tenant_id,
-        eval_id,
-        utcnow(),
-    )
-    await pool.execute(
-        """UPDATE eval_item SET state = 'cancelled', note = 'eval cancelled'
-        WHERE tenant_id = $1 AND eval_id = $2 AND state IN ('queued', 'starting')""",
-        tenant_id,
-        eval_id,
-    )
-    live = await pool.fetch(
-        """SELECT i.run_id FROM eval_item i JOIN run r
-            ON r.tenant_id = i.tenant_id AND r.id = i.run_id
-        WHERE i.tenant_id = $1 AND i.eval_id = $2 AND r.status = 'live'""",
-        tenant_id,
-        eval_id,
-    )
-    for row in live:
-        # A run that ended meanwhile answers Conflict: nothing left to cancel.
-        with contextlib.suppress(AppError):
-            await runs_service.cancel_run(pool, tenant_id, row["run_id"])
+async def cancel_eval(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str) -> list[str]:
+    """Cancel the eval's queued items and live runs, in one transaction that holds the
+    eval row: a promoter starting one of its items finishes first (and its run is
+    cancelled here) or sees the eval cancelled. Returns the runs cancelled."""
+    cancelled: list[str] = []
+    async with pool.acquire() as conn, conn.transaction():
+        row = await conn.fetchrow(
+            "SELECT id FROM eval WHERE tenant_id = $1 AND id = $2 FOR UPDATE", tenant_id, eval_id
+        )
+        if row is None:
+            raise NotFound(f"no eval '{eval_id}'")
+        await conn.execute(
+            """UPDATE eval SET cancelled_at = coalesce(cancelled_at, $3)
+            WHERE tenant_id = $1 AND id = $2""",
+            tenant_id,
+            eval_id,
+            utcnow(),
+        )
+        await conn.execute(
+            """UPDATE eval_item SET state = 'cancelled', note = 'eval cancelled'
+            WHERE tenant_id = $1 AND eval_id = $2 AND state IN ('queued', 'starting')""",
+            tenant_id,
+            eval_id,
+        )
+        live = await conn.fetch(
+            """SELECT i.run_id FROM eval_item i JOIN run r
+                ON r.tenant_id = i.tenant_id AND r.id = i.run_id
+            WHERE i.tenant_id = $1 AND i.eval_id = $2 AND r.status = 'live'
+            FOR UPDATE OF r""",
+            tenant_id,
+            eval_id,
+        )
+        for item in live:
+            await runs_service.cancel_run(conn, tenant_id, item["run_id"])
+            cancelled.append(item["run_id"])
+    return cancelled
 
 
 async def _eval_row(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str) -> asyncpg.Record:

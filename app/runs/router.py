@@ -63,15 +63,16 @@ async def _start(request: Request, tenant: Tenant, body: StartRunBody) -> servic
     loaded = await scenarios_service.get_scenario(pool_of(request), tenant.id, body.scenario_id)
     extra = len(loaded.scenario.stimulus) + (0 if loaded.builtin else len(loaded.scenario.fixture))
     await quota.check(tenant.id, extra)
-    run, counted, deliveries = await service.start_run(
-        pool_of(request),
-        tenant.id,
-        service.StartRequest(
-            body.scenario_id, body.mode, body.variant, body.label, body.timeout_seconds
-        ),
-        max_live=settings.max_live_runs,
-        root_url=root_url(request),
-    )
+    async with pool_of(request).acquire() as conn, conn.transaction():
+        run, counted, deliveries = await service.start_run(
+            conn,
+            tenant.id,
+            service.StartRequest(
+                body.scenario_id, body.mode, body.variant, body.label, body.timeout_seconds
+            ),
+            max_live=settings.max_live_runs,
+            root_url=root_url(request),
+        )
     quota.note(tenant.id, counted)
     _forget_live(request, tenant.id)
     jobs: Jobs | None = request.app.state.jobs
@@ -129,7 +130,8 @@ async def finish_run(request: Request, tenant: Tenant, run_id: str) -> dict[str,
 
 @router.post("/runs/{run_id}/cancel", summary="End the run without a verdict")
 async def cancel_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
-    run = await service.cancel_run(pool_of(request), tenant.id, run_id)
+    async with pool_of(request).acquire() as conn:
+        run = await service.cancel_run(conn, tenant.id, run_id)
     _forget_live(request, tenant.id)
     await _promote_evals(request, tenant.id)
     return run.view(root_url(request))
@@ -175,7 +177,8 @@ async def reference_run(
             loaded.scenario.oracle,
         )
     except Exception:
-        await service.cancel_run(pool_of(request), tenant.id, run.id)
+        async with pool_of(request).acquire() as conn:
+            await service.cancel_run(conn, tenant.id, run.id)
         _forget_live(request, tenant.id)
         raise
     await _flush_trace(request)

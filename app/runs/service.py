@@ -196,16 +196,19 @@ class StartRequest:
 
 
 async def start_run(
-    pool: asyncpg.Pool,
+    conn: Conn,
     tenant_id: uuid.UUID,
     request: StartRequest,
     *,
     max_live: int,
     root_url: str = "",
 ) -> tuple[RunRow, int, list[str]]:
-    """Write the fixture (silently) and the stimulus, and record the run. Returns the run,
-    how many quota-counted writes it made, and the webhook deliveries to send."""
-    loaded = await scenarios_service.get_scenario(pool, tenant_id, request.scenario_id)
+    """Write the fixture (silently) and the stimulus, and record the run, in the caller's
+    transaction (it commits). Returns the run, how many quota-counted writes it made, and
+    the webhook deliveries to send once committed."""
+    if not conn.is_in_transaction():
+        raise RuntimeError("start_run runs inside the caller's transaction")
+    loaded = await scenarios_service.get_scenario(conn, tenant_id, request.scenario_id)
     scenario: Scenario = loaded.scenario
     modes = [str(m) for m in scenario.modes]
     mode = request.mode or modes[0]
@@ -232,7 +235,8 @@ async def start_run(
     except ExpansionError as exc:
         raise Unprocessable(f"the scenario cannot be expanded: {exc}") from None
     counted = len(expanded.stimulus) + (0 if loaded.builtin else len(expanded.fixture))
-    async with pool.acquire() as conn, conn.transaction():
+    # A savepoint: a failed start leaves the caller's transaction usable.
+    async with conn.transaction():
         # One start at a time per tenant, so the live-run limit holds under concurrency.
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"runs:{tenant_id}")
         live = await conn.fetchval(
@@ -566,21 +570,20 @@ async def grade_run(
         return RunRow.from_record(updated)
 
 
-async def cancel_run(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> RunRow:
-    async with pool.acquire() as conn:
-        row = await conn.fetchrow(
-            """UPDATE run SET status = 'cancelled', finished_at = $3,
-                verdict = '{"passed": false, "score": 0, "expectations": [],
-                            "note": "cancelled before a verdict"}'::jsonb
-            WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
-            tenant_id,
-            run_id,
-            utcnow(),
-        )
-        if row is None:
-            run = await get_run(conn, tenant_id, run_id)
-            raise Conflict(f"run '{run_id}' already ended as {run.status}")
-        return RunRow.from_record(row)
+async def cancel_run(conn: Conn, tenant_id: uuid.UUID, run_id: str) -> RunRow:
+    row = await conn.fetchrow(
+        """UPDATE run SET status = 'cancelled', finished_at = $3,
+            verdict = '{"passed": false, "score": 0, "expectations": [],
+                        "note": "cancelled before a verdict"}'::jsonb
+        WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
+        tenant_id,
+        run_id,
+        utcnow(),
+    )
+    if row is None:
+        run = await get_run(conn, tenant_id, run_id)
+        raise Conflict(f"run '{run_id}' already ended as {run.status}")
+    return RunRow.from_record(row)
 
 
 async def delete_run_data(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> int:

@@ -181,13 +181,14 @@ async def check_scenario(
 
 
 async def _start(target: Target, scenario: Scenario, persona: str | None) -> runs_service.RunRow:
-    run, _, _ = await runs_service.start_run(
-        target.pool,
-        target.tenant_id,
-        runs_service.StartRequest(scenario.id, None, persona, LABEL, None),
-        max_live=target.max_live,
-        root_url=target.root,
-    )
+    async with target.pool.acquire() as conn, conn.transaction():
+        run, _, _ = await runs_service.start_run(
+            conn,
+            target.tenant_id,
+            runs_service.StartRequest(scenario.id, None, persona, LABEL, None),
+            max_live=target.max_live,
+            root_url=target.root,
+        )
     # As the REST start does: calls on the tenant base are attributed to runs through a
     # per-process cache of live runs, which must know this run from its first call.
     live_runs = getattr(target.app.state, "live_runs", None)

@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 
+from app.db import Conn
 from app.errors import Conflict, NotFound, Unprocessable
 from app.kit import jsontext
 from app.scenarios.schema import Scenario
@@ -65,7 +66,7 @@ def builtin_scenarios() -> dict[str, LoadedScenario]:
 
 
 async def get_scenario(
-    pool: asyncpg.Pool, tenant_id: uuid.UUID, scenario_id: str
+    pool: asyncpg.Pool | Conn, tenant_id: uuid.UUID, scenario_id: str
 ) -> LoadedScenario:
     builtin = builtin_scenarios().get(scenario_id)
     if builtin is not None:
