@@ -134,9 +134,7 @@ async def test_a_failure_while_marking_an_item_started_starts_nothing(
         )
         assert queued == 3
     finally:
-        await db.pool.execute(
-            f"DROP TRIGGER {trigger} ON eval_item; DROP FUNCTION {trigger}();"
-        )
+        await db.pool.execute(f"DROP TRIGGER {trigger} ON eval_item; DROP FUNCTION {trigger}();")
     await _promote(db, tenant.id)
     assert await _runs_labelled(db, tenant.id, label) == 3
     assert await _items_with_runs(db, tenant.id, eval_id) == 3
