@@ -24,10 +24,11 @@ import asyncpg
 import orjson
 
 from app.db import Conn
-from app.errors import AppError, NotFound, TooManyRequests, Unprocessable
+from app.errors import AppError, NotFound, Unprocessable
 from app.evals import statistics as stats
 from app.kit.clock import utcnow
 from app.runs import service as runs_service
+from app.runs.errors import LiveRunLimit
 from app.scenarios import service as scenarios_service
 
 MAX_RUNS = 100
@@ -224,7 +225,7 @@ async def _start_next(
                     max_live=max_live,
                     root_url=item["root_url"],
                 )
-            except TooManyRequests:
+            except LiveRunLimit:
                 return None  # no free slot: the item stays queued
             except AppError as exc:
                 failed = (item, exc.message)

@@ -22,7 +22,7 @@ import orjson
 from pydantic import TypeAdapter
 
 from app.db import Conn
-from app.errors import AppError, BadRequest, Conflict, NotFound, TooManyRequests, Unprocessable
+from app.errors import AppError, BadRequest, Unprocessable
 from app.fhir import service as fhir_service
 from app.fhir import storage
 from app.grading.engine import grade
@@ -32,6 +32,7 @@ from app.kit import jsontext
 from app.kit.clock import utcnow
 from app.llm.client import LlmClient
 from app.patient_sim.report import simulator_report
+from app.runs.errors import LiveRunLimit, RunNotFound, RunNotLive, RunStillLive
 from app.scenarios import service as scenarios_service
 from app.scenarios.expansion import ExpansionError, apply_variant, expand_scenario
 from app.scenarios.schema import TIMEOUT_MAX, TIMEOUT_MIN, Expectation, Scenario
@@ -159,7 +160,7 @@ _SELECT = "SELECT * FROM run WHERE tenant_id = $1 AND id = $2"
 async def get_run(conn: Conn, tenant_id: uuid.UUID, run_id: str) -> RunRow:
     row = await conn.fetchrow(_SELECT, tenant_id, run_id)
     if row is None:
-        raise NotFound(f"no run '{run_id}'")
+        raise RunNotFound(f"no run '{run_id}'")
     return RunRow.from_record(row)
 
 
@@ -243,7 +244,7 @@ async def start_run(
             "SELECT count(*) FROM run WHERE tenant_id = $1 AND status = 'live'", tenant_id
         )
         if live >= max_live:
-            raise TooManyRequests(
+            raise LiveRunLimit(
                 f"live run limit reached: {live} of {max_live} runs are live; finish or "
                 "cancel one first"
             )
@@ -582,7 +583,7 @@ async def cancel_run(conn: Conn, tenant_id: uuid.UUID, run_id: str) -> RunRow:
     )
     if row is None:
         run = await get_run(conn, tenant_id, run_id)
-        raise Conflict(f"run '{run_id}' already ended as {run.status}")
+        raise RunNotLive(f"run '{run_id}' already ended as {run.status}")
     return RunRow.from_record(row)
 
 
@@ -592,7 +593,9 @@ async def delete_run_data(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str)
     async with pool.acquire() as conn, conn.transaction():
         run = await get_run(conn, tenant_id, run_id)
         if run.status == RunStatus.LIVE:
-            raise Conflict(f"run '{run_id}' is live: finish or cancel it before deleting its data")
+            raise RunStillLive(
+                f"run '{run_id}' is live: finish or cancel it before deleting its data"
+            )
         await conn.execute(
             """DELETE FROM fhir_date d USING fhir_resource r
             WHERE r.tenant_id = $1 AND r.run_id = $2 AND d.tenant_id = $1
