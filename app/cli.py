@@ -15,6 +15,8 @@ from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from app.embedded import Endpoints, close_endpoints, resolve_endpoints
 from app.logs import LEVELS, configure_logging
 from app.settings import Settings
@@ -83,7 +85,10 @@ async def _tenant_key(settings: Settings, tenant_name: str, file_name: str) -> s
             key = await tenants.add_key(db.pool, tenant_name)
         else:
             _, key = await tenants.create_tenant(
-                db.pool, tenant_name, slot_weeks=settings.slot_weeks
+                db.pool,
+                tenant_name,
+                trace_enabled=settings.trace_default,
+                slot_weeks=settings.slot_weeks,
             )
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         key_file.write_text(key + "\n")
@@ -508,7 +513,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TZ", "UTC")
     configure_logging("info")
     args = build_parser().parse_args(argv)
-    result: int = args.func(args)
+    try:
+        result: int = args.func(args)
+    except ValidationError as exc:
+        # A setting out of its bounds: name the variable, no traceback.
+        for error in exc.errors():
+            name = "UNDERSTUDY_" + "_".join(str(p) for p in error["loc"]).upper()
+            print(f"understudy: {name}: {error['msg']}", file=sys.stderr)
+        return 2
     return result
 
 

@@ -1,25 +1,21 @@
-"""Database access: an SQLAlchemy async engine for the app, and an asyncpg pool.
+"""Database access: one asyncpg pool per process.
 
-The FHIR store's hot path (read, search, versioned writes) talks to asyncpg directly
-with hand-written SQL: no ORM identity map, no per-row object construction, and
-statements prepared once per connection. Everything else goes through SQLAlchemy.
+Every query of the app runs through asyncpg with hand-written SQL: the FHIR store's hot
+path (read, search, one-statement versioned writes) needs statements prepared once per
+connection and no per-row object construction, and the rest (runs, evals, webhooks)
+leans on PostgreSQL features — `FOR UPDATE SKIP LOCKED`, `RETURNING`, CTEs, COPY —
+that read most plainly as SQL. SQLAlchemy is used for what it does best here: the ORM
+models in `app/models/` declare the schema, alembic migrates it (`sqlalchemy_url` is
+for migrations/env.py), and a test walks `Base.metadata` for the tenancy rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
-from sqlalchemy.ext.asyncio import (
-    AsyncEngine,
-    AsyncSession,
-    async_sessionmaker,
-    create_async_engine,
-)
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -46,19 +42,10 @@ def asyncpg_dsn(url: str) -> str:
 
 @dataclass
 class Database:
-    engine: AsyncEngine
-    sessions: async_sessionmaker[AsyncSession]
     pool: asyncpg.Pool
 
     async def close(self) -> None:
         await self.pool.close()
-        await self.engine.dispose()
-
-    @asynccontextmanager
-    async def session(self) -> AsyncIterator[AsyncSession]:
-        """One transaction: commits when the block ends cleanly, rolls back otherwise."""
-        async with self.sessions() as session, session.begin():
-            yield session
 
 
 async def _reset_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
@@ -70,7 +57,6 @@ async def _reset_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
 
 
 async def open_database(url: str, pool_size: int = 10) -> Database:
-    engine = create_async_engine(sqlalchemy_url(url), pool_size=max(2, pool_size // 2))
     pool = await asyncpg.create_pool(
         asyncpg_dsn(url),
         min_size=min(2, pool_size),
@@ -86,8 +72,4 @@ async def open_database(url: str, pool_size: int = 10) -> Database:
         },
         reset=_reset_connection,
     )
-    return Database(
-        engine=engine,
-        sessions=async_sessionmaker(engine, expire_on_commit=False),
-        pool=pool,
-    )
+    return Database(pool=pool)

@@ -9,6 +9,8 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+MAX_WEBHOOK_RETRIES = 20
+DAY_SECONDS = 86_400
 
 
 class Settings(BaseSettings):
@@ -25,10 +27,16 @@ class Settings(BaseSettings):
         "127.0.0.1:LOCAL_REDIS_PORT if one answers, else an embedded server.",
     )
     local_postgres_port: int = Field(
-        default=5432, description="Port probed for a local PostgreSQL when no URL is set."
+        default=5432,
+        ge=1,
+        le=65535,
+        description="Port probed for a local PostgreSQL when no URL is set.",
     )
     local_redis_port: int = Field(
-        default=6379, description="Port probed for a local Redis when no URL is set."
+        default=6379,
+        ge=1,
+        le=65535,
+        description="Port probed for a local Redis when no URL is set.",
     )
     local_database: str = Field(
         default="understudy", description="Database created and used on a probed local server."
@@ -37,20 +45,27 @@ class Settings(BaseSettings):
         default=Path(".understudy"), description="Where embedded servers keep their data."
     )
     host: str = Field(default="127.0.0.1", description="Address `serve` binds.")
-    port: int = Field(default=8000, description="Port `serve` binds.")
+    port: int = Field(default=8000, ge=0, le=65535, description="Port `serve` binds.")
     public_url: str | None = Field(
         default=None,
         description="Base URL clients use (for absolute links); default: taken from each request.",
     )
-    db_pool_size: int = Field(default=10, description="PostgreSQL connections per process.")
-    max_body_bytes: int = Field(default=1024 * 1024, description="Largest request body accepted.")
+    db_pool_size: int = Field(
+        default=10, ge=2, le=200, description="PostgreSQL connections per process."
+    )
+    max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="Largest request body accepted.",
+    )
     trace_default: bool = Field(
         default=False,
         description="Whether new tenants record every request; otherwise only while one of "
         "their runs is live.",
     )
     slot_weeks: int = Field(
-        default=8, description="Weeks of free canonical Slots kept ahead of today."
+        default=8, ge=1, le=52, description="Weeks of free canonical Slots kept ahead of today."
     )
     dev_tenant: str = Field(
         default="dev", description="Name of the development tenant `serve --dev` prints a key for."
@@ -62,16 +77,19 @@ class Settings(BaseSettings):
     )
     daily_write_quota: int = Field(
         default=20_000,
+        ge=0,
         description="FHIR writes per tenant per UTC day (setup writes of built-in scenarios "
         "are free).",
     )
-    max_live_runs: int = Field(default=20, description="Live runs per tenant.")
+    max_live_runs: int = Field(default=20, ge=1, le=1000, description="Live runs per tenant.")
     webhook_retry_seconds: list[float] = Field(
         default=[1, 5, 30, 120, 600],
         description="Waits before each retry of a failed webhook delivery (JSON list); "
         "attempts = retries + 1.",
     )
-    webhook_timeout_seconds: float = Field(default=10, description="Per delivery attempt.")
+    webhook_timeout_seconds: float = Field(
+        default=10, gt=0, le=120, description="Per delivery attempt."
+    )
     webhook_allow_private: bool = Field(
         default=True,
         description="Allow webhook URLs on loopback and private addresses (local development).",
@@ -83,16 +101,16 @@ class Settings(BaseSettings):
     )
     llm_api_key: str | None = Field(default=None, description="Bearer key for the LLM API.")
     llm_model: str | None = Field(default=None, description="Model name sent to the LLM API.")
-    llm_timeout_seconds: float = Field(default=20, description="Per model call.")
-    llm_max_retries: int = Field(default=2, description="Retries on 429/5xx.")
+    llm_timeout_seconds: float = Field(default=20, gt=0, le=600, description="Per model call.")
+    llm_max_retries: int = Field(default=2, ge=0, le=10, description="Retries on 429/5xx.")
     llm_calls_per_hour: int = Field(
-        default=300, description="Model calls per tenant per hour (patient and judges)."
+        default=300, ge=0, description="Model calls per tenant per hour (patient and judges)."
     )
     queue_name: str = Field(
         default="understudy:queue", description="The Redis queue API and worker share."
     )
     grade_interval_seconds: int = Field(
-        default=15, description="How often the worker grades every live run with news."
+        default=15, ge=1, le=60, description="How often the worker grades every live run with news."
     )
 
     mcp_allowed_hosts: list[str] = Field(
@@ -111,5 +129,15 @@ class Settings(BaseSettings):
     def _lower_level(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
+    @field_validator("webhook_retry_seconds")
+    @classmethod
+    def _retries(cls, value: list[float]) -> list[float]:
+        if len(value) > MAX_WEBHOOK_RETRIES or any(not 0 < v <= DAY_SECONDS for v in value):
+            raise ValueError(
+                f"at most {MAX_WEBHOOK_RETRIES} waits, each more than 0 and at most a day"
+            )
+        return value
+
     def clone(self, **changes: object) -> Settings:
-        return self.model_copy(update=changes)
+        """A copy with `changes` applied, validated like the environment's values."""
+        return type(self).model_validate({**self.model_dump(), **changes})

@@ -6,10 +6,11 @@ knows X's first evidence time. A `before` naming an unknown id or forming a cycl
 failing expectation, never an exception; so is any error inside a grader, and a
 FHIRPath error is a failing clause with its message in the evidence.
 
-`webhook` and `rubric` are graded here (no module of their own yet): a webhook
-expectation is ungradable (passed None) while the deployment has no webhook delivery,
-which keeps a required one from ever passing silently; a rubric is always pending here
-(the judge scores it at the end) and always bonus.
+`webhook` and `rubric` are small enough to be graded here: a webhook expectation holds
+when the run's snapshot has a successful delivery of its event for its fixture resource
+(a snapshot built without delivery records, `webhooks_supported=False`, makes it
+ungradable rather than failed or passed); a rubric is pending here — the judge scores it
+once, when the run ends (`app/judges`) — and always bonus.
 
 Cost, measured once on the dev container (Python 3.11, fhirpathpy 2.2.4): 10
 expectations of every type over 20 changed resources and 30 calls, with date arithmetic,
@@ -40,9 +41,9 @@ from app.scenarios.schema import (
 )
 
 WEBHOOK_UNSUPPORTED = (
-    "webhook expectations are graded once webhook delivery exists; this run cannot pass on it"
+    "this snapshot carries no webhook deliveries; a webhook expectation cannot be graded on it"
 )
-RUBRIC_PENDING = "graded by a judge when the run ends (not available yet)"
+RUBRIC_PENDING = "graded by a judge when the run ends"
 
 
 def grade(expectations: list[Expectation], snapshot: RunSnapshot) -> Verdict:

@@ -35,7 +35,7 @@ class TenantSummary:
 
 
 async def create_tenant(
-    pool: asyncpg.Pool, name: str, *, trace_enabled: bool = True, slot_weeks: int = 8
+    pool: asyncpg.Pool, name: str, *, trace_enabled: bool = False, slot_weeks: int = 8
 ) -> tuple[TenantInfo, str]:
     """Create a tenant with its canonical directory; return it and its key (shown once)."""
     key = new_api_key()
