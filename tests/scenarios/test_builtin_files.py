@@ -134,7 +134,7 @@ def test_expectation_ids_are_unique(path: Path) -> None:
 
 @each_file
 def test_validates_without_problems(path: Path) -> None:
-    scenario, problems = validate_scenario(_document(path))
+    scenario, problems, _ = validate_scenario(_document(path))
     assert not problems, f"{path.name}:\n{_explain(problems)}"
     assert scenario is not None
 
@@ -144,7 +144,7 @@ def test_each_variant_applies_and_validates(path: Path) -> None:
     scenario = _scenario(path)
     for variant in scenario.variants:
         applied = apply_variant(scenario, variant.persona)
-        _, problems = validate_scenario(applied.model_dump(by_alias=True, exclude_none=True))
+        _, problems, _ = validate_scenario(applied.model_dump(by_alias=True, exclude_none=True))
         assert not problems, f"{path.name} variant {variant.persona}:\n{_explain(problems)}"
 
 
