@@ -414,10 +414,14 @@ async def _load_for_check(
 
     if error is not None:
         return check.ScenarioReport(str(path), problems=[error])
-    scenario, problems = validate_scenario(document)
+    scenario, problems, warnings = validate_scenario(document)
     name = str(document.get("id", path)) if isinstance(document, dict) else str(path)
     if problems or scenario is None:
-        return check.ScenarioReport(name, problems=[f"{p.path}: {p.message}" for p in problems])
+        return check.ScenarioReport(
+            name,
+            problems=[f"{p.path}: {p.message}" for p in problems],
+            warnings=[f"{p.path}: {p.message}" for p in warnings],
+        )
     builtin = scenarios_service.builtin_scenarios().get(scenario.id)
     if builtin is not None:
         if in_library:
@@ -425,7 +429,8 @@ async def _load_for_check(
         return check.ScenarioReport(
             scenario.id, problems=[f"id '{scenario.id}' is a built-in scenario's: rename it"]
         )
-    return await scenarios_service.import_scenario(pool, tenant_id, document, dry_run=False)
+    imported = await scenarios_service.import_scenario(pool, tenant_id, document, dry_run=False)
+    return imported.loaded
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ UNDERSTUDY_MAX_LIVE_RUNS=--max-live (default 20, the product default: queueing b
 live limit is part of what is measured). The dev key is read from the server's output.
 
 The eval: the built-in workflow scenarios (GET /api/testing/scenarios: builtin, mode
-workflow — results.critical-lab-task, messaging.portal-triage, scheduling.noshow-outreach)
+workflow — results.critical-lab, messaging.portal-triage, scheduling.noshow-outreach)
 are copied under other ids, `bench.<nn>.<original id>`, round-robin, and imported through
 POST /api/testing/scenarios until there are --scenarios of them (default 20). Then
 POST /api/testing/evals {"mode": "workflow", "scenarios": [those ids], "repeats": 5,

@@ -97,6 +97,7 @@ class VariantReport:
 class ScenarioReport:
     scenario_id: str
     problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # never a failure
     variants: list[VariantReport] = field(default_factory=list)
     mutant_kinds: dict[str, int] = field(default_factory=dict)
 
@@ -110,6 +111,7 @@ class ScenarioReport:
             "ok": self.ok,
             "valid": not self.problems,
             "problems": self.problems,
+            "warnings": self.warnings,
             "mutantKinds": self.mutant_kinds,
             "variants": [v.as_json() for v in self.variants],
         }
@@ -165,8 +167,9 @@ async def check_scenario(
     for proving the two equivalent)."""
     scenario = loaded.scenario
     report = ScenarioReport(scenario.id)
-    _, problems = validate_scenario(scenario.model_dump(by_alias=True, exclude_none=True))
+    _, problems, warnings = validate_scenario(scenario.model_dump(by_alias=True, exclude_none=True))
     report.problems = [f"{p.path}: {p.message}" for p in problems]
+    report.warnings = [f"{p.path}: {p.message}" for p in warnings]
     if report.problems:
         return report
     mutants = derive_mutants(scenario)
@@ -313,6 +316,7 @@ def render(reports: list[ScenarioReport]) -> str:
     lines = [f"{'scenario':<44} {'variant':<10} {'valid':<6} {'oracle':<7} {'no-op':<6} mutants"]
     details: list[str] = []
     for report in reports:
+        details += [f"{report.scenario_id}: warning: {w}" for w in report.warnings]
         if report.problems:
             lines.append(f"{report.scenario_id:<44} {'-':<10} {'NO':<6}")
             details += [f"{report.scenario_id}: invalid: {p}" for p in report.problems]

@@ -6,6 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from app.fhir.service import parse_body
 from app.kit import jsontext
@@ -13,6 +15,75 @@ from app.scenarios import check, service
 from app.tenants.auth import Tenant, pool_of, root_url
 
 router = APIRouter(prefix="/api/testing/scenarios", tags=["Testing"])
+
+
+class ProblemOut(BaseModel):
+    path: str = Field(description="JSON pointer into the scenario document; '' is the whole")
+    message: str
+
+
+class ImportedOut(BaseModel):
+    """An imported (201) or dry-run validated (200) scenario."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    id: str
+    title: str
+    category: str
+    modes: list[str]
+    summary: str
+    personas: list[str]
+    builtin: bool
+    version: int = Field(description="the new version; 0 for a dry run")
+    hash: str
+    dry_run: bool
+    valid: bool
+    warnings: list[ProblemOut] = Field(
+        description="legal but often a slip (a symbol nothing mentions); never blocks import"
+    )
+
+
+class ScenarioInvalidOut(BaseModel):
+    """problem+json: every problem at once (`errors`), and the warnings beside them."""
+
+    title: str
+    status: int
+    detail: str | None = None
+    errors: list[ProblemOut] = Field(default_factory=list)
+    warnings: list[ProblemOut] = Field(default_factory=list)
+
+
+class CheckReportOut(BaseModel):
+    """The scenario check's report; `warnings` are never a failure."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    scenario_id: str
+    ok: bool
+    valid: bool
+    problems: list[str]
+    warnings: list[str]
+    mutant_kinds: dict[str, int]
+    variants: list[dict[str, Any]]
+
+
+def _problems(problems: list[Any]) -> list[dict[str, str]]:
+    return [{"path": p.path, "message": p.message} for p in problems]
+
+
+_IMPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": ImportedOut, "description": "Dry run: the scenario is valid"},
+    201: {"model": ImportedOut, "description": "Imported as a new version"},
+    422: {
+        "model": ScenarioInvalidOut,
+        "description": "The scenario is invalid: every problem, with its warnings",
+        "content": {
+            "application/problem+json": {
+                "schema": {"$ref": "#/components/schemas/ScenarioInvalidOut"}
+            }
+        },
+    },
+}
 
 
 @router.get("", summary="List built-in and imported scenarios")
@@ -36,6 +107,8 @@ async def get_scenario(request: Request, tenant: Tenant, scenario_id: str) -> Re
     "",
     status_code=201,
     summary="Import a custom scenario (a new version when the id exists); ?dryRun=true validates",
+    response_model=None,
+    responses=_IMPORT_RESPONSES,
 )
 async def import_scenario(
     request: Request,
@@ -44,7 +117,7 @@ async def import_scenario(
 ) -> Any:
     document = parse_body(await request.body())
     try:
-        loaded = await service.import_scenario(
+        imported = await service.import_scenario(
             pool_of(request), tenant.id, document, dry_run=dry_run
         )
     except service.ScenarioInvalid as exc:
@@ -52,18 +125,26 @@ async def import_scenario(
             {
                 "title": exc.message,
                 "status": 422,
-                "errors": [{"path": p.path, "message": p.message} for p in exc.problems],
+                "detail": exc.message,
+                "errors": _problems(exc.problems),
+                "warnings": _problems(exc.warnings),
             },
             status_code=422,
             media_type="application/problem+json",
         )
-    body = {**loaded.summary(), "dryRun": dry_run, "valid": True}
+    body = {
+        **imported.loaded.summary(),
+        "dryRun": dry_run,
+        "valid": True,
+        "warnings": _problems(imported.warnings),
+    }
     return JSONResponse(body, status_code=200 if dry_run else 201)
 
 
 @router.post(
     "/{scenario_id}/check",
     summary="Check the scenario is a fair test: oracle passes, nothing fails, near misses fail",
+    response_model=CheckReportOut,
 )
 async def check_scenario(request: Request, tenant: Tenant, scenario_id: str) -> dict[str, Any]:
     loaded = await service.get_scenario(pool_of(request), tenant.id, scenario_id)

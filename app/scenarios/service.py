@@ -41,9 +41,16 @@ class LoadedScenario:
 
 
 class ScenarioInvalid(Unprocessable):
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(self, problems: list[Problem], warnings: list[Problem]) -> None:
         super().__init__(f"the scenario has {len(problems)} problem(s)")
         self.problems = problems
+        self.warnings = warnings
+
+
+@dataclass(frozen=True)
+class Imported:
+    loaded: LoadedScenario
+    warnings: list[Problem]  # legal but often a slip (a symbol nothing mentions)
 
 
 def builtin_dir() -> Path:
@@ -100,15 +107,15 @@ async def list_scenarios(pool: asyncpg.Pool, tenant_id: uuid.UUID) -> list[Loade
 
 async def import_scenario(
     pool: asyncpg.Pool, tenant_id: uuid.UUID, document: Any, *, dry_run: bool
-) -> LoadedScenario:
-    scenario, problems = validate_scenario(document)
+) -> Imported:
+    scenario, problems, warnings = validate_scenario(document)
     if problems or scenario is None:
-        raise ScenarioInvalid(problems)
+        raise ScenarioInvalid(problems, warnings)
     if scenario.id in builtin_scenarios():
         raise Conflict(f"'{scenario.id}' is a built-in scenario; import yours under another id")
     digest = content_hash(scenario)
     if dry_run:
-        return LoadedScenario(scenario, 0, False, digest)
+        return Imported(LoadedScenario(scenario, 0, False, digest), warnings)
     # Python mode keeps fixture decimals as Decimal, which jsontext writes back verbatim
     # (JSON mode would turn 9.1 into the string "9.1", and the fixture would fail FHIR).
     body = jsontext.dumps(scenario.model_dump(by_alias=True, exclude_none=True))
@@ -127,4 +134,4 @@ async def import_scenario(
             body,
             digest,
         )
-    return LoadedScenario(scenario, version, False, digest)
+    return Imported(LoadedScenario(scenario, version, False, digest), warnings)

@@ -79,23 +79,27 @@ class Problem:
     message: str
 
 
-def validate_scenario(document: Any) -> tuple[Scenario | None, list[Problem]]:
+def validate_scenario(document: Any) -> tuple[Scenario | None, list[Problem], list[Problem]]:
     """Validate a scenario document (parsed JSON, or a `Scenario`).
 
     Returns the parsed scenario when its shape is valid (even if other problems were
-    found: callers must check the list) and None otherwise, with every problem found,
-    sorted by path. An empty list means the scenario can be imported."""
+    found: callers must check the list) and None otherwise, every problem found and
+    every warning, each sorted by path. No problems means the scenario can be imported;
+    warnings (legal, but often a slip: a symbol nothing mentions) never block it."""
     if isinstance(document, Scenario):
         document = document.model_dump(by_alias=True, exclude_none=True)
     problems: list[Problem] = []
+    warnings: list[Problem] = []
     scenario: Scenario | None = None
     try:
         scenario = Scenario.model_validate(document)
     except ValidationError as exc:
         problems.extend(_shape_problems(exc))
     if isinstance(document, dict):
-        problems.extend(_Checker(document, scenario, problems).run(with_variants=True))
-    return scenario, _in_path_order(problems)
+        checker = _Checker(document, scenario, problems)
+        problems.extend(checker.run(with_variants=True))
+        warnings = checker.warnings
+    return scenario, _in_path_order(problems), _in_path_order(warnings)
 
 
 def content_hash(scenario: Scenario) -> str:
@@ -246,6 +250,7 @@ class _Checker:
         self.data = data
         self.scenario = scenario
         self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
         shape_roots = {p.path.split("/")[1] if p.path else "" for p in shape}
         # Symbols can be resolved only when every definition could be read.
         self.symbols_readable = not shape_roots & {"", "fixture", "stimulus"}
@@ -256,6 +261,9 @@ class _Checker:
 
     def add(self, path: str, message: str) -> None:
         self.problems.append(Problem(path, message))
+
+    def warn(self, path: str, message: str) -> None:
+        self.warnings.append(Problem(path, message))
 
     def run(self, *, with_variants: bool) -> list[Problem]:
         self.check_definitions()
@@ -352,10 +360,13 @@ class _Checker:
                 continue
             if definition.resource_type == "Patient" and self.patient_scope:
                 continue  # the fixture patients scope the resource expectations
-            self.add(
+            # Legal: every fixture resource needs a symbol for its run-unique id, and one
+            # the agent must find (a Coverage, a portal message) is referenced by nothing.
+            self.warn(
                 definition.path,
                 f"symbol @{symbol} is defined but never used (by an expectation, the oracle,"
-                f" the brief, another resource or patientSim)",
+                f" the brief, another resource or patientSim): fine for a resource the agent"
+                f" must find, else a slip",
             )
 
     # --- resources and JSON bodies ---------------------------------------------------------
@@ -660,6 +671,7 @@ class _Checker:
 
     def check_variants(self, scenario: Scenario) -> None:
         baseline = set(self.problems)
+        baseline_warnings = set(self.warnings)
         seen: set[str] = set()
         for index, variant in enumerate(scenario.variants):
             prefix = _pointer("variants", index)
@@ -678,10 +690,14 @@ class _Checker:
                     self.add(prefix + problem.path, f"{variant.persona}: {problem.message}")
                 continue
             data = applied.model_dump(by_alias=True, exclude_none=True)
-            for problem in _Checker(data, applied, []).run(with_variants=False):
+            checker = _Checker(data, applied, [])
+            for problem in checker.run(with_variants=False):
                 # What is wrong with the baseline is reported once, for the baseline.
                 if problem not in baseline:
                     self.add(prefix + problem.path, f"{variant.persona}: {problem.message}")
+            for warning in checker.warnings:
+                if warning not in baseline_warnings:
+                    self.warn(prefix + warning.path, f"{variant.persona}: {warning.message}")
 
     # --- FHIR validity ---------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from app.scenarios.service import builtin_scenarios
 from tests.conftest import TenantHandle
 
 # Three workflow scenarios keep these evals quick; the library's size does not matter here.
-WORKFLOW = ["messaging.portal-triage", "results.critical-lab-task", "scheduling.noshow-outreach"]
+WORKFLOW = ["messaging.portal-triage", "results.critical-lab", "scheduling.noshow-outreach"]
 
 
 def api_client(tenant: TenantHandle) -> httpx.AsyncClient:

@@ -83,12 +83,13 @@ REQUIRED_CATEGORIES = {
     "medications": 2,  # refill request, refill blocked by an allergy or interaction
     "coverage": 2,  # eligibility before booking, lapsed coverage
     "intake": 1,  # a questionnaire routed to exactly one queue
+    "inbox": 1,  # an urgent portal message triaged to the responsible clinician
 }
 
 
 def test_library_covers_the_everyday_work() -> None:
     scenarios = [_scenario(p) for p in FILES]
-    assert len(scenarios) >= 24
+    assert len(scenarios) >= 26
     categories: dict[str, int] = {}
     for s in scenarios:
         categories[s.category] = categories.get(s.category, 0) + 1
@@ -96,6 +97,7 @@ def test_library_covers_the_everyday_work() -> None:
         assert categories.get(category, 0) >= least, (category, categories)
     assert categories.get("referrals", 0) + categories.get("orders", 0) >= 2, categories
     assert sum("workflow" in [str(m) for m in s.modes] for s in scenarios) >= 8
+    assert any({"agent", "workflow"} <= {str(m) for m in s.modes} for s in scenarios)
     assert sum(s.patient_sim is not None for s in scenarios) >= 4
     assert sum(len(s.variants) >= 2 for s in scenarios) >= 6
 
@@ -134,7 +136,7 @@ def test_expectation_ids_are_unique(path: Path) -> None:
 
 @each_file
 def test_validates_without_problems(path: Path) -> None:
-    scenario, problems = validate_scenario(_document(path))
+    scenario, problems, _ = validate_scenario(_document(path))
     assert not problems, f"{path.name}:\n{_explain(problems)}"
     assert scenario is not None
 
@@ -144,7 +146,7 @@ def test_each_variant_applies_and_validates(path: Path) -> None:
     scenario = _scenario(path)
     for variant in scenario.variants:
         applied = apply_variant(scenario, variant.persona)
-        _, problems = validate_scenario(applied.model_dump(by_alias=True, exclude_none=True))
+        _, problems, _ = validate_scenario(applied.model_dump(by_alias=True, exclude_none=True))
         assert not problems, f"{path.name} variant {variant.persona}:\n{_explain(problems)}"
 
 

@@ -22,6 +22,7 @@ from app.scenarios import check
 from app.scenarios.service import builtin_scenarios
 from app.settings import Settings
 from tests.conftest import TenantHandle
+from tests.scenarios.test_import_api import FIND_COVERAGE
 
 LIBRARY = sorted(builtin_scenarios())
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,6 +139,20 @@ async def test_weak_custom_scenario_is_caught(tenant: TenantHandle) -> None:
     assert fixed["ok"] is True, failures(fixed)
 
 
+async def test_warnings_are_reported_not_failures(tenant: TenantHandle) -> None:
+    async with httpx.AsyncClient(
+        base_url=f"{tenant.server}/api/testing", headers=tenant.headers, timeout=120
+    ) as client:
+        assert (await client.post("/scenarios", json=FIND_COVERAGE)).status_code == 201
+        r = await client.post(f"/scenarios/{FIND_COVERAGE['id']}/check")
+    assert r.status_code == 200, r.text
+    report = r.json()
+    assert report["ok"] and report["valid"], failures(report)
+    assert report["problems"] == []
+    assert len(report["warnings"]) == 1, report["warnings"]
+    assert report["warnings"][0].startswith("/fixture/1/id: symbol @cov is defined but never")
+
+
 @asynccontextmanager
 async def check_target(settings: Settings, tenant: TenantHandle) -> AsyncIterator[check.Target]:
     """An app of our own in this event loop (no queue: the check grades as it goes). Not
@@ -149,9 +164,7 @@ async def check_target(settings: Settings, tenant: TenantHandle) -> AsyncIterato
         )
 
 
-@pytest.mark.parametrize(
-    "scenario_id", ["scheduling.reschedule-ask-day", "results.critical-lab-task"]
-)
+@pytest.mark.parametrize("scenario_id", ["scheduling.reschedule-ask-day", "results.critical-lab"])
 async def test_memory_grading_equals_real_runs(
     settings: Settings, tenant: TenantHandle, scenario_id: str
 ) -> None:
@@ -201,9 +214,12 @@ async def test_cli_exit_status_and_table(settings: Settings, tmp_path: Path) -> 
     assert code == 1, text
     assert "mutant survived" in text and "should be caught by: booked" in text
     assert "0/1 scenarios pass the check" in text
-    code, text = await cli(str(ROOT / "scenarios" / "results.critical-lab-task.json"))
-    assert code == 0, text
-    assert "1/1 scenarios pass the check" in text
+    warned_file = tmp_path / "warned.json"
+    warned_file.write_text(json.dumps({**FIND_COVERAGE, "id": "custom.cli-warned"}))
+    code, text = await cli(str(ROOT / "scenarios" / "results.critical-lab.json"), str(warned_file))
+    assert code == 0, text  # a warning is not a failure
+    assert "2/2 scenarios pass the check" in text
+    assert "custom.cli-warned: warning: /fixture/1/id: symbol @cov is defined but never" in text
     bad = tmp_path / "bad.json"
     bad.write_text('{"id": "x"')
     code, text = await cli(str(bad))

@@ -246,13 +246,18 @@ def problems_of(document: Any) -> list[Problem]:
     return validate_scenario(document)[1]
 
 
+def warnings_of(document: Any) -> list[Problem]:
+    return validate_scenario(document)[2]
+
+
 # --- valid scenarios -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("document", [MINIMAL, REALISTIC], ids=["minimal", "realistic"])
 def test_valid_scenarios_have_no_problems(document: dict[str, Any]) -> None:
-    parsed, problems = validate_scenario(document)
+    parsed, problems, warnings = validate_scenario(document)
     assert problems == []
+    assert warnings == []
     assert isinstance(parsed, Scenario)
     assert parsed.id == document["id"]
 
@@ -527,18 +532,6 @@ BROKEN: list[tuple[str, dict[str, Any] | list[Any], str, str]] = [
         "'patient' is already a symbol (/fixture/0/id)",
     ),
     # --- symbol definitions
-    (
-        "unused-symbol",
-        scenario(fixture=[PATIENT, CHEN]),
-        "/fixture/1/id",
-        "symbol @chen is defined but never used",
-    ),
-    (
-        "unused-patient-with-tenant-scope",
-        scenario(brief="Book it.", expectations=[{**BOOKED, "scope": "tenant"}]),
-        "/fixture/0/id",
-        "symbol @patient is defined but never used",
-    ),
     (
         "symbol-defined-twice",
         scenario(fixture=[PATIENT, patched(PATIENT, name=[{"family": "Other"}])]),
@@ -898,7 +891,7 @@ def test_every_problem_is_reported_in_path_order() -> None:
     document["expectations"][4]["required"] = True
     document["patientSim"]["patient"] = "@chen"
     document["variants"][0]["overrides"]["@patient"]["gender"] = "robot"
-    parsed, problems = validate_scenario(document)
+    parsed, problems, _ = validate_scenario(document)
     assert parsed is not None  # the shape is fine
     assert [(p.path, p.message.split(":")[0]) for p in problems] == [
         ("/expectations/0/where/3", "invalid FHIRPath"),
@@ -932,7 +925,7 @@ def test_a_broken_shape_still_reports_the_cheap_checks() -> None:
             api_call("c", path="Slot", before="nope"),
         ],
     )
-    parsed, problems = validate_scenario(document)
+    parsed, problems, _ = validate_scenario(document)
     assert parsed is None
     assert [p.path for p in problems] == [
         "/expectations/0/type",
@@ -953,10 +946,86 @@ def test_a_broken_fixture_shape_does_not_flood_symbol_problems() -> None:
 
 def test_variant_does_not_repeat_baseline_problems() -> None:
     document = scenario(
-        fixture=[PATIENT, CHEN],  # @chen unused: a baseline problem
-        variants=[{"persona": "p", "overrides": {"@patient": {"gender": "female"}}}],
+        fixture=[patched(PATIENT, gender="robot")],  # a baseline problem
+        variants=[{"persona": "p", "overrides": {"@patient": {"name": [{"family": "X"}]}}}],
     )
-    assert [p.path for p in problems_of(document)] == ["/fixture/1/id"]
+    assert [p.path for p in problems_of(document)] == ["/fixture/0/gender"]
+
+
+# --- warnings: legal, but often a slip -----------------------------------------------------
+
+COVERAGE: dict[str, Any] = {
+    "resourceType": "Coverage",
+    "id": "@cov",
+    "status": "active",
+    "beneficiary": {"reference": "@patient"},
+    "payor": [{"display": "Prairie Health Plan"}],
+}
+PORTAL_MESSAGE: dict[str, Any] = {
+    "resourceType": "Communication",
+    "id": "@msg",
+    "status": "completed",
+    "subject": {"reference": "@patient"},
+    "sender": {"reference": "@patient"},
+    "payload": [{"contentString": "Can I book a visit?"}],
+}
+
+WARNED = [
+    ("unused-practitioner", scenario(fixture=[PATIENT, CHEN]), "/fixture/1/id", "@chen"),
+    ("coverage-to-find", scenario(fixture=[PATIENT, COVERAGE]), "/fixture/1/id", "@cov"),
+    ("portal-message", scenario(fixture=[PATIENT, PORTAL_MESSAGE]), "/fixture/1/id", "@msg"),
+    (
+        "unused-patient-with-tenant-scope",
+        scenario(brief="Book it.", expectations=[{**BOOKED, "scope": "tenant"}]),
+        "/fixture/0/id",
+        "@patient",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("document", "path", "symbol"), [row[1:] for row in WARNED], ids=[row[0] for row in WARNED]
+)
+def test_an_unused_symbol_is_a_warning_not_a_problem(document: Any, path: str, symbol: str) -> None:
+    parsed, problems, warnings = validate_scenario(document)
+    assert problems == [] and parsed is not None
+    assert [(w.path, w.message.split(" is ")[0]) for w in warnings] == [
+        (path, f"symbol {symbol}")
+    ], warnings
+    assert "defined but never used" in warnings[0].message
+
+
+def test_a_symbol_used_but_never_defined_stays_a_problem() -> None:
+    document = scenario(fixture=[PATIENT, COVERAGE], expectations=[BOOKED, field("@plan", "x")])
+    problems = problems_of(document)
+    assert [(p.path, p.message) for p in problems] == [
+        ("/expectations/1/target", "unknown symbol @plan")
+    ]
+    assert [w.path for w in warnings_of(document)] == ["/fixture/1/id"]
+
+
+def test_warnings_come_with_problems() -> None:
+    document = scenario(fixture=[patched(PATIENT, gender="robot"), CHEN])
+    _, problems, warnings = validate_scenario(document)
+    assert [p.path for p in problems] == ["/fixture/0/gender"]
+    assert [w.path for w in warnings] == ["/fixture/1/id"]
+
+
+def test_variant_warns_of_what_only_it_leaves_unused() -> None:
+    with_gp = patched(PATIENT, generalPractitioner=[{"reference": "@chen"}])
+    document = scenario(
+        fixture=[with_gp, CHEN, COVERAGE],  # @cov unused: a baseline warning
+        variants=[
+            {
+                "persona": "p",
+                "overrides": {"@patient": {"generalPractitioner": [{"display": "Dr. Who"}]}},
+            }
+        ],
+    )
+    _, problems, warnings = validate_scenario(document)
+    assert problems == []
+    assert [w.path for w in warnings] == ["/fixture/2/id", "/variants/0/fixture/1/id"]
+    assert warnings[1].message.startswith("p: symbol @chen is defined but never used")
 
 
 def test_problem_paths_escape_json_pointer_characters() -> None:

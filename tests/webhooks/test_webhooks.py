@@ -537,7 +537,7 @@ async def test_setup_writes_emit_nothing_and_the_stimulus_does(
         assert await deliveries(client, sub["id"]) == []
         r = await client.post(
             "/api/testing/runs",
-            json={"scenarioId": "results.critical-lab-task", "mode": "workflow"},
+            json={"scenarioId": "results.critical-lab", "mode": "workflow"},
         )
         assert r.status_code == 201, r.text
         run = r.json()

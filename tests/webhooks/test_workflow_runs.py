@@ -136,7 +136,7 @@ async def created(response: httpx.Response) -> dict[str, Any]:
 
 
 async def route_critical_result(fhir: httpx.AsyncClient, event: dict[str, Any]) -> None:
-    """results.critical-lab-task: a final report with a critical result → an urgent Task
+    """results.critical-lab: a final report with a critical result → an urgent Task
     for the clinician who ordered it (the requester of the report's basedOn order)."""
     report = event["resource"]
     if report["resourceType"] != "DiagnosticReport":
@@ -248,7 +248,7 @@ async def test_critical_lab_automation_passes(tenant: TenantHandle, receiver: Re
         handlers = {"result.final": route_critical_result}
         async with automation(tenant, receiver, sub["secret"], handlers) as auto:
             began = time.monotonic()
-            run = await start_workflow(client, "results.critical-lab-task")
+            run = await start_workflow(client, "results.critical-lab")
             final = await wait_for_run(client, run["id"], {"passed", "failed", "timed_out"})
             took = time.monotonic() - began
         r = await client.get(f"{run['fhirBase']}/Task", params={"_count": "50"})
@@ -315,7 +315,7 @@ async def test_an_automation_that_does_nothing_fails(
 ) -> None:
     async with api(tenant) as client:
         sub = await subscribe(client, receiver.url, ["result.final"])
-        run = await start_workflow(client, "results.critical-lab-task")
+        run = await start_workflow(client, "results.critical-lab")
         got = await receiver.wait_for(3)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
