@@ -4,8 +4,9 @@ Token, reference and string conditions are array overlaps (`&&`) on the extracte
 key columns, answered by GIN indexes over the key arrays alone: each key embeds its
 tenant and resource type (`storage.key_prefix`), so a lookup reads only its own slice's
 postings (a multi-column btree_gin index scanned a whole tenant's posting list per
-query), and `tenant_id = $1` stays in every WHERE clause. Date conditions are `id IN (…)` over the `fhir_date` side table of
-half-open UTC ranges [low, high). Nothing is filtered in Python.
+query), and `tenant_id = $1` stays in every WHERE clause. Date conditions are
+`id IN (…)` over the `fhir_date` side table of half-open UTC ranges [low, high).
+Nothing is filtered in Python.
 
 Paging: with the default order (by id) the `next`/`previous` links carry a keyset
 cursor (`_after`/`_before`), so concurrent inserts never shift a page; with `_sort`
