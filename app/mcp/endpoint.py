@@ -1,8 +1,15 @@
 """The `/mcp` endpoint: the tenant's bearer key in front of the SDK's streamable-HTTP app.
 
-The key is checked on every HTTP request (401 with a readable body without one). The
-tenant becomes the request's authenticated user, so the SDK binds each MCP session to
-the tenant that opened it: another key presenting the session id is answered 404.
+The key is checked on every HTTP request (401 with a readable body without one).
+
+The SDK runs stateless: no MCP session lives in this process, so any API process answers
+any request and a round-robin load balancer needs no sticky sessions. Clients of the
+2025 (initialize-handshake) protocol still get an `Mcp-Session-Id`, issued here on the
+initialize answer and echoed by the client on every later request: it keys the
+session's current run (`sessions.CurrentRuns`, in Redis), per tenant, so another key
+presenting the same id sees nothing of it. `DELETE` ends the session (its current run
+is forgotten); `GET` (a stream for server-initiated messages) is answered 405, which the
+transport allows: a stateless server has nothing to send outside a request.
 
 The SDK (its import alone costs ~0.4 s and ~17 MB) and its session manager start with
 the first authenticated request, in a task of their own that `close()` ends at shutdown:
@@ -13,11 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import AppError
 from app.settings import Settings
@@ -28,6 +37,10 @@ if TYPE_CHECKING:
 
 MCP_PATH = "/mcp"
 SCOPE_KEY = "understudy.mcp"
+SESSION_HEADER = b"mcp-session-id"
+VERSION_HEADER = b"mcp-protocol-version"
+# Visible ASCII, as the transport spec requires of a session id; bounded in length.
+_SESSION_ID = re.compile(r"^[\x21-\x7E]{1,128}$")
 
 
 @dataclass(frozen=True)
@@ -74,7 +87,9 @@ class McpEndpoint:
                 if not ready.is_set():
                     waiting.cancel()
                     self._task.result()  # raises what stopped the session manager
-                self._started = (mcp_app, CurrentRuns())
+                jobs = self.api.state.jobs
+                runs = CurrentRuns(self.api.state.db.pool, jobs.redis if jobs else None)
+                self._started = (mcp_app, runs)
             return self._started
 
     async def close(self) -> None:
@@ -94,7 +109,26 @@ class McpEndpoint:
         except AppError as exc:
             await _problem(send, exc.status, exc.message)
             return
+        session = headers.get(SESSION_HEADER)
+        if session is not None and not _SESSION_ID.match(session.decode("latin-1")):
+            await _problem(send, 400, "Mcp-Session-Id: not a valid session id")
+            return
         mcp_app, runs = self._started or await self._start()
+        method = scope.get("method", "GET")
+        if method == "GET":
+            await _reply(send, 405, b"", [(b"allow", b"POST, DELETE")])
+            return
+        if method == "DELETE":
+            if session is None:
+                await _problem(send, 400, "Mcp-Session-Id: required to end a session")
+                return
+            await runs.end_session(tenant.id, session.decode("latin-1"))
+            await _reply(send, 204, b"", [])
+            return
+        if method == "POST" and session is None and _handshake_era(headers):
+            receive, opens = await _peek_initialize(receive)
+            if opens:
+                send = _with_session_id(send, uuid.uuid4().hex.encode())
         from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
         from mcp.server.auth.provider import AccessToken
 
@@ -106,6 +140,66 @@ class McpEndpoint:
         inner["user"] = AuthenticatedUser(token)
         inner[SCOPE_KEY] = Caller(tenant=tenant, app=self.api, runs=runs)
         await mcp_app(inner, receive, send)
+
+
+def _handshake_era(headers: dict[bytes, bytes]) -> bool:
+    """A request of the 2025 protocol: no version header yet (initialize) or a
+    handshake-era version (2026 clients name theirs on every request)."""
+    version = headers.get(VERSION_HEADER)
+    if version is None:
+        return True
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    return version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+async def _peek_initialize(receive: Receive) -> tuple[Receive, bool]:
+    """Read the whole body (the SDK reads it whole too) and whether it is an initialize
+    request; the returned `receive` hands the same body on."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        document = None
+    opens = isinstance(document, dict) and document.get("method") == "initialize"
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay, opens
+
+
+def _with_session_id(send: Send, session: bytes) -> Send:
+    """`send` that gives a successful answer the new session's id."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] < 400:
+            message = {
+                **message,
+                "headers": [*message.get("headers", []), (SESSION_HEADER, session)],
+            }
+        await send(message)
+
+    return sending
+
+
+async def _reply(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    headers = [*headers, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _problem(send: Send, status: int, message: str) -> None:

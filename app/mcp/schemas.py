@@ -86,12 +86,45 @@ class TestRun(BaseModel):
     hint: str | None = Field(default=None, description="What to do next.")
 
 
+class LiveRunInfo(BaseModel):
+    run_id: str = Field(description="Pass as run_id to act on this run.")
+    scenario_id: str = Field(description="The scenario the run tests.")
+    started_at: str = Field(description="When it started (the newest is usually yours).")
+
+
+class ActedOn(BaseModel):
+    """Which FHIR base a tool read or wrote."""
+
+    base: Literal["run", "tenant"] = Field(
+        description="'run': a test run's own view (its fixture, hiding other runs' copies). "
+        "'tenant': the tenant's shared data (all runs' copies mixed in). If you are doing a "
+        "test run's task, call again with run_id: the tenant base is not your run's view."
+    )
+    run_id: str | None = Field(
+        default=None, description="The run acted on (base 'run'); null on the tenant base."
+    )
+    fhir_base: str = Field(description="The FHIR base URL the call went to.")
+    note: str | None = Field(
+        default=None,
+        description="Why this base was used and what to do if it is not the one you meant.",
+    )
+    live_runs: list[LiveRunInfo] = Field(
+        default_factory=list,
+        description="On the tenant base: the tenant's live runs. To work on one, repeat "
+        "the call with its run_id (every later call too, or start your own run).",
+    )
+
+
+ACTED_ON = "Which base this call acted on: a run (run_id) or the tenant's shared data."
+
+
 class FhirResource(BaseModel):
     reference: str = Field(description="'Type/id' of the resource.")
     version_id: str | None = Field(
         description="Current version; pass as if_match to update only this version."
     )
     resource: dict[str, Any]
+    acted_on: ActedOn = Field(description=ACTED_ON)
 
 
 class WriteOutcome(BaseModel):
@@ -101,10 +134,12 @@ class WriteOutcome(BaseModel):
     reference: str = Field(description="'Type/id' of the written resource; use it in references.")
     version_id: str | None
     resource: dict[str, Any] | None = Field(description="The resource as stored.")
+    acted_on: ActedOn = Field(description=ACTED_ON)
 
 
 class Deleted(BaseModel):
     deleted: str = Field(description="'Type/id' of the deleted resource (reads now answer gone).")
+    acted_on: ActedOn = Field(description=ACTED_ON)
 
 
 class SearchPage(BaseModel):
@@ -118,6 +153,7 @@ class SearchPage(BaseModel):
         default=None,
         description="More matches exist: call fhir_search again with page_url set to this.",
     )
+    acted_on: ActedOn = Field(description=ACTED_ON)
 
 
 class FreeTimes(BaseModel):
@@ -128,12 +164,14 @@ class FreeTimes(BaseModel):
         "To book one, create an Appointment with status 'booked', the same start/end and "
         "slot, and the patient and practitioner as participants."
     )
+    acted_on: ActedOn = Field(description=ACTED_ON)
 
 
 class Eligibility(BaseModel):
     eligible: bool
     coverage: str | None = Field(description="'Coverage/<id>' the answer is based on, or null.")
     reason: str = Field(description="Why the patient is or is not covered.")
+    acted_on: ActedOn = Field(description=ACTED_ON)
 
 
 class Message(BaseModel):

@@ -4,7 +4,8 @@ Every tool that has a REST equivalent makes that REST call in process (`bridge.c
 so it is validated, counted, evented and traced exactly like the REST call, with
 transport `mcp`. FHIR tools act through the current run's view: the run this MCP
 session started last (`start_test_run`), or the one named by `run_id`, else the
-tenant's base.
+tenant's base; every FHIR tool's result says which (`acted_on`), and on the tenant base
+lists the tenant's live runs so that the model can pass run_id.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ from app.kit.clock import fhir_instant, utcnow
 from app.mcp import bridge
 from app.mcp.endpoint import Caller, caller_of
 from app.mcp.schemas import (
+    ActedOn,
     Deleted,
     Eligibility,
     ExpectationResult,
     FhirResource,
     FreeTimes,
+    LiveRunInfo,
     Message,
     MessageSent,
     RunProgress,
@@ -53,7 +56,8 @@ start_test_run with a scenario id. It returns a brief (the task) and the run's f
 (fhir_search, fhir_read, fhir_create, fhir_update, fhir_patch, fhir_delete,
 find_appointments, check_eligibility) and, when the brief involves the patient,
 message_patient / get_patient_messages. FHIR tools act on your current run (the one you
-started) unless you pass run_id. Then finish_test_run for the verdict: each expected
+started in this session) unless you pass run_id; each result's acted_on says which
+base was used. Then finish_test_run for the verdict: each expected
 result with its evidence."""
 
 # Resource types and ids as FHIR defines them; anything else would change the path.
@@ -81,6 +85,9 @@ class _Call:
         self.origin = bridge.Origin.of(scope)
         headers = ctx.headers or {}
         self.session: str | None = headers.get("mcp-session-id")
+        public: str | None = self.caller.app.state.settings.public_url
+        host = self.origin.host_header.decode("latin-1")
+        self.root = public.rstrip("/") if public else f"{self.origin.scheme}://{host}"
 
     @property
     def tenant_id(self) -> uuid.UUID:
@@ -94,8 +101,7 @@ class _Call:
     async def run_id(self, explicit: str | None) -> str | None:
         if explicit is not None:
             return _checked(explicit, _RUN_ID, "run_id")
-        live = await self.caller.app.state.live_runs.get(self.tenant_id)
-        return self.caller.runs.current(self.tenant_id, self.session, live.runs)
+        return await self.caller.runs.current(self.tenant_id, self.session)
 
     async def required_run(self, explicit: str | None) -> str:
         run_id = await self.run_id(explicit)
@@ -131,18 +137,52 @@ class _Call:
             raise ToolError(bridge.problem_text(reply))
         return reply
 
-    async def fhir_path(self, run_id: str | None, tail: str) -> str:
+    async def base(self, run_id: str | None) -> tuple[str, ActedOn]:
+        """The FHIR base path a tool acts on and what its result says about it."""
         run = await self.run_id(run_id)
-        return (run_view_base("", run) if run is not None else FHIR_PREFIX) + tail
+        if run is not None:
+            path = run_view_base("", run)
+            return path, ActedOn(base="run", run_id=run, fhir_base=self.root + path)
+        return FHIR_PREFIX, await self.tenant_base(
+            "the tenant base: no current run in this session; pass run_id to act on a run"
+        )
+
+    async def tenant_base(self, note: str, *, list_live: bool = True) -> ActedOn:
+        live = await self.caller.runs.live(self.tenant_id) if list_live else []
+        return ActedOn(
+            base="tenant",
+            run_id=None,
+            fhir_base=self.root + FHIR_PREFIX,
+            note=note + (" (one of live_runs)" if live else ""),
+            live_runs=[
+                LiveRunInfo(
+                    run_id=r.run_id,
+                    scenario_id=r.scenario_id,
+                    started_at=r.started_at.isoformat(),
+                )
+                for r in live
+            ],
+        )
+
+    async def paged_base(self, path: str) -> ActedOn:
+        """The base a next_page_url pages on (it names the run, if any)."""
+        match = re.match(r"^/api/testing/runs/([A-Za-z0-9_\-]{1,64})/fhir/r4/", path)
+        if match:
+            return ActedOn(base="run", run_id=match.group(1), fhir_base=self.root + path)
+        return await self.tenant_base(
+            "the tenant base: this page_url pages on it; pass run_id (without page_url) "
+            "to search a run"
+        )
 
     async def instance_path(
         self, run_id: str | None, resource_type: str, resource_id: str
-    ) -> tuple[str, str, str]:
-        """The checked type and id, and the path of that resource on the current base."""
+    ) -> tuple[str, str, str, ActedOn]:
+        """The checked type and id, the path of that resource on the base acted on, and
+        that base."""
         resource_type = _checked(resource_type, _TYPE, "resource_type")
         resource_id = _checked(resource_id, _ID, "id")
-        path = await self.fhir_path(run_id, f"/{resource_type}/{resource_id}")
-        return resource_type, resource_id, path
+        base, acted_on = await self.base(run_id)
+        return resource_type, resource_id, f"{base}/{resource_type}/{resource_id}", acted_on
 
 
 def _checked(value: str, pattern: re.Pattern[str], name: str) -> str:
@@ -201,6 +241,7 @@ def _written(
     reply: bridge.Reply,
     resource_type: str,
     outcome: Literal["created", "updated", "existing"],
+    acted_on: ActedOn,
 ) -> WriteOutcome:
     """What a write answered: the reference and version from Location (else the body)."""
     body = reply.json()
@@ -211,7 +252,13 @@ def _written(
     else:
         reference = f"{resource_type}/{(body or {}).get('id')}"
         version = ((body or {}).get("meta") or {}).get("versionId")
-    return WriteOutcome(outcome=outcome, reference=reference, version_id=version, resource=body)
+    return WriteOutcome(
+        outcome=outcome,
+        reference=reference,
+        version_id=version,
+        resource=body,
+        acted_on=acted_on,
+    )
 
 
 # --- testing tools ----------------------------------------------------------------------
@@ -278,7 +325,7 @@ async def start_test_run(
         "POST", "/api/testing/runs", body=body, content_type="application/json"
     )
     view = reply.json()
-    call.caller.runs.remember(call.tenant_id, call.session, view["id"])
+    await call.caller.runs.remember(call.tenant_id, call.session, view["id"])
     return _run_of(
         view,
         hint="Do what the brief asks with the FHIR tools (they now act on this run), then "
@@ -302,7 +349,7 @@ async def finish_test_run(ctx: Context, run_id: RunIdArg = None) -> TestRun:
     run = await call.required_run(run_id)
     await ctx.report_progress(0, 1, "grading")
     reply = await call.request("POST", f"/api/testing/runs/{run}/finish")
-    call.caller.runs.forget(call.tenant_id, call.session, run)
+    await call.caller.runs.forget(call.tenant_id, call.session, run)
     await ctx.report_progress(1, 1, "graded")
     return _run_of(reply.json())
 
@@ -503,13 +550,14 @@ async def fhir_read(
 ) -> FhirResource:
     """Read one FHIR resource by type and id (GET /{type}/{id})."""
     call = _Call(ctx)
-    resource_type, resource_id, path = await call.instance_path(run_id, resource_type, id)
+    resource_type, resource_id, path, acted_on = await call.instance_path(run_id, resource_type, id)
     reply = await call.request("GET", path)
     resource = reply.json()
     return FhirResource(
         reference=f"{resource_type}/{resource_id}",
         version_id=(resource.get("meta") or {}).get("versionId"),
         resource=resource,
+        acted_on=acted_on,
     )
 
 
@@ -544,8 +592,10 @@ async def fhir_search(
             raise ToolError("page_url must be a next_page_url this tool returned for that type")
         path = parts.path
         query = parse_qsl(parts.query, keep_blank_values=True)
+        acted_on = await call.paged_base(path)
     else:
-        path = await call.fhir_path(run_id, f"/{resource_type}")
+        base, acted_on = await call.base(run_id)
+        path = f"{base}/{resource_type}"
         for name, value in (params or {}).items():
             values = value if isinstance(value, list) else [value]
             query.extend((name, str(v)) for v in values)
@@ -569,6 +619,7 @@ async def fhir_search(
         resources=matches,
         included=included,
         next_page_url=next_url,
+        acted_on=acted_on,
     )
 
 
@@ -594,10 +645,11 @@ async def fhir_create(
     if not declared:
         raise ToolError('resource.resourceType is missing: say the type, e.g. "Patient"')
     resource_type = _checked(str(declared), _TYPE, "resource.resourceType")
-    path = await call.fhir_path(run_id, f"/{resource_type}")
+    base, acted_on = await call.base(run_id)
     query = parse_qsl(if_none_exist, keep_blank_values=True) if if_none_exist else None
-    reply = await call.request("POST", path, body=resource, query=query)
-    return _written(reply, resource_type, "created" if reply.status == 201 else "existing")
+    reply = await call.request("POST", f"{base}/{resource_type}", body=resource, query=query)
+    outcome: Literal["created", "existing"] = "created" if reply.status == 201 else "existing"
+    return _written(reply, resource_type, outcome, acted_on)
 
 
 async def fhir_update(
@@ -616,9 +668,10 @@ async def fhir_update(
     """Replace a FHIR resource with a new version (PUT /{type}/{id}). Send the whole
     resource: fields you leave out are removed. To change a few fields use fhir_patch."""
     call = _Call(ctx)
-    resource_type, _, path = await call.instance_path(run_id, resource_type, id)
+    resource_type, _, path, acted_on = await call.instance_path(run_id, resource_type, id)
     reply = await call.request("PUT", path, body=resource, if_match=if_match)
-    return _written(reply, resource_type, "created" if reply.status == 201 else "updated")
+    outcome: Literal["created", "updated"] = "created" if reply.status == 201 else "updated"
+    return _written(reply, resource_type, outcome, acted_on)
 
 
 async def fhir_patch(
@@ -642,14 +695,14 @@ async def fhir_patch(
     """Change some fields of a FHIR resource (PATCH /{type}/{id}); the result is validated
     as FHIR R4."""
     call = _Call(ctx)
-    resource_type, _, path = await call.instance_path(run_id, resource_type, id)
+    resource_type, _, path, acted_on = await call.instance_path(run_id, resource_type, id)
     content_type = (
         "application/json-patch+json" if isinstance(patch, list) else "application/merge-patch+json"
     )
     reply = await call.request(
         "PATCH", path, body=patch, content_type=content_type, if_match=if_match
     )
-    return _written(reply, resource_type, "updated")
+    return _written(reply, resource_type, "updated", acted_on)
 
 
 async def fhir_delete(
@@ -658,9 +711,9 @@ async def fhir_delete(
     """Delete a FHIR resource (DELETE /{type}/{id}). Prefer a status change (e.g. an
     Appointment to 'cancelled') when the record should stay."""
     call = _Call(ctx)
-    resource_type, resource_id, path = await call.instance_path(run_id, resource_type, id)
+    resource_type, resource_id, path, acted_on = await call.instance_path(run_id, resource_type, id)
     await call.request("DELETE", path)
-    return Deleted(deleted=f"{resource_type}/{resource_id}")
+    return Deleted(deleted=f"{resource_type}/{resource_id}", acted_on=acted_on)
 
 
 async def find_appointments(
@@ -695,10 +748,10 @@ async def find_appointments(
         query.append(("end", end))
     if duration_minutes is not None:
         query.append(("duration", str(duration_minutes)))
-    path = await call.fhir_path(run_id, "/Appointment/$find")
-    bundle = (await call.request("GET", path, query=query)).json()
+    base, acted_on = await call.base(run_id)
+    bundle = (await call.request("GET", f"{base}/Appointment/$find", query=query)).json()
     proposals = [e["resource"] for e in bundle.get("entry") or [] if "resource" in e]
-    return FreeTimes(practitioner=ref, total=len(proposals), proposals=proposals)
+    return FreeTimes(practitioner=ref, total=len(proposals), proposals=proposals, acted_on=acted_on)
 
 
 async def check_eligibility(
@@ -716,7 +769,19 @@ async def check_eligibility(
     reply = await call.request(
         "POST", "/api/eligibility/$check", body=body, content_type="application/json"
     )
-    return Eligibility.model_validate(reply.json())
+    current = await call.run_id(None)
+    if current is None:
+        acted_on = await call.tenant_base(
+            "the tenant base: no current run in this session; give a run's patient id "
+            "(from its fixture) to check that run's patient"
+        )
+    else:
+        acted_on = await call.tenant_base(
+            "the tenant's coverage data (eligibility has no run view): the patient id "
+            f"picks whose coverage; use your current run {current}'s fixture patient",
+            list_live=False,
+        )
+    return Eligibility(**reply.json(), acted_on=acted_on)
 
 
 TOOLS = (
@@ -757,7 +822,9 @@ def build_mcp(settings: Settings) -> tuple[MCPServer, ASGIApp]:
     server = MCPServer("understudy", instructions=INSTRUCTIONS, version="0.1.0")
     for tool in TOOLS:
         server.add_tool(tool)
+    # Stateless: no session in process memory, so any API process answers any request
+    # (the endpoint issues session ids itself and the current run lives in Redis).
     mcp_app = server.streamable_http_app(
-        streamable_http_path="/", transport_security=allowed_hosts(settings)
+        streamable_http_path="/", stateless_http=True, transport_security=allowed_hosts(settings)
     )
     return server, mcp_app

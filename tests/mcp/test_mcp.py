@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from app.scenarios.service import builtin_scenarios
@@ -535,3 +536,181 @@ async def test_limits_come_back_as_tool_errors(tenant: TenantHandle) -> None:
                     await http.post(f"{tenant.server}/api/testing/runs/{run_id}/cancel")
     assert message.startswith("429 limit reached"), message
     assert "20" in message
+
+
+async def test_new_session_is_told_it_acts_on_the_tenant_and_which_runs_are_live(
+    tenant: TenantHandle,
+) -> None:
+    """The Inspector case (one MCP session per CLI call): a run started in one session is
+    not the current run of the next one; its tools say they act on the tenant base and
+    list the live run, and passing its run_id acts on the run."""
+    async with mcp_session(tenant.server, tenant.key) as first:
+        run = await call_ok(
+            first, "start_test_run", {"scenario_id": "scheduling.book-named-practitioner"}
+        )
+        mine = await call_ok(first, "fhir_search", {"resource_type": "Patient"})
+    assert mine["acted_on"]["base"] == "run"
+    assert mine["acted_on"]["run_id"] == run["run_id"]
+    assert mine["acted_on"]["fhir_base"] == run["fhir_base"]
+    assert mine["acted_on"]["live_runs"] == []
+    patient_id = run["fixture"]["patient"].split("/")[1]
+
+    async with mcp_session(tenant.server, tenant.key) as second:
+        tenant_wide = await call_ok(second, "fhir_search", {"resource_type": "Patient"})
+        acted_on = tenant_wide["acted_on"]
+        assert acted_on["base"] == "tenant"
+        assert acted_on["run_id"] is None
+        assert acted_on["fhir_base"] == tenant.fhir_base
+        assert "no current run in this session" in acted_on["note"]
+        assert "pass run_id" in acted_on["note"]
+        assert [(r["run_id"], r["scenario_id"]) for r in acted_on["live_runs"]] == [
+            (run["run_id"], "scheduling.book-named-practitioner")
+        ]
+        started = datetime.fromisoformat(acted_on["live_runs"][0]["started_at"])
+        assert abs(started - datetime.fromisoformat(run["started_at"])) < timedelta(seconds=1)
+
+        in_run = await call_ok(
+            second, "fhir_search", {"resource_type": "Patient", "run_id": run["run_id"]}
+        )
+        assert in_run["acted_on"]["base"] == "run"
+        assert in_run["acted_on"]["run_id"] == run["run_id"]
+        assert in_run["acted_on"]["live_runs"] == []
+        assert patient_id in {r["id"] for r in in_run["resources"]}
+        # Every FHIR tool says where it acted, the tenant base included.
+        read = await call_ok(second, "fhir_read", {"resource_type": "Patient", "id": patient_id})
+        assert read["acted_on"]["base"] == "tenant"
+        assert read["acted_on"]["live_runs"][0]["run_id"] == run["run_id"]
+        free = await call_ok(
+            second,
+            "find_appointments",
+            {"practitioner": CHEN, "duration_minutes": 30, "run_id": run["run_id"]},
+        )
+        assert free["acted_on"]["run_id"] == run["run_id"]
+        eligibility = await call_ok(
+            second,
+            "check_eligibility",
+            {"patient": run["fixture"]["patient"], "date": _days_on(1)},
+        )
+        assert eligibility["acted_on"]["base"] == "tenant"
+        assert eligibility["acted_on"]["live_runs"][0]["run_id"] == run["run_id"]
+        final = await call_ok(second, "finish_test_run", {"run_id": run["run_id"]})
+        assert final["status"] == "failed"
+        after = await call_ok(second, "fhir_search", {"resource_type": "Patient"})
+        assert after["acted_on"]["live_runs"] == []
+        assert "no current run" in after["acted_on"]["note"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_progress_is_notified_in_both_protocols(tenant: TenantHandle, mode: str) -> None:
+    """get_patient_messages reports progress while it waits for the reply, and
+    finish_test_run while it grades, for 2025 (session) and 2026 (stateless) clients."""
+    waited: list[tuple[float, float | None, str | None]] = []
+    graded: list[tuple[float, float | None, str | None]] = []
+
+    async def on_wait(progress: float, total: float | None, message: str | None) -> None:
+        waited.append((progress, total, message))
+
+    async def on_grade(progress: float, total: float | None, message: str | None) -> None:
+        graded.append((progress, total, message))
+
+    async with mcp_session(tenant.server, tenant.key, mode=mode) as client:
+        run = await call_ok(
+            client, "start_test_run", {"scenario_id": "scheduling.reschedule-ask-day"}
+        )
+        await call_ok(
+            client,
+            "message_patient",
+            {"text": "Hi Elena, what day and time would suit you for the follow-up?"},
+        )
+        result = await client.call_tool(
+            "get_patient_messages", {"wait_seconds": 20}, progress_callback=on_wait
+        )
+        assert not result.is_error
+        thread = result.structured_content
+        assert thread is not None
+        assert thread["messages"][-1]["direction"] == "from_patient", thread
+        done = await client.call_tool(
+            "finish_test_run", {"run_id": run["run_id"]}, progress_callback=on_grade
+        )
+        assert not done.is_error
+    assert waited, "no progress while waiting for the patient"
+    assert all(m == "waiting for the patient's reply" and t == 20 for _, t, m in waited)
+    assert graded == [(0, 1, "grading"), (1, 1, "graded")]
+
+
+async def test_session_id_is_issued_and_ended_by_the_endpoint(tenant: TenantHandle) -> None:
+    """The SDK runs stateless; the endpoint issues the session id on initialize (and only
+    there), answers GET 405 (nothing is sent outside a request) and DELETE ends the
+    session: its current run is forgotten."""
+    headers = {**tenant.headers, "Accept": "application/json, text/event-stream"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    async with httpx.AsyncClient(timeout=30) as http:
+        opened = await http.post(tenant.server + "/mcp", json=initialize, headers=headers)
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        again = await http.post(tenant.server + "/mcp", json=initialize, headers=headers)
+        assert again.headers["mcp-session-id"] != session
+        in_session = {**headers, "Mcp-Session-Id": session, "Mcp-Protocol-Version": "2025-11-25"}
+        ping = await http.post(
+            tenant.server + "/mcp",
+            json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
+            headers=in_session,
+        )
+        assert ping.status_code == 200 and "mcp-session-id" not in ping.headers
+        started = await _rpc(
+            http,
+            tenant.server,
+            in_session,
+            "tools/call",
+            {"name": "start_test_run", "arguments": {"scenario_id": "results.followup-task"}},
+        )
+        run_id = started["result"]["structuredContent"]["run_id"]
+        state = await _rpc(
+            http, tenant.server, in_session, "tools/call", {"name": "get_test_run", "arguments": {}}
+        )
+        assert state["result"]["structuredContent"]["run_id"] == run_id
+
+        stream = await http.get(tenant.server + "/mcp", headers=in_session)
+        assert stream.status_code == 405 and stream.headers["allow"] == "POST, DELETE"
+        bad = await http.post(
+            tenant.server + "/mcp",
+            json={"jsonrpc": "2.0", "id": 3, "method": "ping"},
+            headers={**in_session, "Mcp-Session-Id": "x" * 200},
+        )
+        assert bad.status_code == 400 and "Mcp-Session-Id" in bad.json()["detail"]
+        ended = await http.delete(tenant.server + "/mcp", headers=in_session)
+        assert ended.status_code == 204
+        state = await _rpc(
+            http, tenant.server, in_session, "tools/call", {"name": "get_test_run", "arguments": {}}
+        )
+        assert state["result"]["isError"] is True
+        assert "no current run" in state["result"]["content"][0]["text"]
+        no_session = await http.delete(tenant.server + "/mcp", headers=headers)
+        assert no_session.status_code == 400
+        await http.post(f"{tenant.server}/api/testing/runs/{run_id}/cancel", headers=tenant.headers)
+
+
+async def _rpc(
+    http: httpx.AsyncClient, server: str, headers: dict[str, str], method: str, params: Any
+) -> dict[str, Any]:
+    """One JSON-RPC request over streamable HTTP; the answer from its SSE stream."""
+    r = await http.post(
+        server + "/mcp",
+        json={"jsonrpc": "2.0", "id": 9, "method": method, "params": params},
+        headers=headers,
+    )
+    assert r.status_code == 200, r.text
+    for line in r.text.splitlines():
+        if line.startswith("data: ") and '"id":9' in line.replace(" ", ""):
+            answer: dict[str, Any] = orjson.loads(line.removeprefix("data: "))
+            return answer
+    raise AssertionError(f"no answer in {r.text!r}")
