@@ -44,7 +44,7 @@ def json_only(tenant: TenantHandle, accept: str | None = JSON_TYPE) -> httpx.Asy
 
 
 @pytest.fixture
-async def n8n(tenant: TenantHandle) -> AsyncIterator[httpx.AsyncClient]:
+async def json_client(tenant: TenantHandle) -> AsyncIterator[httpx.AsyncClient]:
     async with json_only(tenant) as c:
         yield c
 
@@ -135,51 +135,51 @@ def test_xml_and_unknown_formats_are_refused(
 
 
 async def test_a_json_only_client_reads_searches_writes_and_pages(
-    n8n: httpx.AsyncClient,
+    json_client: httpx.AsyncClient,
 ) -> None:
-    metadata = await n8n.get("/metadata")
+    metadata = await json_client.get("/metadata")
     assert metadata.json()["resourceType"] == "CapabilityStatement"
     assert "application/json" in metadata.json()["format"]
 
-    created = await n8n.post("/Patient", json=patient("Negotiated"))
+    created = await json_client.post("/Patient", json=patient("Negotiated"))
     assert created.status_code == 201
     pid = created.json()["id"]
-    await n8n.post("/Patient", json=patient("Negotiated"))
-    read = await n8n.get(f"/Patient/{pid}")
+    await json_client.post("/Patient", json=patient("Negotiated"))
+    read = await json_client.get(f"/Patient/{pid}")
     assert read.json()["name"][0]["family"] == "Negotiated"
     assert read.headers["etag"] == 'W/"1"'
     assert "accept" in read.headers["vary"].lower()
 
-    updated = await n8n.put(f"/Patient/{pid}", json={**patient("Renamed"), "id": pid})
+    updated = await json_client.put(f"/Patient/{pid}", json={**patient("Renamed"), "id": pid})
     assert updated.json()["meta"]["versionId"] == "2"
-    patched = await n8n.patch(
+    patched = await json_client.patch(
         f"/Patient/{pid}",
         json=[{"op": "add", "path": "/gender", "value": "female"}],
         headers={"Content-Type": "application/json-patch+json"},
     )
     assert patched.json()["gender"] == "female"
-    vread = await n8n.get(f"/Patient/{pid}/_history/1")
+    vread = await json_client.get(f"/Patient/{pid}/_history/1")
     assert vread.json()["name"][0]["family"] == "Negotiated"
 
-    page = await n8n.get("/Patient", params={"family": "Negotiated,Renamed", "_count": "1"})
+    page = await json_client.get("/Patient", params={"family": "Negotiated,Renamed", "_count": "1"})
     assert page.json()["total"] == 2
     following = next(link["url"] for link in page.json()["link"] if link["relation"] == "next")
-    second = await n8n.get(following)
+    second = await json_client.get(following)
     assert len(second.json()["entry"]) == 1
     assert second.json()["entry"][0]["resource"]["id"] != page.json()["entry"][0]["resource"]["id"]
-    posted = await n8n.post(
+    posted = await json_client.post(
         "/Patient/_search",
         content="family=Renamed",
         headers={"Content-Type": "application/x-www-form-urlencoded"},
     )
     assert posted.json()["total"] == 1
 
-    history = await n8n.get(f"/Patient/{pid}/_history")
+    history = await json_client.get(f"/Patient/{pid}/_history")
     assert [e["response"]["etag"] for e in history.json()["entry"]] == ['W/"3"', 'W/"2"', 'W/"1"']
-    assert (await n8n.get("/Patient/_history")).json()["type"] == "history"
-    assert (await n8n.get("/_history", params={"_count": "1"})).json()["total"] >= 4
+    assert (await json_client.get("/Patient/_history")).json()["type"] == "history"
+    assert (await json_client.get("/_history", params={"_count": "1"})).json()["total"] >= 4
 
-    found = await n8n.get("/Appointment/$find", params={"practitioner": CHEN})
+    found = await json_client.get("/Appointment/$find", params={"practitioner": CHEN})
     assert found.json()["resourceType"] == "Bundle"
 
     bundle = {
@@ -189,38 +189,43 @@ async def test_a_json_only_client_reads_searches_writes_and_pages(
             {"resource": patient("InBundle"), "request": {"method": "POST", "url": "Patient"}}
         ],
     }
-    done = await n8n.post("", json=bundle)
+    done = await json_client.post("", json=bundle)
     assert done.json()["type"] == "transaction-response"
 
-    minimal = await n8n.post(
+    minimal = await json_client.post(
         "/Patient", json=patient("Quiet"), headers={"Prefer": "return=minimal"}
     )
     assert minimal.status_code == 201 and minimal.content == b""
-    deleted = await n8n.delete(f"/Patient/{pid}")
+    deleted = await json_client.delete(f"/Patient/{pid}")
     assert deleted.status_code == 204
 
 
 async def test_errors_reach_a_json_only_client_as_operation_outcomes(
-    n8n: httpx.AsyncClient, tenant: TenantHandle
+    json_client: httpx.AsyncClient, tenant: TenantHandle
 ) -> None:
-    pid = (await n8n.post("/Patient", json=patient("Versioned"))).json()["id"]
+    pid = (await json_client.post("/Patient", json=patient("Versioned"))).json()["id"]
     calls = [
-        (404, await n8n.get("/Patient/does-not-exist")),
-        (400, await n8n.get("/Patient", params={"colour": "red"})),
-        (400, await n8n.post("/Patient", json={"resourceType": "Patient", "gender": "often"})),
+        (404, await json_client.get("/Patient/does-not-exist")),
+        (400, await json_client.get("/Patient", params={"colour": "red"})),
+        (
+            400,
+            await json_client.post("/Patient", json={"resourceType": "Patient", "gender": "often"}),
+        ),
         (
             415,
-            await n8n.post("/Patient", content=b"<Patient/>", headers={"Content-Type": "text/xml"}),
+            await json_client.post(
+                "/Patient", content=b"<Patient/>", headers={"Content-Type": "text/xml"}
+            ),
         ),
         (
             412,
-            await n8n.put(
+            await json_client.put(
                 f"/Patient/{pid}",
                 json={**patient("Stale"), "id": pid},
                 headers={"If-Match": 'W/"9"'},
             ),
         ),
-        (405, await n8n.request("TRACE", "/Patient")),
+        (405, await json_client.request("TRACE", "/Patient")),
     ]
     async with json_only(tenant) as anonymous:
         anonymous.headers.pop("Authorization")
@@ -321,11 +326,11 @@ async def test_a_run_view_negotiates_too(tenant: TenantHandle) -> None:
         xml = await api.get(f"{run['fhirBase']}/Task", headers={"Accept": "application/xml"})
         await api.post(f"/api/testing/runs/{run['id']}/cancel")
     assert run["fhirBase"].endswith(f"/api/testing/runs/{run['id']}/fhir/r4")
-    async with json_only(tenant) as n8n:
-        order = await n8n.get(f"{run['fhirBase']}/{run['fixture']['order']}")
-        tasks = await n8n.get(f"{run['fhirBase']}/Task")
-        missing = await n8n.get(f"{run['fhirBase']}/Task/nope")
-        unknown_run = await n8n.get("/api/testing/runs/run_nope/fhir/r4/Task")
+    async with json_only(tenant) as json_client:
+        order = await json_client.get(f"{run['fhirBase']}/{run['fixture']['order']}")
+        tasks = await json_client.get(f"{run['fhirBase']}/Task")
+        missing = await json_client.get(f"{run['fhirBase']}/Task/nope")
+        unknown_run = await json_client.get("/api/testing/runs/run_nope/fhir/r4/Task")
     assert order.json()["resourceType"] == "ServiceRequest"
     assert tasks.json()["type"] == "searchset"
     assert missing.status_code == 404 and missing.json()["resourceType"] == "OperationOutcome"
@@ -334,9 +339,9 @@ async def test_a_run_view_negotiates_too(tenant: TenantHandle) -> None:
 
 
 async def test_the_eligibility_check_answers_plain_json(tenant: TenantHandle) -> None:
-    async with json_only(tenant) as n8n:
-        pid = (await n8n.post("/Patient", json=patient("Uncovered"))).json()["id"]
-        r = await n8n.post(
+    async with json_only(tenant) as json_client:
+        pid = (await json_client.post("/Patient", json=patient("Uncovered"))).json()["id"]
+        r = await json_client.post(
             f"{tenant.server}/api/eligibility/$check",
             json={"patient": f"Patient/{pid}", "date": "2026-01-05"},
         )

@@ -27,7 +27,7 @@ from tests.webhooks.test_webhooks import (
     write,
 )
 
-TOKEN = "n8n-header-auth-7f3c9a1b2d4e"
+TOKEN = "lowcode-header-auth-7f3c9a1b2d4e"
 STATIC = {"Authorization": f"Bearer {TOKEN}", "X-Workflow": "lab-orders"}
 
 
