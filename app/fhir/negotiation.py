@@ -106,7 +106,7 @@ def negotiate(accept: str | None, format_param: str | None) -> str | NotAcceptab
     (q, _, _), _, offer = max(scored)
     if q > 0:
         return offer
-    if any(media in _XML_TYPES or media.endswith("+xml") for media, _ in ranges):
+    if any(media in _XML_TYPES for media, _ in ranges):
         return NotAcceptable(f"Accept '{accept[:80]}' asks for XML; {_JSON_ONLY}", "Accept")
     return FHIR_JSON_TYPE
 

@@ -91,6 +91,7 @@ def patient(family: str) -> dict[str, Any]:
             JSON_TYPE,
         ),
         ("text/html", None, FHIR_JSON_TYPE),  # neither JSON nor XML: not refused
+        ("text/html, application/xhtml+xml", None, FHIR_JSON_TYPE),
         (None, "json", JSON_TYPE),
         (None, "application/json", JSON_TYPE),
         (None, "JSON", JSON_TYPE),
