@@ -18,8 +18,9 @@ from app.db import open_database
 from app.errors import AppError, Issue
 from app.evals.router import router as evals_router
 from app.fhir.maintenance import AutoAnalyze
+from app.fhir.negotiation import FhirFormatMiddleware, response_media_type
 from app.fhir.outcomes import operation_outcome
-from app.fhir.router import FHIR_JSON, FHIR_PREFIX, eligibility_router
+from app.fhir.router import FHIR_PREFIX, eligibility_router
 from app.fhir.router import router as fhir_router
 from app.jobs import connect_jobs
 from app.kit import jsontext
@@ -55,7 +56,7 @@ def _error_response(
         return Response(
             jsontext.dumpb(operation_outcome(issues)),
             status_code=status,
-            media_type=FHIR_JSON,
+            media_type=response_media_type(request.scope),
             headers=headers,
         )
     body: dict[str, Any] = {"title": title, "status": status, "detail": title}
@@ -115,6 +116,8 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    # FHIR answers labelled with the JSON type the client asked for (or 406 for XML).
+    app.add_middleware(FhirFormatMiddleware)
     app.add_middleware(TraceMiddleware, recorder_ref=recorder_ref)
 
     @app.exception_handler(AppError)

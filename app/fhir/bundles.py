@@ -109,14 +109,19 @@ def history_bundle(
     entries: list[storage.HistoryEntry],
     count: int,
     offset: int,
+    keep: list[tuple[str, str]] | None = None,
 ) -> bytes:
+    """`keep`: result parameters the paging links carry on (`_format`)."""
     url = f"{ctx.base_url}{path}"
-    links = [{"relation": "self", "url": f"{url}?_count={count}&_offset={offset}"}]
+    kept = f"&{urlencode(keep)}" if keep else ""
+    links = [{"relation": "self", "url": f"{url}?_count={count}&_offset={offset}{kept}"}]
     if offset + count < total:
-        links.append({"relation": "next", "url": f"{url}?_count={count}&_offset={offset + count}"})
+        links.append(
+            {"relation": "next", "url": f"{url}?_count={count}&_offset={offset + count}{kept}"}
+        )
     if offset > 0:
         prev = max(0, offset - count)
-        links.append({"relation": "previous", "url": f"{url}?_count={count}&_offset={prev}"})
+        links.append({"relation": "previous", "url": f"{url}?_count={count}&_offset={prev}{kept}"})
     out: list[dict[str, Any]] = []
     for e in entries:
         method = {"create": "POST", "update": "PUT", "delete": "DELETE"}[e.interaction]

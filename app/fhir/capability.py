@@ -33,7 +33,9 @@ _COMMON = [
 ]
 _RESULT_PARAMS = (
     "_count (default 20, max 500), _sort, _include, _revinclude, _summary=count, _elements, "
-    "_total; paging links carry _after/_before (keyset) or _offset"
+    "_total; paging links carry _after/_before (keyset) or _offset. On every interaction "
+    "_format=json (or Accept: application/json) labels the answer application/json, "
+    "application/fhir+json being the default; XML is 406"
 )
 
 
@@ -83,7 +85,8 @@ def capability_statement(base_url: str) -> bytes:
         "software": {"name": "Understudy", "version": "0.1.0"},
         "implementation": {"description": "Understudy FHIR R4 sandbox", "url": base_url},
         "fhirVersion": "4.0.1",
-        "format": ["application/fhir+json", "json"],
+        # The same JSON under either type: Accept or _format picks the label; no XML.
+        "format": ["application/fhir+json", "application/json", "json"],
         "patchFormat": ["application/json-patch+json", "application/merge-patch+json"],
         "rest": [
             {

@@ -110,6 +110,12 @@ def query_items(request: Request) -> list[tuple[str, str]]:
     return items
 
 
+def _kept(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Result parameters a history page's links carry on, so the next page comes back
+    in the format this one did."""
+    return [(name, value) for name, value in items if name == "_format"]
+
+
 def prefers(request: Request, token: str) -> bool:
     return token in request.headers.get("prefer", "").replace(" ", "")
 
@@ -152,11 +158,12 @@ async def transaction(request: Request, tenant: Tenant) -> Response:
 @router.get("/_history", summary="History of every resource in the tenant")
 async def system_history(request: Request, tenant: Tenant) -> Response:
     ctx = await context(request, tenant)
+    items = query_items(request)
     async with pool_of(request).acquire() as conn:
-        total, entries, count, offset = await service.history(
-            ctx, conn, None, None, query_items(request)
-        )
-    return fhir_response(bundles.history_bundle(ctx, "/_history", total, entries, count, offset))
+        total, entries, count, offset = await service.history(ctx, conn, None, None, items)
+    return fhir_response(
+        bundles.history_bundle(ctx, "/_history", total, entries, count, offset, _kept(items))
+    )
 
 
 @router.get("/Appointment/$find", summary="Free slots of a practitioner as proposed Appointments")
@@ -221,12 +228,12 @@ async def create(request: Request, resource_type: str, tenant: Tenant) -> Respon
 @router.get("/{resource_type}/_history", summary="History of one resource type")
 async def type_history(request: Request, resource_type: str, tenant: Tenant) -> Response:
     ctx = await context(request, tenant)
+    items = query_items(request)
     async with pool_of(request).acquire() as conn:
-        total, entries, count, offset = await service.history(
-            ctx, conn, resource_type, None, query_items(request)
-        )
+        total, entries, count, offset = await service.history(ctx, conn, resource_type, None, items)
+    path = f"/{resource_type}/_history"
     return fhir_response(
-        bundles.history_bundle(ctx, f"/{resource_type}/_history", total, entries, count, offset)
+        bundles.history_bundle(ctx, path, total, entries, count, offset, _kept(items))
     )
 
 
@@ -301,14 +308,14 @@ async def instance_history(
     request: Request, resource_type: str, resource_id: str, tenant: Tenant
 ) -> Response:
     ctx = await context(request, tenant)
+    items = query_items(request)
     async with pool_of(request).acquire() as conn:
         total, entries, count, offset = await service.history(
-            ctx, conn, resource_type, resource_id, query_items(request)
+            ctx, conn, resource_type, resource_id, items
         )
+    path = f"/{resource_type}/{resource_id}/_history"
     return fhir_response(
-        bundles.history_bundle(
-            ctx, f"/{resource_type}/{resource_id}/_history", total, entries, count, offset
-        )
+        bundles.history_bundle(ctx, path, total, entries, count, offset, _kept(items))
     )
 
 

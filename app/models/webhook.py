@@ -7,7 +7,7 @@ from datetime import datetime
 
 from sqlalchemy import BigInteger, Boolean, DateTime, Float, Identity, Index, Integer, Text, func
 from sqlalchemy import text as sql_text
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.models.base import Base
@@ -23,6 +23,9 @@ class WebhookSubscription(Base):
     resource_types: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
     # The signing secret: needed in clear to sign, shown to the client only once.
     secret: Mapped[str] = mapped_column(Text)
+    # Static headers sent with every delivery ({name: value}); like the secret, needed in
+    # clear to send and shown to the client only once.
+    headers: Mapped[dict[str, str]] = mapped_column(JSONB, server_default="{}")
     enabled: Mapped[bool] = mapped_column(Boolean)
     disabled_reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

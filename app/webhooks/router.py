@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import httpx
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 from app.jobs import Jobs
@@ -14,6 +14,29 @@ from app.tenants.auth import Tenant, pool_of
 from app.webhooks import service
 
 router = APIRouter(prefix="/api/webhooks", tags=["Webhooks"])
+
+
+# The shape the service checks (`service.check_headers`), declared for the OpenAPI.
+StaticHeaders = Annotated[
+    dict[str, str],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "maxProperties": service.MAX_HEADERS,
+            "propertyNames": {
+                "pattern": service.HEADER_NAME_PATTERN,
+                "minLength": 1,
+                "maxLength": service.MAX_HEADER_NAME_CHARS,
+            },
+            "additionalProperties": {
+                "type": "string",
+                "pattern": service.HEADER_VALUE_PATTERN,
+                "minLength": 1,
+                "maxLength": service.MAX_HEADER_VALUE_CHARS,
+            },
+        }
+    ),
+]
 
 
 class SubscriptionBody(BaseModel):
@@ -31,6 +54,40 @@ class SubscriptionBody(BaseModel):
         default=None, description="Signing secret (whsec_…); generated when left out"
     )
     enabled: bool = True
+    headers: StaticHeaders | None = Field(
+        default=None,
+        description="Static headers sent with every delivery, e.g. {'Authorization': "
+        "'Bearer …'} for a receiver that checks a header; shown once, masked afterwards. "
+        "Not allowed: webhook-*, content-type, content-length, host, user-agent and other "
+        "headers the delivery or HTTP itself sets",
+    )
+
+
+class SubscriptionView(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    id: str
+    url: str
+    events: list[str]
+    resource_types: list[str] | None
+    enabled: bool
+    disabled_reason: str | None
+    created_at: str = Field(description="ISO 8601 instant")
+    headers: dict[str, str] = Field(
+        description="Static delivery headers; values masked as '••••' plus, for values of "
+        f"{service.MASK_KEEPS_TAIL_FROM}+ characters, their last {service.MASK_TAIL}"
+    )
+
+
+class CreatedSubscription(SubscriptionView):
+    secret: str = Field(description="The signing secret: shown only in this answer")
+    headers: dict[str, str] = Field(
+        description="Static delivery headers in clear: shown only in this answer"
+    )
+
+
+class SubscriptionList(BaseModel):
+    webhooks: list[SubscriptionView]
 
 
 def _client(request: Request) -> httpx.AsyncClient:
@@ -38,7 +95,12 @@ def _client(request: Request) -> httpx.AsyncClient:
     return client
 
 
-@router.post("", status_code=201, summary="Subscribe a URL to events (the secret is shown once)")
+@router.post(
+    "",
+    status_code=201,
+    summary="Subscribe a URL to events (the secret and headers are shown once)",
+    response_model=CreatedSubscription,
+)
 async def create(request: Request, tenant: Tenant, body: SubscriptionBody) -> dict[str, Any]:
     subscription, secret = await service.create_subscription(
         pool_of(request),
@@ -49,17 +111,18 @@ async def create(request: Request, tenant: Tenant, body: SubscriptionBody) -> di
         secret=body.secret,
         enabled=body.enabled,
         allow_private=request.app.state.settings.webhook_allow_private,
+        headers=body.headers,
     )
-    return {**subscription.view(), "secret": secret}
+    return {**subscription.view(reveal_headers=True), "secret": secret}
 
 
-@router.get("", summary="List subscriptions")
+@router.get("", summary="List subscriptions", response_model=SubscriptionList)
 async def list_all(request: Request, tenant: Tenant) -> dict[str, Any]:
     found = await service.list_subscriptions(pool_of(request), tenant.id)
     return {"webhooks": [s.view() for s in found]}
 
 
-@router.get("/{webhook_id}", summary="One subscription")
+@router.get("/{webhook_id}", summary="One subscription", response_model=SubscriptionView)
 async def get_one(request: Request, tenant: Tenant, webhook_id: str) -> dict[str, Any]:
     return (await service.get_subscription(pool_of(request), tenant.id, webhook_id)).view()
 

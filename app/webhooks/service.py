@@ -15,6 +15,7 @@ import asyncio
 import base64
 import ipaddress
 import random
+import re
 import secrets
 import socket
 import time
@@ -31,6 +32,7 @@ from standardwebhooks import Webhook
 
 from app.errors import BadRequest, Issue, NotFound, Unprocessable
 from app.fhir.validation import is_known_type
+from app.kit import jsontext
 from app.kit.clock import fhir_instant, utcnow
 
 LEASE_SECONDS = 30
@@ -40,6 +42,40 @@ JITTER = 0.2
 # Wait before re-checking a delivery queued behind an earlier one for the same resource.
 SWEEP_GRACE_SECONDS = 2.0
 USER_AGENT = "Understudy-Webhooks/1"
+
+# Static headers: enough for an auth header or two plus routing hints, not a payload.
+MAX_HEADERS = 10
+MAX_HEADER_NAME_CHARS = 64
+MAX_HEADER_VALUE_CHARS = 4096  # room for a signed JWT bearer token
+# An HTTP field name (RFC 9110 token) and a value of visible ASCII with inner spaces or
+# tabs: no CR, LF, NUL or other control character, nothing an HTTP client would re-encode.
+HEADER_NAME_PATTERN = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
+HEADER_VALUE_PATTERN = r"^[\x21-\x7e]([\x20-\x7e\t]*[\x21-\x7e])?$"
+# Headers the delivery itself sets, or that only the HTTP client may: a static header
+# must not replace the signature or break the framing. Any `webhook-*` name is kept for
+# Standard Webhooks.
+RESERVED_HEADERS = frozenset(
+    {
+        "connection",
+        "content-encoding",
+        "content-length",
+        "content-type",
+        "expect",
+        "host",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "user-agent",
+    }
+)
+# Masked views keep the last characters of a value only when it is long enough that
+# they give little of it away.
+MASK = "••••"
+MASK_KEEPS_TAIL_FROM = 16
+MASK_TAIL = 4
 
 
 @dataclass
@@ -51,8 +87,11 @@ class Subscription:
     enabled: bool
     disabled_reason: str | None
     created_at: datetime
+    headers: dict[str, str]
 
-    def view(self) -> dict[str, Any]:
+    def view(self, *, reveal_headers: bool = False) -> dict[str, Any]:
+        """The subscription as the API shows it; header values masked unless revealed
+        (only in the answer to the create)."""
         return {
             "id": self.id,
             "url": self.url,
@@ -61,7 +100,15 @@ class Subscription:
             "enabled": self.enabled,
             "disabledReason": self.disabled_reason,
             "createdAt": self.created_at.isoformat(),
+            "headers": dict(self.headers)
+            if reveal_headers
+            else {name: mask_value(value) for name, value in self.headers.items()},
         }
+
+
+def _headers_of(text: str | None) -> dict[str, str]:
+    found: dict[str, str] = jsontext.loads(text) if text else {}
+    return found
 
 
 def _subscription(r: asyncpg.Record) -> Subscription:
@@ -73,7 +120,68 @@ def _subscription(r: asyncpg.Record) -> Subscription:
         r["enabled"],
         r["disabled_reason"],
         r["created_at"],
+        _headers_of(r["headers"]),
     )
+
+
+def mask_value(value: str) -> str:
+    if len(value) >= MASK_KEEPS_TAIL_FROM:
+        return MASK + value[-MASK_TAIL:]
+    return MASK
+
+
+def check_headers(headers: dict[str, str] | None) -> dict[str, str]:
+    """Static delivery headers, or a 422 naming `headers.<name>` for each bad one."""
+    if not headers:
+        return {}
+    problems: list[Issue] = []
+    if len(headers) > MAX_HEADERS:
+        problems.append(
+            Issue(f"at most {MAX_HEADERS} headers, got {len(headers)}", expression="headers")
+        )
+    seen: dict[str, str] = {}
+    for name, value in headers.items():
+        where = f"headers.{name[:MAX_HEADER_NAME_CHARS]}"
+        lower = name.lower()
+        if not re.fullmatch(HEADER_NAME_PATTERN, name) or len(name) > MAX_HEADER_NAME_CHARS:
+            problems.append(
+                Issue(
+                    f"header name must be an HTTP token (letters, digits, !#$%&'*+-.^_`|~) "
+                    f"of at most {MAX_HEADER_NAME_CHARS} characters",
+                    expression=where,
+                )
+            )
+        elif lower in RESERVED_HEADERS or lower.startswith("webhook-"):
+            problems.append(
+                Issue(
+                    f"'{name}' is set by the delivery itself and cannot be replaced "
+                    "(reserved: webhook-*, " + ", ".join(sorted(RESERVED_HEADERS)) + ")",
+                    expression=where,
+                )
+            )
+        elif lower in seen:
+            problems.append(
+                Issue(f"'{name}' repeats '{seen[lower]}' (names are case-insensitive)", where)
+            )
+        seen.setdefault(lower, name)
+        if not isinstance(value, str) or not re.fullmatch(HEADER_VALUE_PATTERN, value):
+            problems.append(
+                Issue(
+                    "header value must be non-empty visible ASCII, spaces and tabs only "
+                    "inside it: no CR, LF, NUL or other control characters",
+                    expression=where,
+                )
+            )
+        elif len(value) > MAX_HEADER_VALUE_CHARS:
+            problems.append(
+                Issue(
+                    f"header value is longer than {MAX_HEADER_VALUE_CHARS} characters",
+                    expression=where,
+                )
+            )
+    if problems:
+        raise Unprocessable("; ".join(i.message for i in problems[:3]), problems)
+    return dict(headers)
 
 
 def new_secret() -> str:
@@ -172,15 +280,17 @@ async def create_subscription(
     secret: str | None,
     enabled: bool,
     allow_private: bool,
+    headers: dict[str, str] | None = None,
 ) -> tuple[Subscription, str]:
     problems = [*_event_problems(events), *_type_problems(resource_types)]
     if problems:
         raise Unprocessable("; ".join(i.message for i in problems), problems)
+    static_headers = check_headers(headers)
     check_url(url, allow_private=allow_private)
     secret = check_secret(secret) if secret else new_secret()
     row = await pool.fetchrow(
         """INSERT INTO webhook_subscription (tenant_id, id, url, events, resource_types, secret,
-            enabled) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *""",
+            enabled, headers) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb) RETURNING *""",
         tenant_id,
         "wh_" + secrets.token_hex(8),
         url,
@@ -188,6 +298,7 @@ async def create_subscription(
         resource_types,
         secret,
         enabled,
+        jsontext.dumps(static_headers),
     )
     assert row is not None
     return _subscription(row), secret
@@ -349,7 +460,7 @@ WITH picked AS (
     FROM picked p WHERE d.tenant_id = p.tenant_id AND d.id = p.id
     RETURNING d.*
 )
-SELECT c.id, c.attempts, c.subscription_id, s.url, s.secret, s.enabled,
+SELECT c.id, c.attempts, c.subscription_id, s.url, s.secret, s.enabled, s.headers,
     e.id AS event_id, e.type, e.occurred_at, e.run_id, e.fhir_root, h.resource
 FROM claimed c
 JOIN webhook_event e ON e.tenant_id = c.tenant_id AND e.id = c.event_id
@@ -451,13 +562,7 @@ async def _send_claimed(
     if delivery["url"] is None or not delivery["enabled"]:
         await finish("failed", None, 0.0, "the subscription is disabled or deleted", None)
         return SendResult("failed", attempt=attempt, run_id=run_id)
-    headers = {
-        "content-type": "application/json",
-        "user-agent": USER_AGENT,
-        "webhook-id": delivery_id,
-        "webhook-timestamp": str(int(sent_at.timestamp())),
-        "webhook-signature": Webhook(delivery["secret"]).sign(delivery_id, sent_at, body.decode()),
-    }
+    headers = _request_headers(delivery["headers"], delivery["secret"], delivery_id, sent_at, body)
     started = time.perf_counter()
     status_code: int | None = None
     error: str | None = None
@@ -496,6 +601,28 @@ async def _send_claimed(
         "pending", status_code, latency, error, excerpt, next_at=utcnow() + timedelta(seconds=wait)
     )
     return SendResult("retry", retry_in=wait, attempt=attempt, run_id=run_id)
+
+
+def _request_headers(
+    static: str | None, secret: str, message_id: str, at: datetime, body: bytes
+) -> dict[str, str]:
+    """The subscription's static headers, then the ones a delivery sets (which win, even
+    over a row that predates a reserved name)."""
+    headers = _headers_of(static)
+    for name in [
+        n for n in headers if n.lower() in RESERVED_HEADERS or n.lower().startswith("webhook-")
+    ]:
+        del headers[name]
+    headers.update(
+        {
+            "content-type": "application/json",
+            "user-agent": USER_AGENT,
+            "webhook-id": message_id,
+            "webhook-timestamp": str(int(at.timestamp())),
+            "webhook-signature": Webhook(secret).sign(message_id, at, body.decode()),
+        }
+    )
+    return headers
 
 
 _FINISH_SQL = """
@@ -580,7 +707,7 @@ async def ping(
 ) -> dict[str, Any]:
     """Send a signed `ping` to the subscription's URL now; report what came back."""
     row = await pool.fetchrow(
-        "SELECT url, secret FROM webhook_subscription WHERE tenant_id = $1 AND id = $2",
+        "SELECT url, secret, headers FROM webhook_subscription WHERE tenant_id = $1 AND id = $2",
         tenant_id,
         subscription_id,
     )
@@ -599,13 +726,7 @@ async def ping(
             "resource": None,
         }
     )
-    headers = {
-        "content-type": "application/json",
-        "user-agent": USER_AGENT,
-        "webhook-id": message_id,
-        "webhook-timestamp": str(int(now.timestamp())),
-        "webhook-signature": Webhook(row["secret"]).sign(message_id, now, body.decode()),
-    }
+    headers = _request_headers(row["headers"], row["secret"], message_id, now, body)
     started = time.perf_counter()
     try:
         response = await client.post(
