@@ -193,13 +193,20 @@ async def _start_next(
     pool: asyncpg.Pool, tenant_id: uuid.UUID, *, max_live: int
 ) -> tuple[str, list[str]] | None:
     """Start the next queued item as a run, in one transaction with the item marked
-    started, so no crash can leave a run without its item or start an item twice. The
-    item is locked, and its eval share-locked, until then: a cancel (which locks the eval
-    row) either comes first, and the item is not picked, or waits for this commit and then
-    sees the run live and cancels it. None when nothing (more) can start now."""
+        started, so no crash can leave a run without its item or start an item twice. The
+        item is locked, and its eval share-locked (a cancelling eval's items are skipped), until
+    then: a cancel (which locks the eval
+        row) either comes first, and the item is not picked, or waits for this commit and then
+        sees the run live and cancels it. None when nothing (more) can start now."""
     failed: tuple[asyncpg.Record, str] | None = None
     async with pool.acquire() as conn:
         async with conn.transaction():
+            # Promoters of one tenant take turns, so items start in eval and position
+            # order: with SKIP LOCKED alone, two promoters racing for the last free slot
+            # could start a later item and leave an earlier one queued.
+            await runs_service.lock_starts(conn, tenant_id)
+            if await runs_service.count_live(conn, tenant_id) >= max_live:
+                return None
             item = await conn.fetchrow(
                 """SELECT i.eval_id, i.position, i.scenario_id, i.persona, e.mode, e.label,
                     e.timeout_seconds, e.root_url

@@ -196,6 +196,19 @@ class StartRequest:
     timeout_seconds: int | None
 
 
+async def lock_starts(conn: Conn, tenant_id: uuid.UUID) -> None:
+    """One start at a time per tenant, until the caller's transaction ends, so the
+    live-run limit holds under concurrency (re-entrant within one transaction)."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"runs:{tenant_id}")
+
+
+async def count_live(conn: Conn, tenant_id: uuid.UUID) -> int:
+    live: int = await conn.fetchval(
+        "SELECT count(*) FROM run WHERE tenant_id = $1 AND status = 'live'", tenant_id
+    )
+    return live
+
+
 async def start_run(
     conn: Conn,
     tenant_id: uuid.UUID,
@@ -238,11 +251,8 @@ async def start_run(
     counted = len(expanded.stimulus) + (0 if loaded.builtin else len(expanded.fixture))
     # A savepoint: a failed start leaves the caller's transaction usable.
     async with conn.transaction():
-        # One start at a time per tenant, so the live-run limit holds under concurrency.
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"runs:{tenant_id}")
-        live = await conn.fetchval(
-            "SELECT count(*) FROM run WHERE tenant_id = $1 AND status = 'live'", tenant_id
-        )
+        await lock_starts(conn, tenant_id)
+        live = await count_live(conn, tenant_id)
         if live >= max_live:
             raise LiveRunLimit(
                 f"live run limit reached: {live} of {max_live} runs are live; finish or "

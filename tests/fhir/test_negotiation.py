@@ -320,7 +320,7 @@ async def test_a_run_view_negotiates_too(tenant: TenantHandle) -> None:
     async with httpx.AsyncClient(base_url=tenant.server, headers=tenant.headers) as api:
         r = await api.post(
             "/api/testing/runs",
-            json={"scenarioId": "results.critical-lab-task", "mode": "workflow"},
+            json={"scenarioId": "results.critical-lab", "mode": "workflow"},
         )
         assert r.status_code == 201, r.text
         run = r.json()

@@ -76,7 +76,7 @@ async def test_a_header_auth_json_only_workflow_routes_the_critical_result(
         task = asyncio.create_task(workflow())
         try:
             began = time.monotonic()
-            run = await start_workflow(client, "results.critical-lab-task")
+            run = await start_workflow(client, "results.critical-lab")
             final = await wait_for_run(client, run["id"], {"passed", "failed", "timed_out"})
             took = time.monotonic() - began
         finally:
