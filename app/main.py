@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
 from app.db import open_database
+from app.edge import EdgeTextCheck
 from app.errors import AppError, Issue
 from app.evals.router import router as evals_router
 from app.fhir.maintenance import AutoAnalyze
@@ -115,6 +116,10 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    # Added first, so it runs inside the trace: a refused request is still recorded.
+    app.add_middleware(
+        EdgeTextCheck, render=_error_response, max_body_bytes=settings.max_body_bytes
+    )
     app.add_middleware(TraceMiddleware, recorder_ref=recorder_ref)
 
     @app.exception_handler(AppError)
