@@ -26,6 +26,7 @@ from app.jobs import connect_jobs
 from app.kit import jsontext
 from app.llm.client import LlmClient
 from app.mcp.endpoint import MCP_PATH, McpEndpoint
+from app.openapi import install_openapi
 from app.runs import service as runs_service
 from app.runs.live import LiveRuns
 from app.runs.router import router as runs_router
@@ -173,6 +174,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(webhooks_router)
     app.include_router(evals_router)
     # MCP (streamable HTTP) at /mcp, with or without the trailing slash clients differ on.
+    install_openapi(app)
     mcp_endpoint = McpEndpoint(app, settings)
     for path in (MCP_PATH, MCP_PATH + "/"):
         app.router.routes.append(Route(path, mcp_endpoint, include_in_schema=False))
