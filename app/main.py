@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
 from app.db import open_database
+from app.edge import EdgeTextCheck
 from app.errors import AppError, Issue
 from app.evals.router import router as evals_router
 from app.fhir.maintenance import AutoAnalyze
@@ -26,6 +27,7 @@ from app.jobs import connect_jobs
 from app.kit import jsontext
 from app.llm.client import LlmClient
 from app.mcp.endpoint import MCP_PATH, McpEndpoint
+from app.openapi import install_openapi
 from app.runs import service as runs_service
 from app.runs.live import LiveRuns
 from app.runs.router import router as runs_router
@@ -118,6 +120,10 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     # FHIR answers labelled with the JSON type the client asked for (or 406 for XML).
     app.add_middleware(FhirFormatMiddleware)
+    # Inside the trace, so a refused request is still recorded.
+    app.add_middleware(
+        EdgeTextCheck, render=_error_response, max_body_bytes=settings.max_body_bytes
+    )
     app.add_middleware(TraceMiddleware, recorder_ref=recorder_ref)
 
     @app.exception_handler(AppError)
@@ -171,6 +177,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(webhooks_router)
     app.include_router(evals_router)
     # MCP (streamable HTTP) at /mcp, with or without the trailing slash clients differ on.
+    install_openapi(app)
     mcp_endpoint = McpEndpoint(app, settings)
     for path in (MCP_PATH, MCP_PATH + "/"):
         app.router.routes.append(Route(path, mcp_endpoint, include_in_schema=False))

@@ -7,7 +7,6 @@ interaction touches is appended to `ctx.touched` for the request trace.
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -120,16 +119,9 @@ def check_id(resource_id: str) -> None:
         )
 
 
-# An escaped NUL (\u0000) not itself preceded by an escaping backslash: PostgreSQL's JSONB
-# cannot hold it, and no FHIR string may contain it.
-_NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
-
-
 def parse_body(body: bytes) -> Any:
     if not body.strip():
         raise BadRequest("the request body is empty; a FHIR JSON resource is expected")
-    if _NUL_ESCAPE.search(body):
-        raise BadRequest("the body contains a NUL character (\\u0000), which FHIR does not allow")
     try:
         return jsontext.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
