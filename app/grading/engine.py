@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from app.grading.any_of import grade_any_of
 from app.grading.api_call import grade_api_call
 from app.grading.fhirpath import FhirPathContext, fhirpath_datetime
-from app.grading.field import grade_field, symbol_of
+from app.grading.field import grade_field
 from app.grading.resource import grade_resource
 from app.grading.scoring import capped, make_result, verdict
 from app.grading.snapshot import Evidence, ExpectationResult, RunSnapshot, Verdict
@@ -38,6 +38,7 @@ from app.scenarios.schema import (
     ResourceExpectation,
     RubricExpectation,
     WebhookExpectation,
+    symbol_name,
 )
 
 WEBHOOK_UNSUPPORTED = (
@@ -123,7 +124,7 @@ class _Grader:
 def grade_webhook(expectation: WebhookExpectation, snapshot: RunSnapshot) -> ExpectationResult:
     if not snapshot.webhooks_supported:
         return make_result(expectation, None, Evidence(), WEBHOOK_UNSUPPORTED)
-    ref = snapshot.fixture.get(symbol_of(expectation.resource))
+    ref = snapshot.fixture.get(symbol_name(expectation.resource))
     if ref is None:
         return make_result(
             expectation, False, Evidence(), f"no fixture resource {expectation.resource}"

@@ -8,12 +8,7 @@ from app.grading.fhirpath import FhirPathContext
 from app.grading.resource import failing_clauses
 from app.grading.scoring import make_result
 from app.grading.snapshot import Evidence, ExpectationResult, RunSnapshot
-from app.scenarios.schema import FieldExpectation
-
-
-def symbol_of(name: str) -> str:
-    """`"@appt"` → `"appt"`; a bare symbol is accepted as well."""
-    return name[1:] if name.startswith("@") else name
+from app.scenarios.schema import FieldExpectation, symbol_name
 
 
 def changed_at(snapshot: RunSnapshot, ref: str) -> datetime:
@@ -28,7 +23,7 @@ def changed_at(snapshot: RunSnapshot, ref: str) -> datetime:
 def grade_field(
     expectation: FieldExpectation, snapshot: RunSnapshot, fp: FhirPathContext
 ) -> ExpectationResult:
-    symbol = symbol_of(expectation.target)
+    symbol = symbol_name(expectation.target)
     ref = snapshot.fixture.get(symbol)
     if ref is None:
         return make_result(

@@ -47,6 +47,7 @@ from app.mcp.schemas import (
 )
 from app.runs.service import run_view_base
 from app.scenarios import service as scenarios_service
+from app.scenarios.schema import symbol_name
 from app.settings import Settings
 
 INSTRUCTIONS = """\
@@ -371,7 +372,7 @@ async def _run_patient(
             raise ToolError("patient must be a Patient id or 'Patient/<id>'")
         return view, f"Patient/{resource_id}", sim is not None
     fixture: dict[str, str] = view.get("fixture") or {}
-    ref = fixture.get(sim.patient.lstrip("@") if sim is not None else "patient")
+    ref = fixture.get(symbol_name(sim.patient) if sim is not None else "patient")
     if ref is None:
         raise ToolError("this run has no patient in its fixture: pass patient")
     return view, ref, sim is not None

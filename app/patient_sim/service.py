@@ -27,7 +27,7 @@ from app.llm.client import LlmClient, LlmUnavailable
 from app.patient_sim import engine
 from app.runs import service as runs_service
 from app.scenarios import service as scenarios_service
-from app.scenarios.schema import PatientSim, Scenario, Variant
+from app.scenarios.schema import PatientSim, Scenario, Variant, symbol_name
 
 log = logging.getLogger("understudy.patient_sim")
 
@@ -78,7 +78,7 @@ async def reply_to_messages(
     if found is None:
         return outcome
     sim, persona = found
-    patient_ref = run.fixture.get(sim.patient.lstrip("@"))
+    patient_ref = run.fixture.get(symbol_name(sim.patient))
     if patient_ref is None:
         return outcome
     rows = await pool.fetch(

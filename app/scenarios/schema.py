@@ -26,6 +26,12 @@ MAX_TURNS_DEFAULT = 6
 MAX_TURNS_MAX = 12
 
 
+def symbol_name(written: str) -> str:
+    """The symbol a field names (`target`, `resource`, `patient`): `"@appt"` → `"appt"`;
+    a bare name is accepted as it is."""
+    return written[1:] if written.startswith("@") else written
+
+
 class Model(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True

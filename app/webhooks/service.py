@@ -17,7 +17,6 @@ import ipaddress
 import random
 import re
 import secrets
-import socket
 import time
 import uuid
 from dataclasses import dataclass
@@ -188,7 +187,7 @@ def new_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
-def check_url(url: str, *, allow_private: bool) -> str:
+async def check_url(url: str, *, allow_private: bool) -> str:
     try:
         parts = urlsplit(url)
         port = parts.port  # raises on a port that is not a number 0-65535
@@ -206,7 +205,8 @@ def check_url(url: str, *, allow_private: bool) -> str:
         raise Unprocessable("url port must be 1-65535", [Issue("bad port", expression="url")])
     if not allow_private:
         try:
-            infos = socket.getaddrinfo(parts.hostname, None)
+            # The loop's resolver runs in a thread: a slow DNS answer never blocks requests.
+            infos = await asyncio.get_running_loop().getaddrinfo(parts.hostname, None)
         except OSError:
             raise Unprocessable(f"url host '{parts.hostname}' does not resolve") from None
         for info in infos:
@@ -286,7 +286,7 @@ async def create_subscription(
     if problems:
         raise Unprocessable("; ".join(i.message for i in problems), problems)
     static_headers = check_headers(headers)
-    check_url(url, allow_private=allow_private)
+    await check_url(url, allow_private=allow_private)
     secret = check_secret(secret) if secret else new_secret()
     row = await pool.fetchrow(
         """INSERT INTO webhook_subscription (tenant_id, id, url, events, resource_types, secret,
