@@ -91,10 +91,8 @@ from benchkit import (
     BenchError,
     Receiver,
     Server,
-    add_scratch_arguments,
     check_scratch_arguments,
     check_services,
-    emit,
     expect,
     figure,
     find_executable,
@@ -105,7 +103,9 @@ from benchkit import (
     mark,
     print_rows,
     run_fast,
+    run_report,
     scratch,
+    scratch_parser,
     server_env,
     stop_all,
     summarize,
@@ -805,12 +805,13 @@ def print_table(e: dict[str, Any]) -> None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Benchmark a 100-run workflow eval played by an in-process automation "
+    parser = scratch_parser(
+        "Benchmark a 100-run workflow eval played by an in-process automation "
         "that reacts to webhooks (see the module docstring).",
-        epilog="Example: scripts/bench_evals.py --json-out /tmp/bench_evals.json",
+        "scripts/bench_evals.py --json-out /tmp/bench_evals.json",
+        "understudy_bench_evals",
+        8798,
     )
-    add_scratch_arguments(parser, "understudy_bench_evals", 8798)
     parser.add_argument(
         "--receiver-port", type=int, default=0, help="webhook receiver port (default: any free)"
     )
@@ -895,11 +896,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "UNDERSTUDY_MAX_LIVE_RUNS": args.max_live,
             "UNDERSTUDY_DAILY_WRITE_QUOTA": 10_000_000,
         },
-        "cpus": os.cpu_count(),
-        "loadavg_start": loadavg(),
     }
-    error: str | None = None
-    try:
+
+    def serve_and_measure() -> None:
         with scratch(args, queue, "bench_evals_") as tmp:
             env = server_env(args, tmp / "data", queue, UNDERSTUDY_MAX_LIVE_RUNS=str(args.max_live))
             server = Server(command, env, tmp / "server.log")
@@ -912,15 +911,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 report["eval"] = run_fast(play_eval(args, server, base, queue))
             finally:
                 stop_all([server], args.stop_timeout)
-    except BenchError as exc:
-        log(f"error: {exc}")
-        error = str(exc).splitlines()[0]
 
-    report["loadavg_end"] = loadavg()
-    if error is None:
-        print_table(report["eval"])
-    emit(report, args.json_out, summary_line(report.get("eval"), error))
-    return 0 if error is None else 1
+    return run_report(
+        report,
+        args.json_out,
+        serve_and_measure,
+        lambda r: print_table(r["eval"]),
+        lambda r, e: summary_line(r.get("eval"), e),
+    )
 
 
 if __name__ == "__main__":

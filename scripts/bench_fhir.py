@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import ipaddress
 import random
 import shutil
@@ -979,25 +980,14 @@ def run(args: argparse.Namespace) -> int:
         for op in args.ops:
             script = Path(tmp) / f"{op}.lua"
             script.write_text(render_lua(specs[op], base, key, args.seed))
+            drive = functools.partial(
+                run_wrk, wrk, script, base, threads=args.threads, connections=args.connections
+            )
             if args.warmup:
                 log(f"{op}: warm-up {args.warmup} s")
-                run_wrk(
-                    wrk,
-                    script,
-                    base,
-                    threads=args.threads,
-                    connections=args.connections,
-                    duration=args.warmup,
-                )
+                drive(duration=args.warmup)
             log(f"{op}: {args.duration} s with {args.connections} connections")
-            raw = run_wrk(
-                wrk,
-                script,
-                base,
-                threads=args.threads,
-                connections=args.connections,
-                duration=args.duration,
-            )
+            raw = drive(duration=args.duration)
             result = to_result(op, raw)
             if not args.no_goals:
                 result.goal = GOALS[op]

@@ -94,11 +94,9 @@ from benchkit import (
     TENANT,
     BenchError,
     Server,
-    add_scratch_arguments,
     check_scratch_arguments,
     check_services,
     database_url,
-    emit,
     expect,
     figure,
     loadavg,
@@ -108,7 +106,9 @@ from benchkit import (
     percentile,
     print_rows,
     run_fast,
+    run_report,
     scratch,
+    scratch_parser,
     server_env,
     stop_all,
     summarize,
@@ -793,12 +793,13 @@ def print_table(report: dict[str, Any]) -> None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Benchmark Understudy's run start latency, write-to-verdict latency "
+    parser = scratch_parser(
+        "Benchmark Understudy's run start latency, write-to-verdict latency "
         "and one worker grading pass (see the module docstring).",
-        epilog="Example: scripts/bench_grading.py --json-out /tmp/bench_grading.json",
+        "scripts/bench_grading.py --json-out /tmp/bench_grading.json",
+        "understudy_bench_grading",
+        8797,
     )
-    add_scratch_arguments(parser, "understudy_bench_grading", 8797)
     parser.add_argument("--starts", type=int, default=200, help="(a) measured starts (200)")
     parser.add_argument("--warmup", type=int, default=5, help="(a) warm-up starts, not counted")
     parser.add_argument("--bookings", type=int, default=30, help="(b) booking runs (30)")
@@ -860,11 +861,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "UNDERSTUDY_MAX_LIVE_RUNS": MAX_LIVE_RUNS,
             "TICK_CONCURRENCY": TICK_CONCURRENCY,
         },
-        "cpus": os.cpu_count(),
-        "loadavg_start": loadavg(),
     }
-    error: str | None = None
-    try:
+
+    def serve_and_measure() -> None:
         with scratch(args, queue, "bench_grading_") as tmp:
             env = server_env(args, tmp / "data", queue, UNDERSTUDY_MAX_LIVE_RUNS=str(MAX_LIVE_RUNS))
             server = Server(command, env, tmp / "server.log")
@@ -886,15 +885,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 stop_all([server], args.stop_timeout)
             report["c"] = part_c(args, url, queue)
-    except BenchError as exc:
-        log(f"error: {exc}")
-        error = str(exc).splitlines()[0]
 
-    report["loadavg_end"] = loadavg()
-    if error is None:
-        print_table(report)
-    emit(report, args.json_out, summary_line(report, error))
-    return 0 if error is None else 1
+    return run_report(report, args.json_out, serve_and_measure, print_table, summary_line)
 
 
 if __name__ == "__main__":

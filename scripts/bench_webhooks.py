@@ -75,17 +75,17 @@ from benchkit import (
     Process,
     Server,
     ThreadedReceiver,
-    add_scratch_arguments,
     check_scratch_arguments,
     check_services,
     database_url,
-    emit,
     figure,
     loadavg,
     log,
     mark,
     print_rows,
+    run_report,
     scratch,
+    scratch_parser,
     server_env,
     stop_all,
     summarize,
@@ -480,12 +480,13 @@ def summary_line(m: dict[str, Any] | None, error: str | None) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Benchmark Understudy's webhook delivery latency and throughput "
+    parser = scratch_parser(
+        "Benchmark Understudy's webhook delivery latency and throughput "
         "(see the module docstring).",
-        epilog="Example: scripts/bench_webhooks.py --json-out /tmp/bench_webhooks.json",
+        "scripts/bench_webhooks.py --json-out /tmp/bench_webhooks.json",
+        "understudy_bench_webhooks",
+        0,
     )
-    add_scratch_arguments(parser, "understudy_bench_webhooks", 0)
     parser.add_argument(
         "--worker",
         choices=("inprocess", "separate"),
@@ -545,11 +546,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "database": args.database,
         "queue": queue,
         "event": EVENT,
-        "cpus": os.cpu_count(),
-        "loadavg_start": loadavg(),
     }
-    error: str | None = None
-    try:
+
+    def serve_and_measure() -> None:
         with scratch(args, queue, "bench_webhooks_") as tmp:
             env = server_env(args, tmp / "data", queue)
             server = Server(command, env, tmp / "server.log")
@@ -570,15 +569,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 report["measured"] = asyncio.run(measure(args, base, server.key, processes))
             finally:
                 stop_all(processes, args.stop_timeout)
-    except BenchError as exc:
-        log(f"error: {exc}")
-        error = str(exc).splitlines()[0]
 
-    report["loadavg_end"] = loadavg()
-    if error is None:
-        print_table(report["measured"])
-    emit(report, args.json_out, summary_line(report.get("measured"), error))
-    return 0 if error is None else 1
+    return run_report(
+        report,
+        args.json_out,
+        serve_and_measure,
+        lambda r: print_table(r["measured"]),
+        lambda r, e: summary_line(r.get("measured"), e),
+    )
 
 
 if __name__ == "__main__":

@@ -270,6 +270,30 @@ def emit(report: dict[str, Any], json_out: Path | None, summary: str) -> None:
     print(summary, flush=True)
 
 
+def run_report(
+    report: dict[str, Any],
+    json_out: Path | None,
+    measure: Callable[[], None],
+    table: Callable[[dict[str, Any]], None],
+    summary: Callable[[dict[str, Any], str | None], str],
+) -> int:
+    """`measure()` fills `report`; a BenchError it raises is logged and makes the exit
+    status 1. Then the table (when measured), the JSON and the one-line summary, last
+    (`summary(report, error)`). The load average and CPUs are recorded around it."""
+    report |= {"cpus": os.cpu_count(), "loadavg_start": loadavg()}
+    error: str | None = None
+    try:
+        measure()
+    except BenchError as exc:
+        log(f"error: {exc}")
+        error = str(exc).splitlines()[0]
+    report["loadavg_end"] = loadavg()
+    if error is None:
+        table(report)
+    emit(report, json_out, summary(report, error))
+    return 0 if error is None else 1
+
+
 def run_fast(main: Coroutine[Any, Any, Any]) -> Any:
     """asyncio.run on uvloop when it is installed (as the server runs)."""
     try:
@@ -492,6 +516,16 @@ def stop_all(processes: Sequence[Process], timeout: float) -> None:
 
 
 # --------------------------------------------------------------------------- command line
+
+
+def scratch_parser(
+    description: str, example: str, database: str, port: int
+) -> argparse.ArgumentParser:
+    """A parser with the options of a benchmark that serves on a scratch database and
+    queue (add_scratch_arguments); `example` is the command line of the epilog."""
+    parser = argparse.ArgumentParser(description=description, epilog=f"Example: {example}")
+    add_scratch_arguments(parser, database, port)
+    return parser
 
 
 def add_scratch_arguments(parser: argparse.ArgumentParser, database: str, port: int) -> None:
