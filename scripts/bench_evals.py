@@ -27,7 +27,7 @@ POST /api/testing/scenarios until there are --scenarios of them (default 20). Th
 POST /api/testing/evals {"mode": "workflow", "scenarios": [those ids], "repeats": 5,
 "personas": "baseline"} plans --scenarios × --repeats runs (default 100, the maximum).
 
-The automation, in this process: a minimal HTTP/1.1 receiver on 127.0.0.1 (an ephemeral
+The automation, in this process: benchkit's HTTP/1.1 receiver on 127.0.0.1 (an ephemeral
 port) is subscribed (POST /api/webhooks) to the stimulus events of the three scenarios
 (--events; `*` also works) and checked with POST /api/webhooks/{id}/test. Every delivery's
 signature is verified (standardwebhooks) and answered 204 at once; the first delivery that
@@ -52,10 +52,12 @@ With --py-spy FILE the server is sampled by `py-spy record` (beside the running 
 while the eval runs, the raw (collapsed) stacks are written to FILE and the hottest
 functions are printed.
 
-Afterwards the scratch database is dropped (unless --keep) and the Redis queue keys of
-this run are deleted. Output: a table with the goal met (✓) or not (✗), then the same
-figures as JSON (also written to --json-out FILE). The load average is recorded around
-the eval: other work on the machine shows up in these figures.
+Afterwards, with the server stopped, Redis is cleaned of this run (benchkit.clean_queue:
+its queue and the arq keys of its jobs, in-progress marks included, and nothing else) and
+the scratch database is dropped (unless --keep). Output: a table with the goal met (✓)
+or not (✗), the same figures as JSON (also written to --json-out FILE), and a one-line
+summary last. The load average is recorded around the eval: other work on the machine
+shows up in these figures.
 
 Exit status: 0 measured (whether or not the goal was met); 1 the server or a step
 failed (including the eval not completing within --eval-timeout); 2 usage error or a
@@ -73,46 +75,45 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-try:
-    import httpx
-    import orjson
-    import redis
-    import redis.asyncio as redis_async
-    from standardwebhooks import Webhook
-    from standardwebhooks.webhooks import WebhookVerificationError
-
-    from app.scenarios.expansion import ExpansionError, expand_path, expand_value
-except ImportError as _missing:  # pragma: no cover - environment hint
-    sys.exit(
-        f"bench_evals.py needs the project installed ({_missing}): run it from the "
-        "project's virtualenv (. .venv/bin/activate)"
-    )
-
+import httpx
+import orjson
+import redis.asyncio as redis_async
 from benchkit import (
     HOST,
     BenchError,
+    Receiver,
     Server,
-    clean_queue,
-    drop_database,
+    check_scratch_arguments,
+    check_services,
+    expect,
+    figure,
     find_executable,
     loadavg,
+    local_url,
     log,
     log_tail,
     mark,
-    percentile,
-    port_answers,
-    recreate_database,
+    print_rows,
+    run_fast,
+    run_report,
+    scratch,
+    scratch_parser,
     server_env,
+    stop_all,
+    summarize,
 )
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
+
+from app.scenarios.expansion import ExpansionError, expand_path, expand_value
 
 COPY_PREFIX = "bench"
 DEFAULT_EVENTS = ("result.final", "message.received", "appointment.noshow")
@@ -124,27 +125,14 @@ GOAL_WALL_S = 60.0
 POLL_INTERVAL_S = 0.200
 HTTP_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 30.0
-RECEIVER_MAX_BODY = 4 * 1024 * 1024
-RECEIVER_MAX_REQUESTS_PER_CONNECTION = 100_000
-RECEIVER_STREAM_LIMIT = 64 * 1024
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 FHIR_JSON = "application/fhir+json"
 
 
-def summary_s(values: Sequence[float]) -> dict[str, float] | None:
-    """p50/p90/p99/mean/max of durations in seconds (None without samples)."""
-    if not values:
-        return None
-    return {
-        "n": len(values),
-        "p50_s": round(percentile(values, 50), 3),
-        "p90_s": round(percentile(values, 90), 3),
-        "p99_s": round(percentile(values, 99), 3),
-        "mean_s": round(statistics.fmean(values), 3),
-        "min_s": round(min(values), 3),
-        "max_s": round(max(values), 3),
-    }
+def summary_s(values: Sequence[float]) -> dict[str, float]:
+    """p50/p90/p99/mean/min/max of durations in seconds ({} without samples)."""
+    return summarize(values, "s")
 
 
 def parse_instant(text: str) -> datetime:
@@ -152,12 +140,6 @@ def parse_instant(text: str) -> datetime:
     if moment.tzinfo is None:
         raise BenchError(f"the server answered a time without a zone: {text!r}")
     return moment
-
-
-# --------------------------------------------------------------------------- database
-
-
-# --------------------------------------------------------------------------- server
 
 
 class PySpy:
@@ -247,118 +229,6 @@ def summarize_collapsed(path: Path, top: int = 20) -> dict[str, Any]:
         "self": share(self_counts.most_common(top)),
         "inclusive_app": share(inclusive.most_common(top)),
     }
-
-
-# --------------------------------------------------------------------------- HTTP helpers
-
-
-def expect(response: httpx.Response, status: int, what: str) -> Any:
-    if response.status_code != status:
-        raise BenchError(
-            f"{what}: HTTP {response.status_code} (expected {status}): {response.text[:2000]}"
-        )
-    return response.json()
-
-
-def local_url(url: str, base: str) -> str:
-    """Only 127.0.0.1: every URL the server hands back must be under our base."""
-    if not url.startswith(base + "/"):
-        raise BenchError(f"the server answered a URL outside {base}: {url!r}")
-    return url
-
-
-# --------------------------------------------------------------------------- receiver
-
-
-Handler = Callable[[bytes, dict[str, str]], int]
-
-
-class Receiver:
-    """A minimal HTTP/1.1 server on 127.0.0.1 for webhook deliveries: keep-alive,
-    Content-Length bodies (what httpx sends), an answer as soon as the body is read."""
-
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-        self.server: asyncio.Server | None = None
-        self.port = 0
-        self.requests = 0
-        self.errors = 0
-        self.writers: set[asyncio.StreamWriter] = set()
-        self.connections: set[asyncio.Task[Any]] = set()
-
-    async def start(self, port: int) -> None:
-        self.server = await asyncio.start_server(
-            self._connection, HOST, port, limit=RECEIVER_STREAM_LIMIT
-        )
-        self.port = self.server.sockets[0].getsockname()[1]
-
-    async def close(self) -> None:
-        """Stop listening, close kept-alive connections and wait for their handlers."""
-        if self.server is not None:
-            self.server.close()
-        for writer in list(self.writers):
-            writer.close()  # a handler waiting for the next request sees EOF and returns
-        if self.connections:
-            await asyncio.wait(set(self.connections), timeout=5)
-        if self.server is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.server.wait_closed(), 5)
-
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self.connections.add(task)
-            task.add_done_callback(self.connections.discard)
-        self.writers.add(writer)
-        try:
-            for _ in range(RECEIVER_MAX_REQUESTS_PER_CONNECTION):
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except asyncio.IncompleteReadError:
-                    return  # the client closed the connection between requests
-                lines = head.decode("latin-1").split("\r\n")
-                parts = lines[0].split(" ")
-                headers: dict[str, str] = {}
-                for line in lines[1:]:
-                    if line:
-                        name, _, value = line.partition(":")
-                        headers[name.strip().lower()] = value.strip()
-                close = headers.get("connection", "").lower() == "close"
-                if len(parts) != 3 or "chunked" in headers.get("transfer-encoding", "").lower():
-                    self.errors += 1
-                    await self._answer(writer, "400 Bad Request", close=True)
-                    return
-                length = int(headers.get("content-length", "0"))
-                if not 0 <= length <= RECEIVER_MAX_BODY:
-                    self.errors += 1
-                    await self._answer(writer, "413 Content Too Large", close=True)
-                    return
-                body = await reader.readexactly(length) if length else b""
-                self.requests += 1
-                status = self.handler(body, headers) if parts[0] == "POST" else 405
-                reason = {204: "No Content", 400: "Bad Request", 401: "Unauthorized"}.get(
-                    status, "Method Not Allowed"
-                )
-                await self._answer(writer, f"{status} {reason}", close=close)
-                if close:
-                    return
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
-            self.errors += 1
-            log(f"receiver: bad request ({type(exc).__name__}: {exc})")
-        except ConnectionError:
-            pass
-        finally:
-            self.writers.discard(writer)
-            writer.close()
-            with contextlib.suppress(ConnectionError, TimeoutError):
-                await asyncio.wait_for(writer.wait_closed(), 5)
-
-    @staticmethod
-    async def _answer(writer: asyncio.StreamWriter, status: str, *, close: bool) -> None:
-        extra = "Connection: close\r\n" if close else ""
-        length = "" if status.startswith("204") else "Content-Length: 0\r\n"
-        writer.write(f"HTTP/1.1 {status}\r\n{length}{extra}\r\n".encode("latin-1"))
-        await writer.drain()
 
 
 # --------------------------------------------------------------------------- automation
@@ -917,10 +787,7 @@ def print_table(e: dict[str, Any]) -> None:
             "",
         ),
     ]
-    header = ("measure", "goal", "measured", "ok")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in (0, 1, 2)]
-    for row in [header, *rows]:
-        print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}")
+    print_rows(rows)
     if e["errors"]:
         print(f"\n{len(e['errors'])} handler error(s), first: {e['errors'][0]}")
     spy = e.get("py_spy")
@@ -938,23 +805,16 @@ def print_table(e: dict[str, Any]) -> None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Benchmark a 100-run workflow eval played by an in-process automation "
+    parser = scratch_parser(
+        "Benchmark a 100-run workflow eval played by an in-process automation "
         "that reacts to webhooks (see the module docstring).",
-        epilog="Example: scripts/bench_evals.py --json-out /tmp/bench_evals.json",
+        "scripts/bench_evals.py --json-out /tmp/bench_evals.json",
+        "understudy_bench_evals",
+        8798,
     )
-    parser.add_argument("--port", type=int, default=8798, help="port to serve on (default 8798)")
-    parser.add_argument("--pg-port", type=int, default=5432, help="local PostgreSQL port")
-    parser.add_argument("--redis-port", type=int, default=6379, help="local Redis port")
     parser.add_argument(
         "--receiver-port", type=int, default=0, help="webhook receiver port (default: any free)"
     )
-    parser.add_argument(
-        "--database",
-        default="understudy_bench_evals",
-        help="scratch database (dropped and created at start; default understudy_bench_evals)",
-    )
-    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     parser.add_argument(
         "--scenarios", type=int, default=20, help="custom scenario copies in the eval (20)"
     )
@@ -979,24 +839,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--py-spy", type=Path, help="sample the server with py-spy during the eval (raw file)"
     )
-    parser.add_argument(
-        "--start-timeout", type=float, default=90.0, help="seconds to wait for the server"
-    )
-    parser.add_argument(
-        "--stop-timeout", type=float, default=30.0, help="seconds to wait after SIGTERM"
-    )
-    parser.add_argument("--command", help="the understudy executable (default: the venv's)")
-    parser.add_argument("--json-out", type=Path, help="also write the JSON report here")
     args = parser.parse_args(argv)
-    ports = (args.port, args.pg_port, args.redis_port)
-    if not all(1 <= p <= 65535 for p in ports) or not 0 <= args.receiver_port <= 65535:
-        parser.error("ports must be 1..65535 (--receiver-port 0: any free port)")
-    if args.receiver_port and args.receiver_port in ports:
+    check_scratch_arguments(parser, args)
+    if not 0 <= args.receiver_port <= 65535:
+        parser.error("--receiver-port must be 0..65535 (0: any free port)")
+    if args.receiver_port and args.receiver_port in (args.port, args.pg_port, args.redis_port):
         parser.error("--receiver-port must differ from the other ports")
-    if not args.database.replace("_", "").isalnum() or not args.database[0].isalpha():
-        parser.error("--database must be letters, digits and underscores")
-    if args.database in ("postgres", "understudy", "template0", "template1"):
-        parser.error(f"--database {args.database!r} is not a scratch database")
     if not 1 <= args.repeats <= MAX_REPEATS:
         parser.error(f"--repeats must be 1..{MAX_REPEATS}")
     if args.scenarios < 1 or args.scenarios * args.repeats > MAX_EVAL_RUNS:
@@ -1008,13 +856,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.events = [e.strip() for e in args.events.split(",") if e.strip()]
     if not args.events:
         parser.error("--events names no event")
-    for name, value in (
-        ("--eval-timeout", args.eval_timeout),
-        ("--start-timeout", args.start_timeout),
-        ("--stop-timeout", args.stop_timeout),
-    ):
-        if not 0 < value <= 3600:
-            parser.error(f"{name} must be in (0, 3600] seconds")
+    if not 0 < args.eval_timeout <= 3600:
+        parser.error("--eval-timeout must be in (0, 3600] seconds")
     args.py_spy_exe = None
     if args.py_spy:
         args.py_spy = args.py_spy.resolve()
@@ -1024,28 +867,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def run_async(main: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(main)
-    result: dict[str, Any] = uvloop.run(main)
-    return result
+def summary_line(e: dict[str, Any] | None, error: str | None) -> str:
+    if e is None:
+        return f"bench_evals: failed — {error}"
+    return (
+        f"bench_evals: {e['runs_planned']}-run eval in {figure(e['wall_s'])} s, "
+        f"{e['passed']} passed, {e['failed']} failed — "
+        + ("goal met" if e["goal_met"] else "goal missed")
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("TZ", "UTC")
-    exe = args.command or find_executable("understudy")
-    if not exe:
-        log("no `understudy` command: install the project (pip install -e .) in the venv")
-        return 2
-    for name, port in (("PostgreSQL", args.pg_port), ("Redis", args.redis_port)):
-        if not port_answers(port):
-            log(f"{name} does not answer on {HOST}:{port} (scripts/ensure-services starts it)")
-            return 2
-    if port_answers(args.port):
-        log(f"port {args.port} is already in use on {HOST}; pick another with --port")
+    exe = check_services(args)
+    if exe is None:
         return 2
 
     command = [exe, "serve", "--dev", "--port", str(args.port)]
@@ -1060,59 +896,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             "UNDERSTUDY_MAX_LIVE_RUNS": args.max_live,
             "UNDERSTUDY_DAILY_WRITE_QUOTA": 10_000_000,
         },
-        "cpus": os.cpu_count(),
-        "loadavg_start": loadavg(),
     }
-    log(f"scratch database {args.database}: dropping and creating it")
-    recreate_database(args.pg_port, args.database)
-    code = 0
-    try:
-        with tempfile.TemporaryDirectory(prefix="bench_evals_") as tmp:
-            server = Server(
-                command,
-                server_env(
-                    args,
-                    Path(tmp) / "data",
-                    queue,
-                    UNDERSTUDY_MAX_LIVE_RUNS=str(args.max_live),
-                ),
-                Path(tmp) / "server.log",
-            )
+
+    def serve_and_measure() -> None:
+        with scratch(args, queue, "bench_evals_") as tmp:
+            env = server_env(args, tmp / "data", queue, UNDERSTUDY_MAX_LIVE_RUNS=str(args.max_live))
+            server = Server(command, env, tmp / "server.log")
             log(f"starting: {' '.join(command)}")
             try:
                 server.start(args.port, args.start_timeout)
                 log(f"    ready in {server.ready_s:.2f} s (pid {server.pid})")
                 report["server_ready_s"] = round(server.ready_s, 2)
                 report["server_pid"] = server.pid
-                report["eval"] = run_async(play_eval(args, server, base, queue))
+                report["eval"] = run_fast(play_eval(args, server, base, queue))
             finally:
-                exit_code = server.stop(args.stop_timeout)
-                log(f"server stopped (exit {exit_code})")
-                if exit_code not in (0, None):
-                    log("server log tail:\n" + log_tail(server.log_path))
-    except BenchError as exc:
-        log(f"error: {exc}")
-        code = 1
-    finally:
-        try:
-            removed = clean_queue(args.redis_port, queue)
-            log(f"Redis: removed {removed} key(s) of queue {queue}")
-        except redis.RedisError as exc:
-            log(f"warning: could not clean Redis queue {queue}: {exc}")
-        if args.keep:
-            log(f"kept the scratch database: postgresql://postgres@{HOST}:{args.pg_port}/")
-        else:
-            drop_database(args.pg_port, args.database)
-            log(f"dropped the scratch database {args.database}")
+                stop_all([server], args.stop_timeout)
 
-    report["loadavg_end"] = loadavg()
-    if code == 0:
-        print_table(report["eval"])
-    text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
-    print(text)
-    if args.json_out:
-        args.json_out.write_text(text + "\n")
-    return code
+    return run_report(
+        report,
+        args.json_out,
+        serve_and_measure,
+        lambda r: print_table(r["eval"]),
+        lambda r, e: summary_line(r.get("eval"), e),
+    )
 
 
 if __name__ == "__main__":

@@ -26,9 +26,12 @@ What it does:
    strings from values (ids, family names, bodies) written into it, counts every
    non-2xx answer per status code and prints one machine-readable line at done().
 3. Prints a text table (requests/s, p50/p90/p99 ms, errors, goal and whether it is
-   met) and the same figures as JSON on stdout (and in --json-out FILE). With --pid,
-   the server process's peak memory (VmHWM) and RSS after the run, also summed over
-   its child processes.
+   met) and the same figures as JSON on stdout (and in --json-out FILE), then a
+   one-line summary last. With --pid, the server process's peak memory (VmHWM) and
+   RSS after the run, also summed over its child processes.
+
+It talks to BASE only and keeps nothing of its own in Redis or elsewhere (what the
+server does with its writes is the server's; the data it loaded stays there).
 
 Operations: read (GET Patient/{id}), search-family (GET Patient?family=...),
 search-appt (GET Appointment?patient=Patient/{id}&status=booked), create
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import ipaddress
 import random
 import shutil
@@ -61,14 +65,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-try:
-    import httpx
-    import orjson
-except ImportError as _missing:  # pragma: no cover - environment hint
-    sys.exit(
-        f"bench_fhir.py needs httpx and orjson ({_missing}): run it from the project's "
-        "virtualenv (. .venv/bin/activate)"
-    )
+import httpx
+import orjson
+from benchkit import BenchError, descendants, emit, figure, log, mark, proc_status_kb, verdict
 
 FHIR_JSON = "application/fhir+json"
 MRN_SYSTEM = "urn:bench:mrn"
@@ -230,14 +229,6 @@ def make_create_body(rng: random.Random, run_tag: str, index: int) -> bytes:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-class BenchError(Exception):
-    """A failure that ends the run (printed without a traceback)."""
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def ensure_loopback(url: str) -> None:
@@ -771,40 +762,6 @@ def read_metadata(base: str, key: str | None) -> dict[str, Any]:
 # --------------------------------------------------------------------------- memory
 
 
-def proc_status_kb(pid: int) -> dict[str, int]:
-    values: dict[str, int] = {}
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return values
-    for line in text.splitlines():
-        name, _, rest = line.partition(":")
-        if name in ("VmRSS", "VmHWM"):
-            values[name] = int(rest.split()[0])
-    return values
-
-
-def descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found: list[int] = []
-    queue = list(children.get(pid, []))
-    while queue and len(found) < 10_000:
-        child = queue.pop()
-        found.append(child)
-        queue.extend(children.get(child, []))
-    return found
-
-
 def memory_report(pid: int) -> dict[str, Any]:
     main = proc_status_kb(pid)
     if not main:
@@ -835,10 +792,6 @@ GOALS: dict[str, dict[str, float]] = {
     "create": {"min_rps": 600, "max_p99_ms": 25},
 }
 LOAD_GOAL_PATIENTS_PER_S = 1000.0  # 10k Patients in <= 10 s
-
-
-def mark(ok: bool) -> str:
-    return "✓" if ok else "✗"
 
 
 def render_table(
@@ -975,6 +928,7 @@ def run(args: argparse.Namespace) -> int:
             "wrk is not installed (Debian package `wrk`). Install it with:\n"
             "    apt-get install -y wrk"
         )
+        print("bench_fhir: not run — wrk is not installed", flush=True)
         return 2
 
     memory_before = memory_report(args.pid) if args.pid else None
@@ -1026,25 +980,14 @@ def run(args: argparse.Namespace) -> int:
         for op in args.ops:
             script = Path(tmp) / f"{op}.lua"
             script.write_text(render_lua(specs[op], base, key, args.seed))
+            drive = functools.partial(
+                run_wrk, wrk, script, base, threads=args.threads, connections=args.connections
+            )
             if args.warmup:
                 log(f"{op}: warm-up {args.warmup} s")
-                run_wrk(
-                    wrk,
-                    script,
-                    base,
-                    threads=args.threads,
-                    connections=args.connections,
-                    duration=args.warmup,
-                )
+                drive(duration=args.warmup)
             log(f"{op}: {args.duration} s with {args.connections} connections")
-            raw = run_wrk(
-                wrk,
-                script,
-                base,
-                threads=args.threads,
-                connections=args.connections,
-                duration=args.duration,
-            )
+            raw = drive(duration=args.duration)
             result = to_result(op, raw)
             if not args.no_goals:
                 result.goal = GOALS[op]
@@ -1092,11 +1035,17 @@ def run(args: argparse.Namespace) -> int:
 
     print(table)
     print()
-    text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
-    print(text)
-    if args.json_out:
-        args.json_out.write_text(text + "\n")
+    emit(report, args.json_out, summary_line(results, args.no_goals))
     return 3 if any(r.flagged for r in results) else 0
+
+
+def summary_line(results: Sequence[OpResult], no_goals: bool) -> str:
+    ops = ", ".join(
+        f"{r.name} {figure(r.requests_per_s)} req/s p99 {figure(r.p99_ms)} ms" for r in results
+    )
+    flagged = sum(1 for r in results if r.flagged)
+    judged = "" if no_goals else f" — {verdict([bool(r.meets_goal) for r in results])}"
+    return f"bench_fhir: {ops}, {flagged} flagged{judged}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1105,6 +1054,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args)
     except BenchError as exc:
         log(f"error: {exc}")
+        print(f"bench_fhir: failed — {str(exc).splitlines()[0]}", flush=True)
         return 1
     except KeyboardInterrupt:
         log("interrupted")

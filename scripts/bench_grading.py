@@ -16,9 +16,10 @@ the running Python) is started as a subprocess — API and worker in one process
 its settings from the environment: UNDERSTUDY_LOCAL_DATABASE=<scratch database>,
 UNDERSTUDY_QUEUE_NAME=understudy:bench-grading:<pid> (a Redis queue of its own),
 UNDERSTUDY_DATA_DIR=<a temporary directory> (so the dev key is a fresh one),
-UNDERSTUDY_MAX_LIVE_RUNS=2000 and UNDERSTUDY_DAILY_WRITE_QUOTA=10000000 (limits raised
-for the benchmark); UNDERSTUDY_DATABASE_URL/REDIS_URL/PUBLIC_URL are removed so the
-local servers are used. The dev key is read from the server's output ("API key: …").
+UNDERSTUDY_MAX_LIVE_RUNS=1000 (the most it accepts) and
+UNDERSTUDY_DAILY_WRITE_QUOTA=10000000 (limits raised for the benchmark);
+UNDERSTUDY_DATABASE_URL/REDIS_URL/PUBLIC_URL are removed so the local servers are used.
+The dev key is read from the server's output ("API key: …").
 A custom scenario, `bench.grading-chart-10`, is imported over HTTP: a Patient and nine
 resources referencing it (Encounter, Condition, 2 Observations, AllergyIntolerance,
 MedicationRequest, Coverage, ServiceRequest, Appointment), agent mode with a brief, a
@@ -57,10 +58,12 @@ MedicationRequest written).
     --profile-grading FILE, one more such pass runs under cProfile and the functions
     with the most cumulative time are printed.
 
-Afterwards the scratch database is dropped (unless --keep) and the Redis queue keys of
-this run are deleted. Output: a table with each goal met (✓) or not (✗), then the same
-figures as JSON (also written to --json-out FILE). The load average is recorded around
-each part: other work on the machine shows up in these figures.
+Afterwards the keys this run left in Redis are deleted, scoped to its own queue, tenant
+and runs (benchkit.clean_queue; arq in-progress marks included), and the scratch
+database is dropped (unless --keep). Output: a table with each goal met (✓) or not (✗),
+the same figures as JSON (also written to --json-out FILE), then a one-line summary. The
+load average is recorded around each part: other work on the machine shows up in these
+figures.
 
 Exit status: 0 measured (whether or not goals were met); 1 the server or a step
 failed; 2 usage error or a service missing.
@@ -69,7 +72,6 @@ failed; 2 usage error or a service missing.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import gc
 import io
@@ -78,7 +80,6 @@ import os
 import pstats
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -86,48 +87,47 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-try:
-    import httpx
-    import orjson
-    import redis
-
-    from app.cli import GC_THRESHOLD
-    from app.db import Database
-    from app.fhir import service as fhir_service
-    from app.kit.clock import utcnow
-    from app.runs import service as runs_service
-    from app.settings import Settings
-    from app.worker import TICK_CONCURRENCY, grade_live_runs, shutdown, startup
-except ImportError as _missing:  # pragma: no cover - environment hint
-    sys.exit(
-        f"bench_grading.py needs the project installed ({_missing}): run it from the "
-        "project's virtualenv (. .venv/bin/activate)"
-    )
-
+import httpx
+import orjson
 from benchkit import (
     HOST,
     TENANT,
     BenchError,
     Server,
-    clean_queue,
+    check_scratch_arguments,
+    check_services,
     database_url,
-    drop_database,
-    find_understudy,
+    expect,
+    figure,
     loadavg,
+    local_url,
     log,
-    log_tail,
     mark,
     percentile,
-    port_answers,
-    recreate_database,
+    print_rows,
+    run_fast,
+    run_report,
+    scratch,
+    scratch_parser,
     server_env,
+    stop_all,
+    summarize,
+    verdict,
 )
+
+from app.cli import GC_THRESHOLD
+from app.db import Database
+from app.fhir import service as fhir_service
+from app.kit.clock import utcnow
+from app.runs import service as runs_service
+from app.settings import Settings
+from app.worker import TICK_CONCURRENCY, grade_live_runs, shutdown, startup
 
 SCENARIO_ID = "bench.grading-chart-10"
 BOOKING_SCENARIO = "scheduling.book-named-practitioner"
 CHEN = "Practitioner/demo-canonical-prac-chen"
 CHEN_SCHEDULE = "Schedule/demo-canonical-sched-chen"
-MAX_LIVE_RUNS = 2000
+MAX_LIVE_RUNS = 1000  # the largest UNDERSTUDY_MAX_LIVE_RUNS the settings accept
 MAX_LIVE_IN_PROCESS = 5000
 
 GOAL_START_P50_MS = 50.0
@@ -137,19 +137,6 @@ GOAL_PASS_S = 2.0
 POLL_INTERVAL_S = 0.020
 PASSED_TIMEOUT_S = 30.0
 HTTP_TIMEOUT_S = 30.0
-
-
-def summary_ms(values_s: Sequence[float]) -> dict[str, float]:
-    ms = [v * 1000.0 for v in values_s]
-    return {
-        "n": len(ms),
-        "p50_ms": round(percentile(ms, 50), 2),
-        "p90_ms": round(percentile(ms, 90), 2),
-        "p99_ms": round(percentile(ms, 99), 2),
-        "mean_ms": round(statistics.fmean(ms), 2),
-        "min_ms": round(min(ms), 2),
-        "max_ms": round(max(ms), 2),
-    }
 
 
 def p50_by_quarter(values_s: Sequence[float]) -> list[float]:
@@ -382,21 +369,7 @@ def booking(patient_ref: str, slot: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# --------------------------------------------------------------------------- database
-
-
-# --------------------------------------------------------------------------- server
-
-
 # --------------------------------------------------------------------------- HTTP parts
-
-
-def expect(response: httpx.Response, status: int, what: str) -> Any:
-    if response.status_code != status:
-        raise BenchError(
-            f"{what}: HTTP {response.status_code} (expected {status}): {response.text[:2000]}"
-        )
-    return response.json()
 
 
 def import_scenario(client: httpx.Client) -> dict[str, Any]:
@@ -459,7 +432,7 @@ def part_a(client: httpx.Client, server: Server, starts: int, warmup: int) -> di
         (warm if index < warmup else latencies).append(elapsed)
     wall = time.perf_counter() - wall0
     cpu = server.cpu_s() - cpu0
-    stats = summary_ms(latencies)
+    stats = summarize(latencies)
     log(
         f"    p50 {stats['p50_ms']:.1f} ms, p99 {stats['p99_ms']:.1f} ms, mean "
         f"{stats['mean_ms']:.1f} ms; server CPU {cpu:.2f} s over {wall:.2f} s"
@@ -483,12 +456,6 @@ def part_a(client: httpx.Client, server: Server, starts: int, warmup: int) -> di
         "goal_p50_ms": GOAL_START_P50_MS,
         "goal_met": stats["p50_ms"] <= GOAL_START_P50_MS,
     }
-
-
-def local_base(url: str, base: str) -> str:
-    if not url.startswith(base + "/"):
-        raise BenchError(f"the server answered a base outside {base}: {url!r}")
-    return url
 
 
 def free_slots(client: httpx.Client, fhir_base: str) -> list[dict[str, Any]]:
@@ -526,7 +493,7 @@ def part_b(client: httpx.Client, base: str, bookings: int) -> dict[str, Any]:
             f"start booking run {index + 1}",
         )
         run_id: str = run["id"]
-        fhir_base = local_base(run["fhirBase"], base)
+        fhir_base = local_url(run["fhirBase"], base)
         patient_ref: str = run["fixture"]["patient"]
         slots = free_slots(client, fhir_base)
         slot = slots[index % len(slots)]
@@ -566,7 +533,7 @@ def part_b(client: httpx.Client, base: str, bookings: int) -> dict[str, Any]:
             log(f"    run {run_id} ended {status!r} (not passed): {orjson.dumps(view)[:600]!r}")
             if status == "live":
                 cancel_runs(client, [run_id])
-    stats = summary_ms(seen) if seen else {}
+    stats = summarize(seen) if seen else {}
     if seen:
         log(
             f"    passed seen p50 {stats['p50_ms'] / 1000:.3f} s, p99 "
@@ -578,7 +545,7 @@ def part_b(client: httpx.Client, base: str, bookings: int) -> dict[str, Any]:
         "bookings": bookings,
         "passed": len(seen),
         "write_to_passed": stats,
-        "write_latency": summary_ms([r["write_ms"] / 1000 for r in rows]),
+        "write_latency": summarize([r["write_ms"] / 1000 for r in rows]),
         "poll_interval_ms": POLL_INTERVAL_S * 1000,
         "runs": rows,
         "failures": failures,
@@ -653,7 +620,7 @@ async def _timed_pass(
     }
 
 
-async def _part_c(args: argparse.Namespace, url: str) -> dict[str, Any]:
+async def _part_c(args: argparse.Namespace, url: str, queue: str) -> dict[str, Any]:
     load_before = loadavg()
     # As `understudy serve` runs its worker: frozen start-up heap, a high GC threshold.
     gc.collect()
@@ -663,7 +630,7 @@ async def _part_c(args: argparse.Namespace, url: str) -> dict[str, Any]:
     settings = Settings(
         database_url=url,
         redis_url=f"redis://{HOST}:{args.redis_port}/0",
-        queue_name=f"understudy:bench-grading:{os.getpid()}",
+        queue_name=queue,
     )
     ctx: dict[str, Any] = {"settings": settings}
     await startup(ctx)  # the worker's own pool
@@ -757,12 +724,8 @@ async def _part_c(args: argparse.Namespace, url: str) -> dict[str, Any]:
     }
 
 
-def part_c(args: argparse.Namespace, url: str) -> dict[str, Any]:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(_part_c(args, url))
-    result: dict[str, Any] = uvloop.run(_part_c(args, url))
+def part_c(args: argparse.Namespace, url: str, queue: str) -> dict[str, Any]:
+    result: dict[str, Any] = run_fast(_part_c(args, url, queue))
     return result
 
 
@@ -810,12 +773,7 @@ def print_table(report: dict[str, Any]) -> None:
                 mark(c["goal_met"]),
             )
         )
-    widths = [
-        max(len(r[i]) for r in [("measure", "goal", "measured", "ok"), *rows]) for i in (0, 1, 2)
-    ]
-    header = ("measure", "goal", "measured", "ok")
-    for row in [header, *rows]:
-        print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}")
+    print_rows(rows)
     if c:
         print()
         print(f"{'pass':>4} {'due':>5} {'graded':>7} {'failed':>7} {'wall s':>8} {'CPU s':>8}")
@@ -835,20 +793,13 @@ def print_table(report: dict[str, Any]) -> None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Benchmark Understudy's run start latency, write-to-verdict latency "
+    parser = scratch_parser(
+        "Benchmark Understudy's run start latency, write-to-verdict latency "
         "and one worker grading pass (see the module docstring).",
-        epilog="Example: scripts/bench_grading.py --json-out /tmp/bench_grading.json",
+        "scripts/bench_grading.py --json-out /tmp/bench_grading.json",
+        "understudy_bench_grading",
+        8797,
     )
-    parser.add_argument("--port", type=int, default=8797, help="port to serve on (default 8797)")
-    parser.add_argument("--pg-port", type=int, default=5432, help="local PostgreSQL port")
-    parser.add_argument("--redis-port", type=int, default=6379, help="local Redis port")
-    parser.add_argument(
-        "--database",
-        default="understudy_bench_grading",
-        help="scratch database (dropped and created at start; default understudy_bench_grading)",
-    )
-    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     parser.add_argument("--starts", type=int, default=200, help="(a) measured starts (200)")
     parser.add_argument("--warmup", type=int, default=5, help="(a) warm-up starts, not counted")
     parser.add_argument("--bookings", type=int, default=30, help="(b) booking runs (30)")
@@ -860,21 +811,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=Path,
         help="(c) also profile one more pass with cProfile and save the stats here",
     )
-    parser.add_argument(
-        "--start-timeout", type=float, default=90.0, help="seconds to wait for the server"
-    )
-    parser.add_argument(
-        "--stop-timeout", type=float, default=30.0, help="seconds to wait after SIGTERM"
-    )
-    parser.add_argument("--command", help="the understudy executable (default: the venv's)")
-    parser.add_argument("--json-out", type=Path, help="also write the JSON report here")
     args = parser.parse_args(argv)
-    if not all(1 <= p <= 65535 for p in (args.port, args.pg_port, args.redis_port)):
-        parser.error("ports must be 1..65535")
-    if not args.database.replace("_", "").isalnum() or not args.database[0].isalpha():
-        parser.error("--database must be letters, digits and underscores")
-    if args.database in ("postgres", "understudy", "template0", "template1"):
-        parser.error(f"--database {args.database!r} is not a scratch database")
+    check_scratch_arguments(parser, args)
     if not 1 <= args.starts + args.warmup <= MAX_LIVE_RUNS or args.warmup < 0:
         parser.error(f"--starts + --warmup must be 1..{MAX_LIVE_RUNS}")
     if not 1 <= args.bookings <= 500:
@@ -887,25 +825,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--passes must be 1..20")
     if args.changed * (args.passes + 1) > args.live * 20:
         parser.error("too many passes for so few runs")
-    if not 0 < args.start_timeout <= 600 or not 0 < args.stop_timeout <= 600:
-        parser.error("timeouts must be in (0, 600] seconds")
     return args
+
+
+def summary_line(report: dict[str, Any], error: str | None) -> str:
+    if error is not None:
+        return f"bench_grading: failed — {error}"
+    a, b, c = report["a"], report["b"], report["c"]
+    passed = b["write_to_passed"]
+    return (
+        f"bench_grading: start p50 {figure(a['latency']['p50_ms'])} ms, "
+        + (f"write→passed p50 {figure(passed['p50_ms'] / 1000)} s, " if passed else "")
+        + f"{b['passed']}/{b['bookings']} passed, grading pass {figure(c['median_wall_s'])} s"
+        + f" — {verdict([a['goal_met'], b['goal_met'], c['goal_met']])}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("TZ", "UTC")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
-    exe = args.command or find_understudy()
-    if not exe:
-        log("no `understudy` command: install the project (pip install -e .) in the venv")
-        return 2
-    for name, port in (("PostgreSQL", args.pg_port), ("Redis", args.redis_port)):
-        if not port_answers(port):
-            log(f"{name} does not answer on {HOST}:{port} (scripts/ensure-services starts it)")
-            return 2
-    if port_answers(args.port):
-        log(f"port {args.port} is already in use on {HOST}; pick another with --port")
+    exe = check_services(args)
+    if exe is None:
         return 2
 
     command = [exe, "serve", "--dev", "--port", str(args.port)]
@@ -920,24 +861,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "UNDERSTUDY_MAX_LIVE_RUNS": MAX_LIVE_RUNS,
             "TICK_CONCURRENCY": TICK_CONCURRENCY,
         },
-        "cpus": os.cpu_count(),
-        "loadavg_start": loadavg(),
     }
-    log(f"scratch database {args.database}: dropping and creating it")
-    recreate_database(args.pg_port, args.database)
-    code = 0
-    try:
-        with tempfile.TemporaryDirectory(prefix="bench_grading_") as tmp:
-            server = Server(
-                command,
-                server_env(
-                    args,
-                    Path(tmp) / "data",
-                    queue,
-                    UNDERSTUDY_MAX_LIVE_RUNS=str(MAX_LIVE_RUNS),
-                ),
-                Path(tmp) / "server.log",
-            )
+
+    def serve_and_measure() -> None:
+        with scratch(args, queue, "bench_grading_") as tmp:
+            env = server_env(args, tmp / "data", queue, UNDERSTUDY_MAX_LIVE_RUNS=str(MAX_LIVE_RUNS))
+            server = Server(command, env, tmp / "server.log")
             log(f"starting: {' '.join(command)}")
             try:
                 server.start(args.port, args.start_timeout)
@@ -954,34 +883,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     report["a"] = part_a(client, server, args.starts, args.warmup)
                     report["b"] = part_b(client, base, args.bookings)
             finally:
-                exit_code = server.stop(args.stop_timeout)
-                log(f"server stopped (exit {exit_code})")
-                if exit_code not in (0, None):
-                    log("server log tail:\n" + log_tail(server.log_path))
-            report["c"] = part_c(args, url)
-    except BenchError as exc:
-        log(f"error: {exc}")
-        code = 1
-    finally:
-        try:
-            removed = clean_queue(args.redis_port, queue)
-            log(f"Redis: removed {removed} key(s) of queue {queue}")
-        except redis.RedisError as exc:
-            log(f"warning: could not clean Redis queue {queue}: {exc}")
-        if args.keep:
-            log(f"kept the scratch database: {url}")
-        else:
-            drop_database(args.pg_port, args.database)
-            log(f"dropped the scratch database {args.database}")
+                stop_all([server], args.stop_timeout)
+            report["c"] = part_c(args, url, queue)
 
-    report["loadavg_end"] = loadavg()
-    if code == 0:
-        print_table(report)
-    text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
-    print(text)
-    if args.json_out:
-        args.json_out.write_text(text + "\n")
-    return code
+    return run_report(report, args.json_out, serve_and_measure, print_table, summary_line)
 
 
 if __name__ == "__main__":

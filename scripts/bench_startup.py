@@ -6,8 +6,10 @@ Usage:
 
 Each run starts `understudy serve --no-worker --port P` (the `understudy` console
 script beside the running Python, i.e. the active virtualenv's, else the one on PATH;
-`--command PATH` picks another) with the environment as it is, so the server takes
-its configuration from the usual `UNDERSTUDY_*` variables. It then:
+`--command PATH` picks another) on a scratch database and Redis queue of its own
+(benchkit.server_env: UNDERSTUDY_LOCAL_DATABASE=--database, created afresh and migrated
+once by `understudy migrate` before the first run, so every run measures a start on an
+up-to-date database; UNDERSTUDY_QUEUE_NAME=understudy:bench-startup:<pid>). It then:
 
 1. polls `GET http://127.0.0.1:P/health` every 10 ms until it answers 200 and
    records the seconds since the process was started ("startup to first answered
@@ -20,7 +22,9 @@ its configuration from the usual `UNDERSTUDY_*` variables. It then:
 
 It prints each run, then min/median startup and the memory figures next to the
 goals (startup <= 2 s; RSS <= 150 MB per worker, a worker being a Python process in
-the tree), and the same figures as JSON (also to --json-out FILE).
+the tree), and the same figures as JSON (also to --json-out FILE). Afterwards Redis is
+cleaned of the queue (benchkit.clean_queue) and the scratch database dropped (unless
+--keep); the last line printed is a one-line summary.
 
 Exit status: 0 measured; 1 the server failed to start, answer or stop; 2 usage error
 (no `understudy` command, port already in use).
@@ -30,44 +34,44 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchkit import find_understudy
-
-try:
-    import httpx
-    import orjson
-except ImportError as _missing:  # pragma: no cover - environment hint
-    sys.exit(
-        f"bench_startup.py needs httpx and orjson ({_missing}): run it from the project's "
-        "virtualenv (. .venv/bin/activate)"
-    )
+import httpx
+from benchkit import (
+    HOST,
+    Process,
+    add_scratch_arguments,
+    all_pids,
+    check_scratch_arguments,
+    check_services,
+    descendants,
+    emit,
+    figure,
+    log,
+    log_tail,
+    mark,
+    port_answers,
+    proc_status_kb,
+    scratch,
+    server_env,
+    stat_fields,
+    verdict,
+)
 
 POLL_INTERVAL_S = 0.010
 GOAL_STARTUP_S = 2.0
 GOAL_WORKER_MB = 150.0
-HOST = "127.0.0.1"
 
 
 class StartupError(Exception):
     """A run failed; the message says why (with the server's log tail)."""
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------- /proc
 
 
 def read_proc(pid: int, name: str) -> str | None:
@@ -75,41 +79,6 @@ def read_proc(pid: int, name: str) -> str | None:
         return Path(f"/proc/{pid}/{name}").read_text(errors="replace")
     except OSError:
         return None
-
-
-def status_kb(pid: int) -> dict[str, int]:
-    values: dict[str, int] = {}
-    text = read_proc(pid, "status") or ""
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0])
-    return values
-
-
-def stat_fields(pid: int) -> list[str]:
-    """Fields of /proc/PID/stat after the command name (state, ppid, pgrp, session, ...)."""
-    text = read_proc(pid, "stat")
-    return text.rsplit(")", 1)[-1].split() if text else []
-
-
-def all_pids() -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-
-
-def process_tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for pid in all_pids():
-        fields = stat_fields(pid)
-        if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(pid)
-    tree = [root]
-    queue = list(children.get(root, []))
-    while queue and len(tree) < 10_000:
-        pid = queue.pop(0)
-        tree.append(pid)
-        queue.extend(children.get(pid, []))
-    return tree
 
 
 def session_members(session: int) -> list[int]:
@@ -129,7 +98,7 @@ def describe(pid: int) -> dict[str, Any]:
         exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
     except OSError:
         exe = ""
-    mem = status_kb(pid)
+    mem = proc_status_kb(pid)
     return {
         "pid": pid,
         "command": cmdline[:200] or comm,
@@ -160,54 +129,19 @@ class RunResult:
     left_running: list[int] = field(default_factory=list)
 
 
-def port_answers(port: int) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def log_tail(path: Path, lines: int = 40) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
-
-
-def stop(proc: subprocess.Popen[bytes], timeout: float) -> tuple[float, int | None]:
-    started = time.perf_counter()
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            log(f"pid {proc.pid} ignored SIGTERM for {timeout:.0f} s; killing its process group")
-            # Our own process group: the child was started with start_new_session=True.
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-    return time.perf_counter() - started, proc.returncode
-
-
 def one_run(
     number: int,
     command: Sequence[str],
-    port: int,
-    start_timeout: float,
-    stop_timeout: float,
+    env: dict[str, str],
+    args: argparse.Namespace,
     log_path: Path,
 ) -> RunResult:
-    base = f"http://{HOST}:{port}"
-    with log_path.open("wb") as out, httpx.Client(timeout=httpx.Timeout(2.0)) as client:
+    base = f"http://{HOST}:{args.port}"
+    start_timeout: float = args.start_timeout
+    server = Process("server", list(command), env, log_path)
+    with httpx.Client(timeout=httpx.Timeout(2.0), trust_env=False) as client:
         started = time.perf_counter()
-        proc = subprocess.Popen(
-            list(command),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        proc = server.spawn()
         try:
             deadline = started + start_timeout
             startup_s: float | None = None
@@ -247,7 +181,7 @@ def one_run(
             if not meta.is_success:
                 log(f"warning: /api/fhir/r4/metadata answered HTTP {meta.status_code}")
 
-            processes = [describe(pid) for pid in process_tree(proc.pid)]
+            processes = [describe(pid) for pid in [proc.pid, *descendants(proc.pid)]]
             processes = [p for p in processes if p["rss_mb"] or p["pid"] == proc.pid]
             main = processes[0]
             workers = [p for p in processes if p["python"]] or [main]
@@ -265,7 +199,9 @@ def one_run(
                 processes=processes,
             )
         finally:
-            stop_s, code = stop(proc, stop_timeout)
+            stopping = time.perf_counter()
+            code = server.stop(args.stop_timeout)
+            stop_s = time.perf_counter() - stopping
 
     result.stop_s = round(stop_s, 3)
     result.exit_code = code
@@ -285,61 +221,50 @@ def one_run(
 # --------------------------------------------------------------------------- main
 
 
-def mark(ok: bool) -> str:
-    return "✓" if ok else "✗"
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Measure Understudy's startup to first answered request, and its memory.",
         epilog="Example: scripts/bench_startup.py --port 8799 --runs 5",
     )
-    parser.add_argument("--port", type=int, default=8799, help="port to serve on (default 8799)")
+    add_scratch_arguments(parser, "understudy_bench_startup", 8799)
     parser.add_argument("--runs", type=int, default=3, help="number of starts (default 3)")
-    parser.add_argument(
-        "--start-timeout", type=float, default=60.0, help="seconds to wait for /health"
-    )
-    parser.add_argument(
-        "--stop-timeout", type=float, default=20.0, help="seconds to wait after SIGTERM"
-    )
-    parser.add_argument(
-        "--command",
-        help="the understudy executable (default: the active virtualenv's console script)",
-    )
-    parser.add_argument("--json-out", type=Path, help="also write the JSON results here")
     args = parser.parse_args(argv)
-    if not 1 <= args.port <= 65535:
-        parser.error("--port must be 1..65535")
+    check_scratch_arguments(parser, args)
     if not 1 <= args.runs <= 100:
         parser.error("--runs must be 1..100")
-    if not 0 < args.start_timeout <= 600 or not 0 < args.stop_timeout <= 600:
-        parser.error("timeouts must be in (0, 600] seconds")
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    exe = args.command or find_understudy()
-    if not exe:
-        log("no `understudy` command: install the project (pip install -e .) in the venv")
-        return 2
-    command = [exe, "serve", "--no-worker", "--port", str(args.port)]
-    if port_answers(args.port):
-        log(f"port {args.port} is already in use on {HOST}; pick another with --port")
-        return 2
+def migrate(exe: str, env: dict[str, str], log_path: Path, timeout: float) -> bool:
+    """`understudy migrate` on the scratch database, so that no run pays for it."""
+    with log_path.open("wb") as out:
+        try:
+            done = subprocess.run(
+                [exe, "migrate"], env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            log(f"`understudy migrate` did not finish within {timeout:.0f} s")
+            return False
+    if done.returncode != 0:
+        log(f"`understudy migrate` exited {done.returncode}:\n{log_tail(log_path)}")
+    return done.returncode == 0
 
-    results: list[RunResult] = []
-    with tempfile.TemporaryDirectory(prefix="bench_startup_") as tmp:
+
+def measure(
+    args: argparse.Namespace, exe: str, command: list[str], queue: str
+) -> list[RunResult] | None:
+    with scratch(args, queue, "bench_startup_") as tmp:
+        env = server_env(args, tmp / "data", queue)
+        if not migrate(exe, env, tmp / "migrate.log", args.start_timeout):
+            return None
+        results: list[RunResult] = []
         for number in range(1, args.runs + 1):
             log(f"run {number}/{args.runs}: {' '.join(command)}")
-            log_path = Path(tmp) / f"run{number}.log"
             try:
-                result = one_run(
-                    number, command, args.port, args.start_timeout, args.stop_timeout, log_path
-                )
+                result = one_run(number, command, env, args, tmp / f"run{number}.log")
             except StartupError as exc:
                 log(f"error: run {number}: {exc}")
-                return 1
+                return None
             log(
                 f"  ready in {result.startup_s:.3f} s, metadata {result.metadata_s * 1000:.0f} ms "
                 f"(HTTP {result.metadata_status}), RSS {result.rss_mb:.1f} MB, "
@@ -351,6 +276,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not port_answers(args.port):
                     break
                 time.sleep(0.1)
+        return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    exe = check_services(args)
+    if exe is None:
+        return 2
+    command = [exe, "serve", "--no-worker", "--port", str(args.port)]
+    queue = f"understudy:bench-startup:{os.getpid()}"
+    results = measure(args, exe, command, queue)
+    if results is None:
+        print("bench_startup: failed — see the log above", flush=True)
+        return 1
 
     startups = [r.startup_s for r in results]
     median_startup = statistics.median(startups)
@@ -383,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     report = {
         "command": command,
+        "database": args.database,
+        "queue": queue,
         "runs": [asdict(r) for r in results],
         "startup_s": {"min": min(startups), "median": median_startup, "max": max(startups)},
         "worker_rss_mb": worker_rss,
@@ -394,10 +335,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "worker_mb_ok": worker_rss <= GOAL_WORKER_MB,
         },
     }
-    text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
-    print(text)
-    if args.json_out:
-        args.json_out.write_text(text + "\n")
+    startup_ok = median_startup <= GOAL_STARTUP_S
+    memory_ok = worker_rss <= GOAL_WORKER_MB
+    emit(
+        report,
+        args.json_out,
+        f"bench_startup: startup median {figure(median_startup)} s, worker RSS "
+        f"{figure(worker_rss)} MB — {verdict([startup_ok, memory_ok])}",
+    )
     return 0
 
 

@@ -21,12 +21,12 @@ UNDERSTUDY_WEBHOOK_ALLOW_PRIVATE=true; the webhook retry schedule and timeout ar
 defaults. UNDERSTUDY_DATABASE_URL/REDIS_URL/PUBLIC_URL are removed so the local servers
 are used.
 
-The receiver is a minimal HTTP/1.1 server (stdlib asyncio, keep-alive) on 127.0.0.1 in a
-thread with its own event loop, so the load generator's loop does not delay it. For each
-request it takes the receipt time (`time.perf_counter()`, once the body is read), then
-verifies the Standard Webhooks signature with the subscription's secret
-(`standardwebhooks.Webhook.verify`) and answers 204. It is subscribed to
-`Patient.created` only.
+The receiver is benchkit's minimal HTTP/1.1 server (stdlib asyncio, keep-alive) on
+127.0.0.1, in a thread with its own event loop (benchkit.ThreadedReceiver), so the load
+generator's loop does not delay it. For each request it takes the receipt time
+(`time.perf_counter()`, once the body is read), then verifies the Standard Webhooks
+signature with the subscription's secret (`standardwebhooks.Webhook.verify`) and answers
+204. It is subscribed to `Patient.created` only.
 
 Measured: --warmup Patient creates (not counted; their deliveries are awaited), then
 --writes Patient creates via `POST /api/fhir/r4/Patient`, --concurrency at a time over
@@ -44,9 +44,11 @@ scratch database, and the server's own split of each first attempt (commit → s
 queue and claim; and the POST). Everything is bounded: --writes ≤ 20,000,
 --concurrency ≤ 64, each HTTP call 30 s, the write phase --max-seconds.
 
-Afterwards the server is stopped, the Redis queue keys of this run are deleted and the
-scratch database dropped (unless --keep). Output: a table with each goal met (✓) or not
-(✗), then the figures as JSON (also written to --json-out FILE).
+Afterwards the server is stopped, what it left in Redis is deleted (the queue, and the
+arq job, in-progress, retry and result keys of its own jobs: benchkit.clean_queue) and
+the scratch database dropped (unless --keep). Output: a table with each goal met (✓) or
+not (✗), the figures as JSON (also written to --json-out FILE), and last a one-line
+summary (`bench_webhooks: p50 … ms, p99 … ms, N missing — goal met`).
 
 Exit status: 0 measured (whether or not goals were met); 1 the server or a step failed;
 2 usage error or a service missing.
@@ -56,48 +58,40 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import socket
-import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-try:
-    import asyncpg
-    import httpx
-    import orjson
-    import redis
-    from standardwebhooks import Webhook
-except ImportError as _missing:  # pragma: no cover - environment hint
-    sys.exit(
-        f"bench_webhooks.py needs the project installed ({_missing}): run it from the "
-        "project's virtualenv (. .venv/bin/activate)"
-    )
-
+import asyncpg
+import httpx
+import orjson
 from benchkit import (
     HOST,
     BenchError,
     Process,
     Server,
-    _recreate,
-    clean_queue,
+    ThreadedReceiver,
+    check_scratch_arguments,
+    check_services,
     database_url,
-    find_understudy,
+    figure,
     loadavg,
     log,
-    log_tail,
     mark,
-    percentile,
-    port_answers,
+    print_rows,
+    run_report,
+    scratch,
+    scratch_parser,
     server_env,
+    stop_all,
+    summarize,
+    verdict,
 )
+from standardwebhooks import Webhook
 
 EVENT = "Patient.created"
 
@@ -107,30 +101,6 @@ GOAL_P99_MS = 1000.0
 HTTP_TIMEOUT_S = 30.0
 MAX_WRITES = 20_000
 MAX_CONCURRENCY = 64
-MAX_HEADER_BYTES = 64 * 1024
-MAX_BODY_BYTES = 4 * 1024 * 1024
-
-
-def summary_ms(values_s: Sequence[float]) -> dict[str, float]:
-    if not values_s:
-        return {}
-    ms = [v * 1000.0 for v in values_s]
-    return {
-        "n": len(ms),
-        "p50_ms": round(percentile(ms, 50), 2),
-        "p90_ms": round(percentile(ms, 90), 2),
-        "p99_ms": round(percentile(ms, 99), 2),
-        "mean_ms": round(statistics.fmean(ms), 2),
-        "min_ms": round(min(ms), 2),
-        "max_ms": round(max(ms), 2),
-    }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 # --------------------------------------------------------------------------- receiver
@@ -145,89 +115,18 @@ class Receipt:
 
 
 @dataclass
-class Receiver:
-    """HTTP/1.1 on 127.0.0.1 in its own thread and loop; records and verifies."""
+class Recorder:
+    """The receiver's handler (in the receiver's thread): the receipt time, then the
+    Standard Webhooks signature checked with the subscription's secret; 204 always."""
 
     secret: str = ""
-    port: int = field(default_factory=free_port)
     receipts: list[Receipt] = field(default_factory=list)
     bad_signatures: int = 0
     requests: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def start(self) -> None:
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="receiver", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise BenchError("the receiver did not start")
-
-    def _run(self) -> None:
-        asyncio.run(self._serve())
-
-    async def _serve(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
-        server = await asyncio.start_server(self._handle, HOST, self.port)
-        self._ready.set()
-        await self._stop.wait()
-        server.close()
-        for writer in list(self._writers):
-            writer.close()  # the handler's read ends, and so does the handler
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=5)
-        await server.wait_closed()
-
-    def stop(self) -> None:
-        if hasattr(self, "_loop"):
-            self._loop.call_soon_threadsafe(self._stop.set)
-            self._thread.join(timeout=10)
-
-    def snapshot(self) -> list[Receipt]:
-        with self.lock:
-            return list(self.receipts)
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
-        self._writers.add(writer)
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                if len(head) > MAX_HEADER_BYTES:
-                    break
-                lines = head.decode("latin-1").split("\r\n")
-                headers: dict[str, str] = {}
-                for line in lines[1:]:
-                    if ":" in line:
-                        name, value = line.split(":", 1)
-                        headers[name.strip().lower()] = value.strip()
-                length = int(headers.get("content-length", "0"))
-                if length > MAX_BODY_BYTES:
-                    break
-                body = await reader.readexactly(length)
-                self._record(time.perf_counter(), headers, body)
-                writer.write(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
-                await writer.drain()
-                if headers.get("connection", "").lower() == "close":
-                    break
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
-        finally:
-            self._writers.discard(writer)
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
-            if task is not None:
-                self._tasks.discard(task)
-
-    def _record(self, at: float, headers: dict[str, str], body: bytes) -> None:
-        webhook_id = headers.get("webhook-id", "")
-        resource_id: str | None = None
-        event: str | None = None
+    def __call__(self, body: bytes, headers: dict[str, str]) -> int:
+        at = time.perf_counter()
         try:
             payload = Webhook(self.secret).verify(body, headers)
         except Exception:
@@ -236,14 +135,16 @@ class Receiver:
             self.requests += 1
             if payload is None:
                 self.bad_signatures += 1
-                return
+                return 204
             resource = payload.get("resource") or {}
-            resource_id = resource.get("id")
-            event = payload.get("type")
-            self.receipts.append(Receipt(at, webhook_id, resource_id, event))
+            self.receipts.append(
+                Receipt(at, headers.get("webhook-id", ""), resource.get("id"), payload.get("type"))
+            )
+        return 204
 
-
-# --------------------------------------------------------------------------- services
+    def snapshot(self) -> list[Receipt]:
+        with self.lock:
+            return list(self.receipts)
 
 
 # --------------------------------------------------------------------------- the load
@@ -324,7 +225,7 @@ async def write_patients(
     return commits, first_sent, last_done, failed
 
 
-async def wait_received(receiver: Receiver, ids: set[str], within: float) -> float:
+async def wait_received(receiver: Recorder, ids: set[str], within: float) -> float:
     """Wait until every id was received (or `within` seconds); returns the seconds waited."""
     began = time.perf_counter()
     while time.perf_counter() - began < within:
@@ -389,9 +290,10 @@ async def delivery_rows(pg_port: int, database: str, skip: int) -> dict[str, Any
 async def measure(
     args: argparse.Namespace, base: str, key: str, processes: list[Process]
 ) -> dict[str, Any]:
-    receiver = Receiver()
-    receiver.start()
-    log(f"receiver on {HOST}:{receiver.port}")
+    receiver = Recorder()
+    threaded = ThreadedReceiver(receiver)
+    threaded.start()
+    log(f"receiver on {HOST}:{threaded.port}")
     try:
         limits = httpx.Limits(
             max_connections=args.concurrency, max_keepalive_connections=args.concurrency
@@ -403,7 +305,7 @@ async def measure(
             limits=limits,
             trust_env=False,
         ) as client:
-            sub = await subscribe(client, f"http://{HOST}:{receiver.port}/hook")
+            sub = await subscribe(client, f"http://{HOST}:{threaded.port}/hook")
             receiver.secret = sub["secret"]
             log(f"subscribed {sub['id']} to {EVENT}")
             deadline = time.perf_counter() + args.max_seconds
@@ -429,7 +331,7 @@ async def measure(
             runq = {p.name: round(p.runqueue_wait_s() - runq0[p.name], 3) for p in processes}
             load_after = loadavg()
     finally:
-        receiver.stop()
+        threaded.stop()
 
     receipts = receiver.snapshot()[warm_receipts:]
     first_receipt: dict[str, Receipt] = {}
@@ -446,7 +348,7 @@ async def measure(
     missing = len(commits) - delivered
     last_receipt = max((r.at for r in first_receipt.values()), default=first_sent)
     span = last_receipt - first_sent
-    stats = summary_ms(latencies)
+    stats = summarize(latencies)
     rows = await delivery_rows(args.pg_port, args.database, args.warmup)
     while_writing = sum(1 for r in first_receipt.values() if r.at <= last_done)
     goal_p50 = bool(stats) and stats["p50_ms"] <= GOAL_P50_MS
@@ -561,33 +463,30 @@ def print_table(m: dict[str, Any]) -> None:
         ),
         ("delivery rows by status", "", compact(m["delivery_rows"]["by_status"]), ""),
     ]
-    header = ("measure", "goal", "measured", "ok")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in (0, 1, 2)]
-    for row in [header, *rows]:
-        print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}")
+    print_rows(rows)
     print()
+
+
+def summary_line(m: dict[str, Any] | None, error: str | None) -> str:
+    if m is None:
+        return f"bench_webhooks: failed — {error}"
+    lat = m["latency"]
+    figures = f"p50 {figure(lat['p50_ms'])} ms, p99 {figure(lat['p99_ms'])} ms, " if lat else ""
+    met = [m["goal_p50_met"], m["goal_p99_met"], m["goal_all_delivered"]]
+    return f"bench_webhooks: {figures}{m['missing']} missing — {verdict(met)}"
 
 
 # --------------------------------------------------------------------------- main
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Benchmark Understudy's webhook delivery latency and throughput "
+    parser = scratch_parser(
+        "Benchmark Understudy's webhook delivery latency and throughput "
         "(see the module docstring).",
-        epilog="Example: scripts/bench_webhooks.py --json-out /tmp/bench_webhooks.json",
+        "scripts/bench_webhooks.py --json-out /tmp/bench_webhooks.json",
+        "understudy_bench_webhooks",
+        0,
     )
-    parser.add_argument(
-        "--port", type=int, default=0, help="port to serve on (default 0: a free one)"
-    )
-    parser.add_argument("--pg-port", type=int, default=5432, help="local PostgreSQL port")
-    parser.add_argument("--redis-port", type=int, default=6379, help="local Redis port")
-    parser.add_argument(
-        "--database",
-        default="understudy_bench_webhooks",
-        help="scratch database (dropped and created at start; default understudy_bench_webhooks)",
-    )
-    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     parser.add_argument(
         "--worker",
         choices=("inprocess", "separate"),
@@ -613,23 +512,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--max-seconds", type=float, default=300.0, help="bound on the write phase (300)"
     )
-    parser.add_argument(
-        "--start-timeout", type=float, default=90.0, help="seconds to wait for the server"
-    )
-    parser.add_argument(
-        "--stop-timeout", type=float, default=30.0, help="seconds to wait after SIGTERM"
-    )
-    parser.add_argument("--command", help="the understudy executable (default: the venv's)")
-    parser.add_argument("--json-out", type=Path, help="also write the JSON report here")
     args = parser.parse_args(argv)
-    if not all(1 <= p <= 65535 for p in (args.pg_port, args.redis_port)):
-        parser.error("ports must be 1..65535")
-    if not 0 <= args.port <= 65535:
-        parser.error("--port must be 0..65535")
-    if not args.database.replace("_", "").isalnum() or not args.database[0].isalpha():
-        parser.error("--database must be letters, digits and underscores")
-    if args.database in ("postgres", "understudy", "template0", "template1"):
-        parser.error(f"--database {args.database!r} is not a scratch database")
+    check_scratch_arguments(parser, args)
     if not 1 <= args.writes <= MAX_WRITES:
         parser.error(f"--writes must be 1..{MAX_WRITES}")
     if not 1 <= args.concurrency <= MAX_CONCURRENCY:
@@ -638,27 +522,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--rate must be 0..10000 writes/s")
     if not 0 <= args.warmup <= 1000:
         parser.error("--warmup must be 0..1000")
-    for name in ("drain_timeout", "max_seconds", "start_timeout", "stop_timeout"):
-        if not 0 < getattr(args, name) <= 600:
-            parser.error(f"--{name.replace('_', '-')} must be in (0, 600] seconds")
+    if not 0 < args.drain_timeout <= 600 or not 0 < args.max_seconds <= 600:
+        parser.error("--drain-timeout and --max-seconds must be in (0, 600] seconds")
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("TZ", "UTC")
-    exe = args.command or find_understudy()
-    if not exe:
-        log("no `understudy` command: install the project (pip install -e .) in the venv")
-        return 2
-    for name, port in (("PostgreSQL", args.pg_port), ("Redis", args.redis_port)):
-        if not port_answers(port):
-            log(f"{name} does not answer on {HOST}:{port} (scripts/ensure-services starts it)")
-            return 2
-    if args.port == 0:
-        args.port = free_port()
-    elif port_answers(args.port):
-        log(f"port {args.port} is already in use on {HOST}; pick another with --port")
+    exe = check_services(args)
+    if exe is None:
         return 2
 
     separate = args.worker == "separate"
@@ -673,17 +546,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "database": args.database,
         "queue": queue,
         "event": EVENT,
-        "cpus": os.cpu_count(),
-        "loadavg_start": loadavg(),
     }
-    log(f"scratch database {args.database}: dropping and creating it")
-    asyncio.run(_recreate(args.pg_port, args.database, create=True))
-    code = 0
-    try:
-        with tempfile.TemporaryDirectory(prefix="bench_webhooks_") as tmp:
-            env = server_env(args, Path(tmp) / "data", queue)
-            server = Server(command, env, Path(tmp) / "server.log")
-            worker = Process("worker", worker_command, env, Path(tmp) / "worker.log")
+
+    def serve_and_measure() -> None:
+        with scratch(args, queue, "bench_webhooks_") as tmp:
+            env = server_env(args, tmp / "data", queue)
+            server = Server(command, env, tmp / "server.log")
+            worker = Process("worker", worker_command, env, tmp / "worker.log")
             processes: list[Process] = [server, *([worker] if separate else [])]
             log(f"starting: {' '.join(command)}")
             try:
@@ -699,34 +568,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     worker.check_alive()
                 report["measured"] = asyncio.run(measure(args, base, server.key, processes))
             finally:
-                for process in reversed(processes):
-                    exit_code = process.stop(args.stop_timeout)
-                    log(f"{process.name} stopped (exit {exit_code})")
-                    if exit_code not in (0, None):
-                        log(f"{process.name} log tail:\n" + log_tail(process.log_path))
-    except BenchError as exc:
-        log(f"error: {exc}")
-        code = 1
-    finally:
-        try:
-            removed = clean_queue(args.redis_port, queue)
-            log(f"Redis: removed {removed} key(s) of queue {queue}")
-        except redis.RedisError as exc:
-            log(f"warning: could not clean Redis queue {queue}: {exc}")
-        if args.keep:
-            log(f"kept the scratch database: {database_url(args.pg_port, args.database)}")
-        else:
-            asyncio.run(_recreate(args.pg_port, args.database, create=False))
-            log(f"dropped the scratch database {args.database}")
+                stop_all(processes, args.stop_timeout)
 
-    report["loadavg_end"] = loadavg()
-    if code == 0:
-        print_table(report["measured"])
-    text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
-    print(text)
-    if args.json_out:
-        args.json_out.write_text(text + "\n")
-    return code
+    return run_report(
+        report,
+        args.json_out,
+        serve_and_measure,
+        lambda r: print_table(r["measured"]),
+        lambda r, e: summary_line(r.get("measured"), e),
+    )
 
 
 if __name__ == "__main__":
