@@ -81,7 +81,7 @@ class Settings(BaseSettings):
         description="FHIR writes per tenant per UTC day (setup writes of built-in scenarios "
         "are free).",
     )
-    max_live_runs: int = Field(default=20, ge=1, le=1000, description="Live runs per tenant.")
+    max_live_runs: int = Field(default=20, ge=1, le=10_000, description="Live runs per tenant.")
     webhook_retry_seconds: list[float] = Field(
         default=[1, 5, 30, 120, 600],
         description="Waits before each retry of a failed webhook delivery (JSON list); "
