@@ -16,7 +16,8 @@ the running Python) is started as a subprocess — API and worker in one process
 its settings from the environment: UNDERSTUDY_LOCAL_DATABASE=<scratch database>,
 UNDERSTUDY_QUEUE_NAME=understudy:bench-grading:<pid> (a Redis queue of its own),
 UNDERSTUDY_DATA_DIR=<a temporary directory> (so the dev key is a fresh one),
-UNDERSTUDY_MAX_LIVE_RUNS=2000 and UNDERSTUDY_DAILY_WRITE_QUOTA=10000000 (limits raised for the benchmark);
+UNDERSTUDY_MAX_LIVE_RUNS=2000 and UNDERSTUDY_DAILY_WRITE_QUOTA=10000000 (limits raised
+for the benchmark);
 UNDERSTUDY_DATABASE_URL/REDIS_URL/PUBLIC_URL are removed so the local servers are used.
 The dev key is read from the server's output ("API key: …").
 A custom scenario, `bench.grading-chart-10`, is imported over HTTP: a Patient and nine
