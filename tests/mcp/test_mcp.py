@@ -261,7 +261,7 @@ async def test_api_call_expectation_satisfied_by_mcp_search(tenant: TenantHandle
 
     assert searched["status"] == "passed", searched["expectations"]
     got = expectation(searched, "checked-availability-get")
-    assert got["passed"] is True
+    assert got["passed"] is True, got
     assert any("GET /Slot" in m and "via mcp" in m for m in got["evidence"]["matches"])
     assert blind["outcome"] == "created"
     assert expectation(unsearched, "checked-availability")["passed"] is False
