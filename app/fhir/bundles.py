@@ -388,9 +388,41 @@ async def _transaction_write(
         dangling = _unresolved(resource)
         if dangling:
             raise BadRequest(f"reference '{dangling}' matches no fullUrl in the Bundle")
+    # The conditional creates were matched when the ids were given out.
+    return await _write_entry(
+        ctx,
+        conn,
+        e,
+        resource,
+        minimal,
+        if_none_exist=None,
+        resource_id=new_ids.get(e.index),
+        deferred=deferred,
+    )
+
+
+async def _write_entry(
+    ctx: service.FhirContext,
+    conn: Conn,
+    e: _Entry,
+    resource: Any,
+    minimal: bool,
+    *,
+    if_none_exist: str | None,
+    resource_id: str | None = None,
+    deferred: service.Deferred | None = None,
+) -> dict[str, Any]:
+    """A write entry by the service interaction its method names, as a single request
+    would make it (`deferred`: held back for the transaction's one statement)."""
     if e.method == "POST":
         result = await service.create(
-            ctx, conn, e.resource_type, resource, resource_id=new_ids[e.index], deferred=deferred
+            ctx,
+            conn,
+            e.resource_type,
+            resource,
+            if_none_exist=if_none_exist,
+            resource_id=resource_id,
+            deferred=deferred,
         )
         return _response_entry(ctx, result, minimal)
     assert e.resource_id is not None
@@ -417,6 +449,7 @@ async def _transaction_write(
             deferred=deferred,
         )
         return _response_entry(ctx, result, minimal)
+    assert e.method == "DELETE"
     await service.delete(ctx, conn, e.resource_type, e.resource_id, deferred=deferred)
     return {"response": {"status": "204 No Content"}}
 
@@ -479,6 +512,8 @@ async def _batch(
 async def _batch_entry(
     ctx: service.FhirContext, conn: Conn, e: _Entry, minimal: bool
 ) -> dict[str, Any]:
+    if e.method == "GET":
+        return await _get_entry(ctx, conn, e)
     dangling = _unresolved(e.resource) if e.method in ("POST", "PUT") else None
     if dangling:
         # Batch entries are independent: one cannot point at another's fullUrl.
@@ -486,31 +521,4 @@ async def _batch_entry(
             f"reference '{dangling}' cannot be resolved: batch entries may not refer to "
             "each other (use a transaction)"
         )
-    if e.method == "POST":
-        result = await service.create(
-            ctx, conn, e.resource_type, e.resource, if_none_exist=e.if_none_exist
-        )
-        return _response_entry(ctx, result, minimal)
-    if e.method == "PUT":
-        assert e.resource_id is not None
-        result = await service.update(
-            ctx, conn, e.resource_type, e.resource_id, e.resource, if_match=e.if_match
-        )
-        return _response_entry(ctx, result, minimal)
-    if e.method == "PATCH":
-        assert e.resource_id is not None
-        result = await service.patch(
-            ctx,
-            conn,
-            e.resource_type,
-            e.resource_id,
-            _patch_document(e.resource),
-            "application/json-patch+json",
-            if_match=e.if_match,
-        )
-        return _response_entry(ctx, result, minimal)
-    if e.method == "DELETE":
-        assert e.resource_id is not None
-        await service.delete(ctx, conn, e.resource_type, e.resource_id)
-        return {"response": {"status": "204 No Content"}}
-    return await _get_entry(ctx, conn, e)
+    return await _write_entry(ctx, conn, e, e.resource, minimal, if_none_exist=e.if_none_exist)
