@@ -23,8 +23,9 @@ from app.kit.ids import new_resource_id
 
 _STATUS_TEXT = {200: "200 OK", 201: "201 Created", 204: "204 No Content"}
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-# Process order inside a transaction, per the FHIR spec.
-_TRANSACTION_ORDER = {"DELETE": 0, "POST": 1, "PUT": 2, "PATCH": 2, "GET": 3}
+# Process order inside a transaction, per the FHIR spec (DELETE, POST, PUT or PATCH, GET);
+# a PATCH after every PUT, so it patches what a PUT of the same resource wrote.
+_TRANSACTION_ORDER = {"DELETE": 0, "POST": 1, "PUT": 2, "PATCH": 3, "GET": 4}
 MAX_ENTRIES = 10_000
 
 
