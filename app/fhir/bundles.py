@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode
 import orjson
 
 from app.db import Conn
-from app.errors import AppError, BadRequest, Conflict, Issue, PreconditionFailed
+from app.errors import AppError, BadRequest, Issue
 from app.fhir import service, storage
 from app.fhir.outcomes import operation_outcome
 from app.kit import jsontext
@@ -23,8 +23,9 @@ from app.kit.ids import new_resource_id
 
 _STATUS_TEXT = {200: "200 OK", 201: "201 Created", 204: "204 No Content"}
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-# Process order inside a transaction, per the FHIR spec.
-_TRANSACTION_ORDER = {"DELETE": 0, "POST": 1, "PUT": 2, "PATCH": 2, "GET": 3}
+# Process order inside a transaction, per the FHIR spec (DELETE, POST, PUT or PATCH, GET);
+# a PATCH after every PUT, so it patches what a PUT of the same resource wrote.
+_TRANSACTION_ORDER = {"DELETE": 0, "POST": 1, "PUT": 2, "PATCH": 3, "GET": 4}
 MAX_ENTRIES = 10_000
 
 
@@ -321,144 +322,142 @@ async def process_bundle(
 async def _transaction(
     ctx: service.FhirContext, conn: Conn, entries: list[_Entry], minimal: bool
 ) -> list[dict[str, Any]]:
+    """Every entry through the same service interaction as a single request, in the
+    caller's transaction; the writes are held back and go in one statement before the
+    GETs (which see them)."""
     mapping: dict[str, str] = {}
     results: dict[int, dict[str, Any]] = {}
-    seen: set[tuple[str, str]] = set()
-    # Ids first, so every entry can refer to every other by its fullUrl.
+    # Ids first, so every entry can refer to every other by its fullUrl: a conditional
+    # create's match is found now, every other POST gets its id now.
     new_ids: dict[int, str] = {}
     for e in entries:
         try:
             service.check_type(e.resource_type)
+            found = None
+            if e.method == "POST" and e.if_none_exist:
+                found = await service.conditional_match(ctx, conn, e.resource_type, e.if_none_exist)
         except AppError as exc:
             raise _entry_error(e.index, exc) from None
-        if e.method == "POST":
-            if e.if_none_exist:
-                try:
-                    found = await service._conditional_match(
-                        ctx, conn, e.resource_type, e.if_none_exist
-                    )
-                except AppError as exc:
-                    raise _entry_error(e.index, exc) from None
-                if found is not None:
-                    results[e.index] = _response_entry(ctx, found, minimal)
-                    if e.full_url:
-                        mapping[e.full_url] = f"{e.resource_type}/{found.id}"
-                    continue
+        if found is not None:
+            results[e.index] = _response_entry(ctx, found, minimal)
+            if e.full_url:
+                mapping[e.full_url] = f"{e.resource_type}/{found.id}"
+        elif e.method == "POST":
             new_ids[e.index] = new_resource_id()
             if e.full_url:
                 mapping[e.full_url] = f"{e.resource_type}/{new_ids[e.index]}"
         elif e.method == "PUT" and e.full_url and e.resource_id:
             mapping[e.full_url] = f"{e.resource_type}/{e.resource_id}"
-    now = utcnow()
-    writes: list[storage.PreparedWrite] = []
-    write_status: list[tuple[int, int, storage.PreparedWrite]] = []
-    patches: list[_Entry] = []
+    deferred = service.Deferred()
+    seen: set[tuple[str, str]] = set()
     gets: list[_Entry] = []
     for e in sorted(entries, key=lambda x: _TRANSACTION_ORDER[x.method]):
         if e.index in results:
             continue
+        if e.method == "GET":
+            gets.append(e)
+            continue
         try:
-            if e.method in ("POST", "PUT"):
-                resource = _rewrite_references(e.resource, mapping)
-                dangling = _unresolved(resource)
-                if dangling:
-                    raise BadRequest(f"reference '{dangling}' matches no fullUrl in the Bundle")
-            if e.method == "POST":
-                rid = new_ids[e.index]
-                write = service.prepare_write(
-                    ctx,
-                    e.resource_type,
-                    service._validate(e.resource_type, resource),
-                    rid,
-                    1,
-                    "create",
-                    now,
-                )
-                writes.append(write)
-                write_status.append((e.index, 201, write))
-            elif e.method == "PUT":
-                assert e.resource_id is not None
-                key = (e.resource_type, e.resource_id)
-                if key in seen:
-                    raise BadRequest(f"{e.resource_type}/{e.resource_id} appears twice")
-                seen.add(key)
-                service.check_id(e.resource_id)
-                resource = service._validate(e.resource_type, resource)
-                if resource.get("id") not in (None, e.resource_id):
-                    raise BadRequest("the resource's id does not match request.url")
-                current = await storage.fetch_current(
-                    conn, ctx.tenant_id, e.resource_type, e.resource_id, for_update=True
-                )
-                previous = 0 if current is None else current.version_id
-                expected = service.parse_if_match(e.if_match)
-                if expected is not None and expected != previous:
-                    raise PreconditionFailed(
-                        f"ifMatch version {expected} is stale (current {previous})"
-                    )
-                created = current is None or current.deleted
-                write = service.prepare_write(
-                    ctx,
-                    e.resource_type,
-                    resource,
-                    e.resource_id,
-                    previous + 1,
-                    "create" if created else "update",
-                    now,
-                    service.previous_status(e.resource_type, current),
-                )
-                writes.append(write)
-                write_status.append((e.index, 201 if created else 200, write))
-            elif e.method == "DELETE":
-                assert e.resource_id is not None
-                key = (e.resource_type, e.resource_id)
-                if key in seen:
-                    raise BadRequest(f"{e.resource_type}/{e.resource_id} appears twice")
-                seen.add(key)
-                current = await storage.fetch_current(
-                    conn, ctx.tenant_id, e.resource_type, e.resource_id, for_update=True
-                )
-                if current is not None and not current.deleted:
-                    writes.append(service.deletion(ctx, current, now))
-                results[e.index] = {"response": {"status": "204 No Content"}}
-            elif e.method == "PATCH":
-                patches.append(e)
-            else:
-                gets.append(e)
-        except AppError as exc:
-            raise _entry_error(e.index, exc) from None
-    try:
-        await ctx.write(conn, writes)
-    except storage.VersionConflict:
-        raise Conflict("a resource in the transaction was changed concurrently") from None
-    for index, status, w in write_status:
-        results[index] = _response_entry(
-            ctx,
-            service.WriteResult(
-                status, w.resource_type, w.id, w.version_id, w.last_updated, w.body
-            ),
-            minimal,
-        )
-    for e in patches:
-        try:
-            assert e.resource_id is not None
-            result = await service.patch(
-                ctx,
-                conn,
-                e.resource_type,
-                e.resource_id,
-                _patch_document(e.resource),
-                "application/json-patch+json",
-                if_match=e.if_match,
+            results[e.index] = await _transaction_write(
+                ctx, conn, e, mapping, new_ids, seen, deferred, minimal
             )
         except AppError as exc:
             raise _entry_error(e.index, exc) from None
-        results[e.index] = _response_entry(ctx, result, minimal)
+    await service.flush(ctx, conn, deferred)
     for e in gets:
         try:
             results[e.index] = await _get_entry(ctx, conn, e)
         except AppError as exc:
             raise _entry_error(e.index, exc) from None
     return [results[e.index] for e in entries]
+
+
+async def _transaction_write(
+    ctx: service.FhirContext,
+    conn: Conn,
+    e: _Entry,
+    mapping: dict[str, str],
+    new_ids: dict[int, str],
+    seen: set[tuple[str, str]],
+    deferred: service.Deferred,
+    minimal: bool,
+) -> dict[str, Any]:
+    if e.method in ("PUT", "DELETE"):
+        assert e.resource_id is not None
+        key = (e.resource_type, e.resource_id)
+        if key in seen:
+            raise BadRequest(f"{e.resource_type}/{e.resource_id} appears twice")
+        seen.add(key)
+    resource = e.resource
+    if e.method in ("POST", "PUT"):
+        resource = _rewrite_references(resource, mapping)
+        dangling = _unresolved(resource)
+        if dangling:
+            raise BadRequest(f"reference '{dangling}' matches no fullUrl in the Bundle")
+    # The conditional creates were matched when the ids were given out.
+    return await _write_entry(
+        ctx,
+        conn,
+        e,
+        resource,
+        minimal,
+        if_none_exist=None,
+        resource_id=new_ids.get(e.index),
+        deferred=deferred,
+    )
+
+
+async def _write_entry(
+    ctx: service.FhirContext,
+    conn: Conn,
+    e: _Entry,
+    resource: Any,
+    minimal: bool,
+    *,
+    if_none_exist: str | None,
+    resource_id: str | None = None,
+    deferred: service.Deferred | None = None,
+) -> dict[str, Any]:
+    """A write entry by the service interaction its method names, as a single request
+    would make it (`deferred`: held back for the transaction's one statement)."""
+    if e.method == "POST":
+        result = await service.create(
+            ctx,
+            conn,
+            e.resource_type,
+            resource,
+            if_none_exist=if_none_exist,
+            resource_id=resource_id,
+            deferred=deferred,
+        )
+        return _response_entry(ctx, result, minimal)
+    assert e.resource_id is not None
+    if e.method == "PUT":
+        result = await service.update(
+            ctx,
+            conn,
+            e.resource_type,
+            e.resource_id,
+            resource,
+            if_match=e.if_match,
+            deferred=deferred,
+        )
+        return _response_entry(ctx, result, minimal)
+    if e.method == "PATCH":
+        result = await service.patch(
+            ctx,
+            conn,
+            e.resource_type,
+            e.resource_id,
+            _patch_document(resource),
+            "application/json-patch+json",
+            if_match=e.if_match,
+            deferred=deferred,
+        )
+        return _response_entry(ctx, result, minimal)
+    assert e.method == "DELETE"
+    await service.delete(ctx, conn, e.resource_type, e.resource_id, deferred=deferred)
+    return {"response": {"status": "204 No Content"}}
 
 
 def _patch_document(resource: Any) -> Any:
@@ -500,9 +499,10 @@ async def _batch(
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for e in entries:
+        # Each entry is what the same single request would be: its own transaction
+        # where the interaction needs one, committed on its own.
         try:
-            async with conn.transaction():
-                out.append(await _batch_entry(ctx, conn, e, minimal))
+            out.append(await _batch_entry(ctx, conn, e, minimal))
         except AppError as exc:
             out.append(
                 {
@@ -518,6 +518,8 @@ async def _batch(
 async def _batch_entry(
     ctx: service.FhirContext, conn: Conn, e: _Entry, minimal: bool
 ) -> dict[str, Any]:
+    if e.method == "GET":
+        return await _get_entry(ctx, conn, e)
     dangling = _unresolved(e.resource) if e.method in ("POST", "PUT") else None
     if dangling:
         # Batch entries are independent: one cannot point at another's fullUrl.
@@ -525,31 +527,4 @@ async def _batch_entry(
             f"reference '{dangling}' cannot be resolved: batch entries may not refer to "
             "each other (use a transaction)"
         )
-    if e.method == "POST":
-        result = await service.create(
-            ctx, conn, e.resource_type, e.resource, if_none_exist=e.if_none_exist
-        )
-        return _response_entry(ctx, result, minimal)
-    if e.method == "PUT":
-        assert e.resource_id is not None
-        result = await service.update(
-            ctx, conn, e.resource_type, e.resource_id, e.resource, if_match=e.if_match
-        )
-        return _response_entry(ctx, result, minimal)
-    if e.method == "PATCH":
-        assert e.resource_id is not None
-        result = await service.patch(
-            ctx,
-            conn,
-            e.resource_type,
-            e.resource_id,
-            _patch_document(e.resource),
-            "application/json-patch+json",
-            if_match=e.if_match,
-        )
-        return _response_entry(ctx, result, minimal)
-    if e.method == "DELETE":
-        assert e.resource_id is not None
-        await service.delete(ctx, conn, e.resource_type, e.resource_id)
-        return {"response": {"status": "204 No Content"}}
-    return await _get_entry(ctx, conn, e)
+    return await _write_entry(ctx, conn, e, e.resource, minimal, if_none_exist=e.if_none_exist)

@@ -8,10 +8,12 @@ interaction touches is appended to `ctx.touched` for the request trace.
 from __future__ import annotations
 
 import uuid
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import format_datetime
 from typing import Any
+from urllib.parse import parse_qsl
 
 import asyncpg
 import json_merge_patch
@@ -128,7 +130,8 @@ def parse_body(body: bytes) -> Any:
         raise BadRequest(f"malformed JSON: {exc}", [Issue(f"malformed JSON: {exc}")]) from None
 
 
-def _validate(resource_type: str, resource: Any) -> dict[str, Any]:
+def _require_shape(resource_type: str, resource: Any) -> dict[str, Any]:
+    """The cheap part of validation: a JSON object of the URL's type."""
     if not isinstance(resource, dict):
         raise InvalidResource(
             "the body must be a JSON object",
@@ -140,13 +143,18 @@ def _validate(resource_type: str, resource: Any) -> dict[str, Any]:
             f"resourceType '{found}' does not match the URL's type '{resource_type}'",
             [Issue("resourceType does not match the URL", expression="resourceType")],
         )
-    problems = validate_resource(resource_type, resource)
+    return resource
+
+
+def _validate(resource_type: str, resource: Any) -> dict[str, Any]:
+    checked = _require_shape(resource_type, resource)
+    problems = validate_resource(resource_type, checked)
     if problems:
         raise InvalidResource(
             f"invalid {resource_type}: " + "; ".join(p.message for p in problems[:5]),
             [Issue(p.message, expression=p.expression, code=p.code) for p in problems],
         )
-    return resource
+    return checked
 
 
 _FINAL = ("final", "amended")
@@ -205,7 +213,10 @@ def prepare_write(
     now: datetime,
     previous: Any = None,
 ) -> storage.PreparedWrite:
-    """Validate and stamp a resource; extract its search values. Mutates `resource`."""
+    """Validate and stamp a resource; extract its search values. Mutates `resource`.
+
+    Every write of a resource goes through here, so this is the one place it is
+    validated (callers check only what they need before it: the type, the id)."""
     _validate(resource_type, resource)
     meta = dict(resource.get("meta") or {})
     meta["versionId"] = str(version_id)
@@ -257,6 +268,67 @@ def _result(write: storage.PreparedWrite, status: int) -> WriteResult:
     )
 
 
+# --- writes ------------------------------------------------------------------------------
+#
+# Each interaction below is the one implementation of itself, for a single request and for
+# every entry of a batch or transaction Bundle. A single request runs in a transaction of
+# its own and writes at once. A transaction Bundle passes a `Deferred`: the interaction
+# then runs in the caller's transaction (on the caller's connection) and holds its write
+# back, so the whole Bundle is written by one statement at `flush`.
+
+
+@dataclass
+class Deferred:
+    """Writes held back until `flush`, all inside the caller's open transaction."""
+
+    writes: list[storage.PreparedWrite] = field(default_factory=list)
+    keys: set[tuple[str, str]] = field(default_factory=set)
+
+    def holds(self, resource_type: str, resource_id: str) -> bool:
+        return (resource_type, resource_id) in self.keys
+
+
+async def flush(ctx: FhirContext, conn: Conn, deferred: Deferred) -> None:
+    """Write what `deferred` holds (one statement) and empty it."""
+    writes, deferred.writes, deferred.keys = deferred.writes, [], set()
+    await _write_or_conflict(conn, ctx, writes)
+
+
+def _transaction(conn: Conn, deferred: Deferred | None) -> AbstractAsyncContextManager[Any]:
+    """A transaction of the interaction's own, unless it runs in the caller's."""
+    if deferred is None:
+        return conn.transaction()
+    if not conn.is_in_transaction():
+        raise RuntimeError("deferred writes need the caller's open transaction")
+    return nullcontext()
+
+
+async def _commit(
+    ctx: FhirContext, conn: Conn, write: storage.PreparedWrite, deferred: Deferred | None
+) -> None:
+    if deferred is None:
+        await _write_or_conflict(conn, ctx, [write])
+    else:
+        deferred.writes.append(write)
+        deferred.keys.add((write.resource_type, write.id))
+
+
+async def _current_for_update(
+    ctx: FhirContext,
+    conn: Conn,
+    resource_type: str,
+    resource_id: str,
+    deferred: Deferred | None,
+) -> storage.StoredResource | None:
+    """The current version, locked; what `deferred` holds of it is written first (so the
+    version read is the one the held-back write made)."""
+    if deferred is not None and deferred.holds(resource_type, resource_id):
+        await flush(ctx, conn, deferred)
+    return await storage.fetch_current(
+        conn, ctx.tenant_id, resource_type, resource_id, for_update=True
+    )
+
+
 async def create(
     ctx: FhirContext,
     conn: Conn,
@@ -264,30 +336,38 @@ async def create(
     resource: Any,
     *,
     if_none_exist: str | None = None,
+    resource_id: str | None = None,
+    deferred: Deferred | None = None,
 ) -> WriteResult:
+    """Create; with `if_none_exist`, answer the one match instead (200) if there is one.
+
+    `resource_id` is for a transaction Bundle, which names every new resource before
+    writing any (so entries can refer to each other): a fresh id it chose."""
     check_type(resource_type)
+    if resource_id is not None:
+        check_id(resource_id)
     if if_none_exist:
-        existing = await _conditional_match(ctx, conn, resource_type, if_none_exist)
+        existing = await conditional_match(ctx, conn, resource_type, if_none_exist)
         if existing is not None:
             return existing
     write = prepare_write(
         ctx,
         resource_type,
-        _validate(resource_type, resource),
-        new_resource_id(),
+        _require_shape(resource_type, resource),
+        resource_id or new_resource_id(),
         1,
         "create",
         utcnow(),
     )
-    await ctx.write(conn, [write])
+    await _commit(ctx, conn, write, deferred)
     return _result(write, 201)
 
 
-async def _conditional_match(
+async def conditional_match(
     ctx: FhirContext, conn: Conn, resource_type: str, criteria: str
 ) -> WriteResult | None:
-    from urllib.parse import parse_qsl
-
+    """The resource a conditional create (`If-None-Exist: criteria`) finds among those
+    the context sees: None if none, 412 if more than one."""
     criteria = criteria.split("?", 1)[-1]
     items = parse_qsl(criteria, keep_blank_values=True)
     if not has_criteria(items):
@@ -389,10 +469,11 @@ async def update(
     resource: Any,
     *,
     if_match: str | None = None,
+    deferred: Deferred | None = None,
 ) -> WriteResult:
     check_type(resource_type)
     check_id(resource_id)
-    resource = _validate(resource_type, resource)
+    resource = _require_shape(resource_type, resource)
     body_id = resource.get("id")
     if body_id is not None and body_id != resource_id:
         raise BadRequest(
@@ -400,10 +481,8 @@ async def update(
             [Issue("id does not match the URL", expression=f"{resource_type}.id")],
         )
     expected = parse_if_match(if_match)
-    async with conn.transaction():
-        current = await storage.fetch_current(
-            conn, ctx.tenant_id, resource_type, resource_id, for_update=True
-        )
+    async with _transaction(conn, deferred):
+        current = await _current_for_update(ctx, conn, resource_type, resource_id, deferred)
         if current is not None:
             _require_visible(ctx, current, resource_type, resource_id)
         previous = 0 if current is None else current.version_id
@@ -423,7 +502,7 @@ async def update(
             utcnow(),
             previous_status(resource_type, current),
         )
-        await _write_or_conflict(conn, ctx, [write])
+        await _commit(ctx, conn, write, deferred)
     return _result(write, 201 if created else 200)
 
 
@@ -445,14 +524,13 @@ async def patch(
     content_type: str,
     *,
     if_match: str | None = None,
+    deferred: Deferred | None = None,
 ) -> WriteResult:
     check_type(resource_type)
     _require_id(resource_type, resource_id)
     expected = parse_if_match(if_match)
-    async with conn.transaction():
-        current = await storage.fetch_current(
-            conn, ctx.tenant_id, resource_type, resource_id, for_update=True
-        )
+    async with _transaction(conn, deferred):
+        current = await _current_for_update(ctx, conn, resource_type, resource_id, deferred)
         _require_visible(ctx, current, resource_type, resource_id)
         assert current is not None
         if current.deleted or current.json is None:
@@ -478,7 +556,7 @@ async def patch(
             utcnow(),
             original.get("status"),
         )
-        await _write_or_conflict(conn, ctx, [write])
+        await _commit(ctx, conn, write, deferred)
     return _result(write, 200)
 
 
@@ -497,19 +575,24 @@ def apply_patch(original: dict[str, Any], document: Any, content_type: str) -> A
     return merged
 
 
-async def delete(ctx: FhirContext, conn: Conn, resource_type: str, resource_id: str) -> None:
+async def delete(
+    ctx: FhirContext,
+    conn: Conn,
+    resource_type: str,
+    resource_id: str,
+    *,
+    deferred: Deferred | None = None,
+) -> None:
     check_type(resource_type)
     _require_id(resource_type, resource_id)
-    async with conn.transaction():
-        current = await storage.fetch_current(
-            conn, ctx.tenant_id, resource_type, resource_id, for_update=True
-        )
+    async with _transaction(conn, deferred):
+        current = await _current_for_update(ctx, conn, resource_type, resource_id, deferred)
         if current is not None:
             _require_visible(ctx, current, resource_type, resource_id)
         if current is None or current.deleted:
             ctx.touch(f"{resource_type}/{resource_id}")
             return  # deleting what is not there succeeds, as FHIR allows
-        await _write_or_conflict(conn, ctx, [deletion(ctx, current, utcnow())])
+        await _commit(ctx, conn, deletion(ctx, current, utcnow()), deferred)
 
 
 # --- search -----------------------------------------------------------------------------

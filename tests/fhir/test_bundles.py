@@ -171,6 +171,32 @@ async def test_transaction_put_delete_get(client: httpx.AsyncClient) -> None:
     assert (await client.get("/Patient/tx-old")).status_code == 410
 
 
+async def test_transaction_put_then_patch_of_one_resource(client: httpx.AsyncClient) -> None:
+    """The PATCH sees the PUT before it in the same transaction (two versions, both kept)."""
+    r = await client.put("/Patient/tx-twice", json={**patient("Once"), "id": "tx-twice"})
+    assert r.status_code == 201, r.text
+    body = bundle(
+        "transaction",
+        {
+            "request": {"method": "PATCH", "url": "Patient/tx-twice"},
+            "resource": [{"op": "add", "path": "/gender", "value": "female"}],
+        },
+        entry("PUT", "Patient/tx-twice", {**patient("Twice"), "id": "tx-twice"}),
+        entry("GET", "Patient/tx-twice"),
+    )
+    r = await post_bundle(client, body)
+    assert r.status_code == 200, r.text
+    patched, put, read = r.json()["entry"]
+    assert put["response"]["etag"] == 'W/"2"'
+    assert patched["response"]["etag"] == 'W/"3"'
+    assert (read["resource"]["name"][0]["family"], read["resource"]["gender"]) == (
+        "Twice",
+        "female",
+    )
+    history = (await client.get("/Patient/tx-twice/_history")).json()
+    assert history["total"] == 3
+
+
 async def _nothing_changed(client: httpx.AsyncClient) -> None:
     """The state `_seed_for_atomicity` left: one Patient `keep`, no Appointment or Task."""
     assert await count(client, "Patient") == 1

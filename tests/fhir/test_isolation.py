@@ -518,3 +518,173 @@ async def test_conditional_create_ignores_a_matches(pair: Pair) -> None:
     await assert_a_unchanged(pair, pid, family)
     a_matches = await pair.a.get("/Patient", params={"identifier": f"{ID_SYSTEM}|{mrn}"})
     assert ids_in(a_matches.json()) == {("Patient", pid)}
+
+
+# --- run views --------------------------------------------------------------------------
+#
+# Runs of one tenant share its database; each run's view (`/api/testing/runs/{id}/fhir/r4`)
+# hides the other runs' resources. A Bundle posted to run A's view must not reach run B's
+# fixture by any entry method, in a transaction or a batch.
+
+SCENARIO = "scheduling.book-named-practitioner"
+FIXTURE_MRN = "https://riversidefamilyhealth.example/fhir/sid/mrn|RFH-204817"
+
+
+@dataclass
+class Runs:
+    http: httpx.AsyncClient
+    a_base: str
+    b_base: str
+    a_patient: str  # the id of run A's fixture Patient
+    b_patient: str
+
+
+async def start_run(tenant: TenantHandle) -> dict[str, Any]:
+    async with httpx.AsyncClient(
+        base_url=f"{tenant.server}/api/testing", headers=tenant.headers, timeout=30
+    ) as api:
+        r = await api.post("/runs", json={"scenarioId": SCENARIO})
+    assert r.status_code == 201, r.text
+    run: dict[str, Any] = r.json()
+    return run
+
+
+@pytest.fixture
+async def runs(tenant: TenantHandle) -> AsyncIterator[Runs]:
+    a, b = await start_run(tenant), await start_run(tenant)
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=30) as http:
+        yield Runs(
+            http,
+            a["fhirBase"],
+            b["fhirBase"],
+            a["fixture"]["patient"].split("/")[1],
+            b["fixture"]["patient"].split("/")[1],
+        )
+
+
+async def b_patient_as_started(runs: Runs) -> dict[str, Any]:
+    r = await runs.http.get(f"{runs.b_base}/Patient/{runs.b_patient}")
+    assert r.status_code == 200, r.text
+    found: dict[str, Any] = r.json()
+    assert found["meta"]["versionId"] == "1"
+    assert (found["name"][0]["family"], found["gender"]) == ("Rivera", "male")
+    history = await runs.http.get(f"{runs.b_base}/Patient/{runs.b_patient}/_history")
+    assert history.json()["total"] == 1
+    return found
+
+
+def run_entry(method: str, url: str, resource: Any = None, **request: Any) -> dict[str, Any]:
+    item: dict[str, Any] = {"request": {"method": method, "url": url, **request}}
+    if resource is not None:
+        item["resource"] = resource
+    return item
+
+
+def reaching_b(b_patient: str) -> list[tuple[str, dict[str, Any]]]:
+    """An entry of each method that would read or change run B's fixture Patient."""
+    ref = f"Patient/{b_patient}"
+    return [
+        ("read", run_entry("GET", ref)),
+        ("update", run_entry("PUT", ref, {**patient("Overwritten"), "id": b_patient})),
+        (
+            "update-if-match",
+            run_entry("PUT", ref, {**patient("Stale"), "id": b_patient}, ifMatch='W/"1"'),
+        ),
+        (
+            "patch",
+            run_entry("PATCH", ref, [{"op": "replace", "path": "/gender", "value": "female"}]),
+        ),
+        ("delete", run_entry("DELETE", ref)),
+    ]
+
+
+@pytest.mark.parametrize("kind", ["transaction", "batch"])
+async def test_bundle_in_a_run_view_cannot_reach_another_run(runs: Runs, kind: str) -> None:
+    before = await b_patient_as_started(runs)
+    marker = "Marker" + uuid.uuid4().hex[:8]
+    for name, bad in reaching_b(runs.b_patient):
+        body = {
+            "resourceType": "Bundle",
+            "type": kind,
+            "entry": [
+                run_entry("POST", "Patient", patient(marker)),
+                bad,
+            ],
+        }
+        r = await runs.http.post(runs.a_base, json=body)
+        if kind == "transaction":
+            # B's Patient is not there for A: the whole transaction is a 404.
+            assert r.status_code == 404, (name, r.text)
+            assert r.json()["issue"][0]["expression"][0].startswith("Bundle.entry[1]"), name
+        else:
+            assert r.status_code == 200, (name, r.text)
+            good, failed = r.json()["entry"]
+            assert good["response"]["status"].startswith("201"), name
+            assert failed["response"]["status"].startswith("404"), (name, failed)
+            assert "resource" not in failed
+        assert "Rivera" not in r.text, name
+        assert await b_patient_as_started(runs) == before, name
+    # A transaction that failed wrote nothing; each batch wrote its good entry.
+    made = await runs.http.get(f"{runs.a_base}/Patient", params={"family": marker})
+    assert made.json()["total"] == (0 if kind == "transaction" else 5)
+
+
+@pytest.mark.parametrize("kind", ["transaction", "batch"])
+async def test_bundle_search_and_conditional_create_see_one_run(runs: Runs, kind: str) -> None:
+    before = await b_patient_as_started(runs)
+    body = {
+        "resourceType": "Bundle",
+        "type": kind,
+        "entry": [
+            # Both runs' Patients carry the fixture's MRN: in A's view it matches only A's
+            # (a 200 with A's, not a 412 for two matches, nor B's).
+            run_entry(
+                "POST", "Patient", patient("CondMrn"), ifNoneExist=f"identifier={FIXTURE_MRN}"
+            ),
+            # B's id matches nothing in A's view: this creates.
+            run_entry("POST", "Patient", patient("CondId"), ifNoneExist=f"_id={runs.b_patient}"),
+            run_entry("GET", f"Patient?_id={runs.b_patient}"),
+            run_entry("GET", f"Patient?identifier={FIXTURE_MRN}"),
+            run_entry("GET", f"Patient?_id={runs.b_patient},{runs.a_patient}&_summary=count"),
+        ],
+    }
+    r = await runs.http.post(runs.a_base, json=body)
+    assert r.status_code == 200, r.text
+    by_mrn, by_id, search_b, search_mrn, count_both = r.json()["entry"]
+    assert by_mrn["response"]["status"].startswith("200")
+    assert by_mrn["response"]["location"].startswith(f"Patient/{runs.a_patient}/")
+    assert by_id["response"]["status"].startswith("201")
+    created = by_id["response"]["location"].split("/")[1]
+    assert created not in (runs.a_patient, runs.b_patient)
+    assert search_b["resource"]["total"] == 0
+    assert "entry" not in search_b["resource"]
+    assert ids_in(search_mrn["resource"]) == {("Patient", runs.a_patient)}
+    assert count_both["resource"]["total"] == 1
+    # (B's id is in the searchsets' self links, the criteria; never in a resource.)
+    assert all(
+        runs.b_patient not in str(e.get("resource", {}).get("entry", [])) for e in r.json()["entry"]
+    )
+    assert await b_patient_as_started(runs) == before
+
+
+async def test_transaction_in_a_run_view_keeps_its_own_writes(runs: Runs) -> None:
+    """The visibility check does not get in the way of a run changing its own fixture."""
+    ref = f"Patient/{runs.a_patient}"
+    body = {
+        "resourceType": "Bundle",
+        "type": "transaction",
+        "entry": [
+            run_entry(
+                "PATCH",
+                ref,
+                [{"op": "replace", "path": "/telecom/0/value", "value": "+1-555-0199"}],
+            ),
+            run_entry("GET", ref),
+        ],
+    }
+    r = await runs.http.post(runs.a_base, json=body)
+    assert r.status_code == 200, r.text
+    patched, read = r.json()["entry"]
+    assert patched["response"]["etag"] == 'W/"2"'
+    assert read["resource"]["telecom"][0]["value"] == "+1-555-0199"
+    await b_patient_as_started(runs)

@@ -357,6 +357,101 @@ async def test_a_transaction_emits_per_entry(tenant: TenantHandle, receiver: Rec
     assert observation["subject"]["reference"] == refs[0]
 
 
+WAYS = ("single", "transaction", "batch")
+
+
+async def write_in_view(
+    client: httpx.AsyncClient, base: str, way: str, method: str, url: str, body: Any = None
+) -> str:
+    """One write through a run's view, as a single request or a one-entry Bundle of `way`;
+    returns the written resource's `Type/id`."""
+    if way == "single":
+        headers = {"Content-Type": "application/json-patch+json"} if method == "PATCH" else {}
+        r = await client.request(method, f"{base}/{url}", json=body, headers=headers)
+        assert r.status_code in (200, 201, 204), r.text
+        return url if method != "POST" else f"{url}/{r.json()['id']}"
+    item: dict[str, Any] = {"request": {"method": method, "url": url}}
+    if body is not None:
+        item["resource"] = body
+    r = await client.post(base, json={"resourceType": "Bundle", "type": way, "entry": [item]})
+    assert r.status_code == 200, r.text
+    response = r.json()["entry"][0]["response"]
+    assert response["status"][:3] in ("200", "201", "204"), response
+    return url if method != "POST" else "/".join(response["location"].split("/")[:2])
+
+
+async def test_bundle_writes_in_a_run_view_are_the_runs_like_single_writes(
+    tenant: TenantHandle, receiver: Receiver
+) -> None:
+    """The same writes through run A's view as single requests, one-entry transactions and
+    one-entry batches: each belongs to run A (hidden from run B's view, tagged, events
+    carrying A's id) and emits the same events."""
+    async with api(tenant) as client:
+        started = []
+        for _ in range(2):
+            r = await client.post(
+                "/api/testing/runs", json={"scenarioId": "scheduling.book-named-practitioner"}
+            )
+            assert r.status_code == 201, r.text
+            started.append(r.json())
+        run_a, run_b = started
+        base_a, base_b = run_a["fhirBase"], run_b["fhirBase"]
+        patient_ref = run_a["fixture"]["patient"]
+        sub = await subscribe(client, receiver.url, ["*"])
+        observation = {
+            "resourceType": "Observation",
+            "status": "preliminary",
+            "code": {"text": "Potassium"},
+            "subject": {"reference": patient_ref},
+        }
+        message = {
+            "resourceType": "Communication",
+            "status": "completed",
+            "sender": {"reference": patient_ref},
+            "payload": [{"contentString": "Can I move my visit?"}],
+        }
+        written: dict[str, dict[str, str]] = {}
+        for way in WAYS:
+            obs = await write_in_view(client, base_a, way, "POST", "Observation", observation)
+            msg = await write_in_view(client, base_a, way, "POST", "Communication", message)
+            written[way] = {"obs": obs, "msg": msg}
+            for ref in (obs, msg):
+                mine = await client.get(f"{base_a}/{ref}")
+                assert mine.status_code == 200, (way, mine.text)
+                assert {"system": "urn:understudy:source", "code": "test-run"} in mine.json()[
+                    "meta"
+                ]["tag"]
+                assert (await client.get(f"{base_b}/{ref}")).status_code == 404, (way, ref)
+            final = {**observation, "id": obs.split("/")[1], "status": "final"}
+            await write_in_view(client, base_a, way, "PUT", obs, final)
+            amend = [{"op": "replace", "path": "/status", "value": "amended"}]
+            await write_in_view(client, base_a, way, "PATCH", obs, amend)
+            await write_in_view(client, base_a, way, "DELETE", obs)
+        expected = 3 * 7
+        found = await wait_deliveries(client, sub["id"], lambda d: len(d) >= expected)
+        for run in started:
+            await client.post(f"/api/testing/runs/{run['id']}/cancel")
+
+    assert len(found) == expected
+    assert {d["runId"] for d in found} == {run_a["id"]}
+
+    def emitted(ref: str) -> Counter[str]:
+        return Counter(d["event"] for d in found if d["resource"] == ref)
+
+    for way in WAYS:
+        assert emitted(written[way]["obs"]) == Counter(
+            {
+                "Observation.created": 1,
+                "Observation.updated": 2,  # the PUT to final and the PATCH to amended
+                "result.final": 1,  # only the PUT made it final
+                "Observation.deleted": 1,
+            }
+        ), way
+        assert emitted(written[way]["msg"]) == Counter(
+            {"Communication.created": 1, "message.received": 1}
+        ), way
+
+
 # --- 3. retries, timeouts, exhaustion, 410 --------------------------------------------
 
 
