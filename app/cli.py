@@ -364,7 +364,12 @@ async def _check_scenarios(
         pool = app.state.db.pool
         tenant = await authenticate(pool, f"Bearer {key}")
         target = check.Target(
-            app, pool, tenant.id, f"Bearer {key}", "http://check.local", settings.max_live_runs
+            app,
+            app.state.scopes,
+            tenant.id,
+            f"Bearer {key}",
+            "http://check.local",
+            app.state.run_limits,
         )
         loaded: list[scenarios_service.LoadedScenario] = []
         paths = [Path(p) for p in args.paths]

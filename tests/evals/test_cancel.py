@@ -10,33 +10,47 @@ import uuid
 
 import httpx
 
-from app.db import Database
+from app.db import Database, Scopes
 from app.errors import AppError
 from app.evals import service as evals_service
+from app.tenants.quota import QuotaGuard, RunLimits
 from tests.conftest import TenantHandle
 
 SCENARIO = "scheduling.noshow-outreach"
 MAX_LIVE = 20
+QUOTA = 20_000
+
+
+def _scopes(db: Database) -> Scopes:
+    """Units of work with no queue and no promotion hook: the tests promote themselves."""
+    return Scopes(db.pool)
 
 
 async def _plan(db: Database, tenant_id: uuid.UUID, label: str, repeats: int) -> str:
-    return await evals_service.create_eval(
-        db.pool,
-        tenant_id,
-        evals_service.EvalRequest(
-            mode="workflow",
-            label=label,
-            scenarios=[SCENARIO],
-            repeats=repeats,
-            personas="all",  # baseline + 2 personas
-            timeout_seconds=None,
-        ),
-        root_url="http://127.0.0.1:9",
-    )
+    async with _scopes(db).transaction() as tx:
+        return await evals_service.create_eval(
+            tx,
+            tenant_id,
+            evals_service.EvalRequest(
+                mode="workflow",
+                label=label,
+                scenarios=[SCENARIO],
+                repeats=repeats,
+                personas="all",  # baseline + 2 personas
+                timeout_seconds=None,
+            ),
+            root_url="http://127.0.0.1:9",
+        )
 
 
 async def _promote(db: Database, tenant_id: uuid.UUID) -> None:
-    await evals_service.promote(db.pool, tenant_id, max_live=MAX_LIVE)
+    limits = RunLimits(MAX_LIVE, QuotaGuard(db.pool, QUOTA))
+    await evals_service.promote(_scopes(db), tenant_id, limits=limits)
+
+
+async def _cancel(db: Database, tenant_id: uuid.UUID, eval_id: str) -> None:
+    async with _scopes(db).transaction() as tx:
+        await evals_service.cancel_eval(tx, tenant_id, eval_id)
 
 
 async def _live_runs_of(db: Database, tenant_id: uuid.UUID, eval_id: str) -> int:
@@ -74,7 +88,7 @@ async def test_cancel_while_promoters_start_items(db: Database, tenant: TenantHa
 
         async def cancel_soon(eval_id: str = eval_id) -> None:
             await asyncio.sleep(rng.uniform(0, 0.04))
-            await evals_service.cancel_eval(db.pool, tenant.id, eval_id)
+            await _cancel(db, tenant.id, eval_id)
 
         # Three promoters race each other and the cancel.
         await asyncio.gather(
@@ -138,7 +152,7 @@ async def test_a_failure_while_marking_an_item_started_starts_nothing(
     await _promote(db, tenant.id)
     assert await _runs_labelled(db, tenant.id, label) == 3
     assert await _items_with_runs(db, tenant.id, eval_id) == 3
-    await evals_service.cancel_eval(db.pool, tenant.id, eval_id)
+    await _cancel(db, tenant.id, eval_id)
 
 
 async def test_cancel_right_after_create_over_http(tenant: TenantHandle) -> None:
