@@ -13,8 +13,9 @@ import httpx
 from app.db import Database, Scopes
 from app.errors import AppError
 from app.evals import service as evals_service
+from app.jobs import Jobs, connect_jobs
 from app.tenants.quota import QuotaGuard, RunLimits
-from tests.conftest import TenantHandle
+from tests.conftest import REDIS_URL, TenantHandle
 
 SCENARIO = "scheduling.noshow-outreach"
 MAX_LIVE = 20
@@ -43,9 +44,9 @@ async def _plan(db: Database, tenant_id: uuid.UUID, label: str, repeats: int) ->
         )
 
 
-async def _promote(db: Database, tenant_id: uuid.UUID) -> None:
+async def _promote(db: Database, tenant_id: uuid.UUID, jobs: Jobs | None = None) -> None:
     limits = RunLimits(MAX_LIVE, QuotaGuard(db.pool, QUOTA))
-    await evals_service.promote(_scopes(db), tenant_id, limits=limits)
+    await evals_service.promote(Scopes(db.pool, jobs), tenant_id, limits=limits)
 
 
 async def _cancel(db: Database, tenant_id: uuid.UUID, eval_id: str) -> None:
@@ -115,8 +116,18 @@ async def test_a_failure_while_marking_an_item_started_starts_nothing(
     db: Database, tenant: TenantHandle
 ) -> None:
     """The run's writes and the item's 'started' mark are one transaction: a failure
-    between them (a trigger refusing the mark, standing in for a crash) rolls the run back,
-    and the next promotion starts each item exactly once."""
+    between them (a trigger refusing the mark, standing in for a crash) rolls the run back
+    and sends none of its jobs, and the next promotion starts each item exactly once."""
+    queue = f"understudy:test-crash:{uuid.uuid4().hex[:8]}"  # read by no worker
+    jobs = await connect_jobs(REDIS_URL, queue)
+    try:
+        await _crash_between_steps(db, tenant, jobs)
+    finally:
+        await jobs.redis.delete(queue)
+        await jobs.close()
+
+
+async def _crash_between_steps(db: Database, tenant: TenantHandle, jobs: Jobs) -> None:
     label = f"crash-{uuid.uuid4().hex[:6]}"
     eval_id = await _plan(db, tenant.id, label, repeats=1)  # 3 items
     trigger = f"refuse_{uuid.uuid4().hex[:8]}"
@@ -133,7 +144,7 @@ async def test_a_failure_while_marking_an_item_started_starts_nothing(
     )
     try:
         try:
-            await _promote(db, tenant.id)
+            await _promote(db, tenant.id, jobs)
         except Exception as exc:
             assert "injected failure" in str(exc)
             assert not isinstance(exc, AppError)
@@ -147,11 +158,19 @@ async def test_a_failure_while_marking_an_item_started_starts_nothing(
             eval_id,
         )
         assert queued == 3
+        assert await jobs.redis.queued_jobs(queue_name=jobs.queue_name) == []
     finally:
         await db.pool.execute(f"DROP TRIGGER {trigger} ON eval_item; DROP FUNCTION {trigger}();")
-    await _promote(db, tenant.id)
+    await _promote(db, tenant.id, jobs)
     assert await _runs_labelled(db, tenant.id, label) == 3
     assert await _items_with_runs(db, tenant.id, eval_id) == 3
+    graded = {j.args[1] for j in await jobs.redis.queued_jobs(queue_name=jobs.queue_name)}
+    started = await db.pool.fetch(
+        "SELECT run_id FROM eval_item WHERE tenant_id = $1 AND eval_id = $2",
+        tenant.id,
+        eval_id,
+    )
+    assert graded == {r["run_id"] for r in started}  # each run's grading, sent on commit
     await _cancel(db, tenant.id, eval_id)
 
 
