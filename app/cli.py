@@ -66,7 +66,7 @@ async def _tenant_key(settings: Settings, tenant_name: str, file_name: str) -> s
     """A key of the tenant, kept in the data directory under `file_name`; the tenant and
     the key are created when missing or no longer valid."""
     from app.db import open_database
-    from app.errors import AppError
+    from app.errors import Unauthorized
     from app.tenants import service as tenants
 
     assert settings.database_url is not None
@@ -78,7 +78,7 @@ async def _tenant_key(settings: Settings, tenant_name: str, file_name: str) -> s
             try:
                 await tenants.authenticate(db.pool, f"Bearer {key}")
                 return key
-            except AppError:
+            except Unauthorized:  # a revoked or foreign key: make a new one below
                 pass
         names = {t.name for t in await tenants.list_tenants(db.pool)}
         if tenant_name in names:

@@ -27,6 +27,7 @@ from app.db import Conn, Scopes, Tx
 from app.errors import AppError, NotFound, Unprocessable
 from app.evals import statistics as stats
 from app.evals.errors import EvalNotFound
+from app.fhir.errors import VersionConflict
 from app.kit.clock import utcnow
 from app.runs import service as runs_service
 from app.runs.errors import LiveRunLimit
@@ -236,6 +237,8 @@ async def _start_next(tx: Tx, tenant_id: uuid.UUID, *, limits: RunLimits) -> str
         )
     except LiveRunLimit:
         return None  # no free slot: the item stays queued
+    except VersionConflict:
+        return None  # a concurrent write won a race: transient, the next promotion retries
     except AppError as exc:
         # The start failed for good (the scenario changed, the write quota is used up):
         # its writes rolled back to start_run's savepoint; the item is cancelled with the

@@ -14,8 +14,9 @@ from urllib.parse import parse_qsl, urlencode
 import orjson
 
 from app.db import Conn
-from app.errors import AppError, BadRequest, Conflict, Issue, PreconditionFailed
+from app.errors import AppError, BadRequest, Issue
 from app.fhir import service, storage
+from app.fhir.errors import StaleVersion, VersionConflict
 from app.fhir.outcomes import operation_outcome
 from app.kit import jsontext
 from app.kit.clock import fhir_instant, utcnow
@@ -392,9 +393,7 @@ async def _transaction(
                 previous = 0 if current is None else current.version_id
                 expected = service.parse_if_match(e.if_match)
                 if expected is not None and expected != previous:
-                    raise PreconditionFailed(
-                        f"ifMatch version {expected} is stale (current {previous})"
-                    )
+                    raise StaleVersion(f"ifMatch version {expected} is stale (current {previous})")
                 created = current is None or current.deleted
                 write = service.prepare_write(
                     ctx,
@@ -428,8 +427,8 @@ async def _transaction(
             raise _entry_error(e.index, exc) from None
     try:
         await ctx.write(conn, writes)
-    except storage.VersionConflict:
-        raise Conflict("a resource in the transaction was changed concurrently") from None
+    except VersionConflict:
+        raise VersionConflict("a resource in the transaction was changed concurrently") from None
     for index, status, w in write_status:
         results[index] = _response_entry(
             ctx,
