@@ -66,7 +66,7 @@ async def _tenant_key(settings: Settings, tenant_name: str, file_name: str) -> s
     """A key of the tenant, kept in the data directory under `file_name`; the tenant and
     the key are created when missing or no longer valid."""
     from app.db import open_database
-    from app.errors import AppError
+    from app.errors import Unauthorized
     from app.tenants import service as tenants
 
     assert settings.database_url is not None
@@ -78,7 +78,7 @@ async def _tenant_key(settings: Settings, tenant_name: str, file_name: str) -> s
             try:
                 await tenants.authenticate(db.pool, f"Bearer {key}")
                 return key
-            except AppError:
+            except Unauthorized:  # a revoked or foreign key: make a new one below
                 pass
         names = {t.name for t in await tenants.list_tenants(db.pool)}
         if tenant_name in names:
@@ -364,7 +364,12 @@ async def _check_scenarios(
         pool = app.state.db.pool
         tenant = await authenticate(pool, f"Bearer {key}")
         target = check.Target(
-            app, pool, tenant.id, f"Bearer {key}", "http://check.local", settings.max_live_runs
+            app,
+            app.state.scopes,
+            tenant.id,
+            f"Bearer {key}",
+            "http://check.local",
+            app.state.run_limits,
         )
         loaded: list[scenarios_service.LoadedScenario] = []
         paths = [Path(p) for p in args.paths]

@@ -7,15 +7,36 @@ leans on PostgreSQL features — `FOR UPDATE SKIP LOCKED`, `RETURNING`, CTEs, CO
 that read most plainly as SQL. SQLAlchemy is used for what it does best here: the ORM
 models in `app/models/` declare the schema, alembic migrates it (`sqlalchemy_url` is
 for migrations/env.py), and a test walks `Base.metadata` for the tenancy rules.
+
+Units of work. A service that writes takes the `Tx` it runs in (`tx.conn`, inside the
+caller's transaction, and `tx.after`, where it notes the jobs and cache drops its writes
+call for); it never begins, commits or sends. The caller owns the scope: a route opens
+one with `scopes_of(request).transaction()` (app/tenants/auth.py), a job with
+`ctx["scopes"].transaction()`; leaving the block commits, then flushes `tx.after`
+(app/jobs.py), and an exception rolls back and sends nothing. Two kinds of work open
+several units, through the `Scopes` they are given: eval promotion (each item starts in
+a transaction of its own, so one bad item does not hold up the rest) and work that
+waits on the network between statements (grading judges with a model, the simulated
+patient answers, webhook deliveries are sent): no transaction stays open across a model
+or HTTP call. The FHIR REST write path asks for `autocommit=True`: its writes are one
+statement each (or open their own transaction), so a BEGIN/COMMIT would only add round
+trips; its effects still wait for the block to finish.
+
+Reads take a pool or a connection (`Conn`), whichever the caller has: one statement, or
+a few whose staleness between them does not matter, gain nothing from a transaction.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+
+from app.jobs import AfterCommit, InProcess, Jobs
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -46,6 +67,36 @@ class Database:
 
     async def close(self) -> None:
         await self.pool.close()
+
+
+@dataclass
+class Tx:
+    """A connection inside a transaction its owner commits, and the effects to send after."""
+
+    conn: Conn
+    after: AfterCommit = field(default_factory=AfterCommit)
+
+
+@dataclass
+class Scopes:
+    """Opens units of work on the pool; sends their effects through `jobs` (None: no
+    Redis, as in some tools) and `hooks` (this process's caches) after each commit."""
+
+    pool: asyncpg.Pool
+    jobs: Jobs | None = None
+    hooks: InProcess = field(default_factory=InProcess)
+
+    @asynccontextmanager
+    async def transaction(self, *, autocommit: bool = False) -> AsyncIterator[Tx]:
+        async with self.pool.acquire() as conn:
+            tx = Tx(conn)
+            if autocommit:
+                yield tx
+            else:
+                async with conn.transaction():
+                    yield tx
+        # Committed and the connection is back in the pool (a promotion needs one).
+        await tx.after.flush(self.jobs, self.hooks)
 
 
 async def _reset_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:

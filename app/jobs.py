@@ -1,13 +1,27 @@
-"""Enqueueing jobs by name. Only this module, worker.py and tasks import arq."""
+"""Enqueueing jobs by name, buffered until commit. Only this module, worker.py and tasks
+import arq.
+
+A unit of work (app/db.py's `Scopes.transaction`) collects its jobs and in-process cache
+drops in an `AfterCommit`; they are sent only once its transaction committed, so a job
+never sees uncommitted (or rolled back) data and a rollback sends nothing. What a crash
+between commit and send loses, the periodic sweeps (grading tick, delivery sweeper, eval
+promotion) pick up.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from arq import create_pool
 from arq.connections import ArqRedis, RedisSettings
+
+log = logging.getLogger("understudy.jobs")
 
 GRADE_JOB = "grade_run"
 DELIVER_JOB = "deliver_webhook"
@@ -66,3 +80,79 @@ class Jobs:
             _defer_by=GRADE_DEBOUNCE_SECONDS,
             _queue_name=self.queue_name,
         )
+
+
+def _no_op(*_: object) -> None:
+    return None
+
+
+@dataclass
+class InProcess:
+    """What this process keeps in memory and must be told once a write has committed.
+    Plain callables, wired up by main.py (the API) and the worker's startup, so this
+    bottom layer imports nothing of the features."""
+
+    # A run of the tenant started or ended: drop its cached live-run set.
+    live_changed: Callable[[uuid.UUID], None] = _no_op
+    # The tenant made this many quota-counted FHIR writes (quota cache, autoanalyze).
+    wrote: Callable[[uuid.UUID, int], None] = _no_op
+    # A live slot freed or an eval was queued: start what fits now.
+    promote: Callable[[uuid.UUID], Awaitable[object]] | None = None
+
+
+@dataclass
+class AfterCommit:
+    """The side effects of one transaction, held in memory until it commits and then sent
+    in one place (`flush`); a rollback drops them. Jobs are deduplicated here (one grade
+    per run, one drain per tenant) before they reach Redis."""
+
+    grades: dict[tuple[uuid.UUID, str], None] = field(default_factory=dict)
+    deliveries: dict[uuid.UUID, float] = field(default_factory=dict)
+    live: set[uuid.UUID] = field(default_factory=set)
+    writes: Counter[uuid.UUID] = field(default_factory=Counter)
+    promotions: dict[uuid.UUID, None] = field(default_factory=dict)
+
+    def grade(self, tenant_id: uuid.UUID, run_id: str) -> None:
+        self.grades[(tenant_id, run_id)] = None
+
+    def deliver(self, tenant_id: uuid.UUID, delay: float = 0.0) -> None:
+        self.deliveries[tenant_id] = min(delay, self.deliveries.get(tenant_id, delay))
+
+    def live_changed(self, tenant_id: uuid.UUID) -> None:
+        self.live.add(tenant_id)
+
+    def wrote(self, tenant_id: uuid.UUID, count: int) -> None:
+        if count:
+            self.writes[tenant_id] += count
+
+    def promote(self, tenant_id: uuid.UUID) -> None:
+        self.promotions[tenant_id] = None
+
+    def merge(self, other: AfterCommit) -> None:
+        """Take over the effects of an inner unit that committed with this one."""
+        self.grades.update(other.grades)
+        for tenant_id, delay in other.deliveries.items():
+            self.deliver(tenant_id, delay)
+        self.live |= other.live
+        self.writes.update(other.writes)
+        self.promotions.update(other.promotions)
+
+    async def flush(self, jobs: Jobs | None, hooks: InProcess) -> None:
+        """Send everything, in-process caches first (the next request must see the
+        change), then the jobs, then promotions (each a transaction of its own)."""
+        for tenant_id in self.live:
+            hooks.live_changed(tenant_id)
+        for tenant_id, count in self.writes.items():
+            hooks.wrote(tenant_id, count)
+        if jobs is not None:
+            for tenant_id, run_id in self.grades:
+                await jobs.grade_soon(tenant_id, run_id)
+            for tenant_id, delay in self.deliveries.items():
+                await jobs.deliver_soon(tenant_id, delay)
+        if hooks.promote is not None:
+            for tenant_id in self.promotions:
+                try:
+                    await hooks.promote(tenant_id)
+                except Exception:
+                    # What committed stands; the worker's promotion tick starts them.
+                    log.exception("promote_after_commit_failed tenant=%s", tenant_id)

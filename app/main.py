@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,16 +15,17 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
-from app.db import open_database
+from app.db import Scopes, open_database
 from app.edge import EdgeTextCheck
 from app.errors import AppError, Issue
+from app.evals import service as evals_service
 from app.evals.router import router as evals_router
 from app.fhir.maintenance import AutoAnalyze
 from app.fhir.negotiation import FhirFormatMiddleware, response_media_type
 from app.fhir.outcomes import operation_outcome
 from app.fhir.router import FHIR_PREFIX, eligibility_router
 from app.fhir.router import router as fhir_router
-from app.jobs import connect_jobs
+from app.jobs import InProcess, connect_jobs
 from app.kit import jsontext
 from app.llm.client import LlmClient
 from app.mcp.endpoint import MCP_PATH, McpEndpoint
@@ -34,7 +36,7 @@ from app.runs.router import router as runs_router
 from app.runs.router import usage_router
 from app.scenarios.router import router as scenarios_router
 from app.settings import Settings
-from app.tenants.quota import QuotaGuard
+from app.tenants.quota import QuotaGuard, RunLimits
 from app.trace.recorder import TraceMiddleware, TraceRecorder, TraceRow
 from app.webhooks.router import router as webhooks_router
 
@@ -81,23 +83,41 @@ def create_app(settings: Settings) -> FastAPI:
         db = await open_database(database_url, settings.db_pool_size)
         jobs = await connect_jobs(redis_url, settings.queue_name) if redis_url else None
 
+        live_runs = LiveRuns(db.pool)
+        quota = QuotaGuard(db.pool, settings.daily_write_quota)
+        autoanalyze = AutoAnalyze(db.pool)
+        limits = RunLimits(settings.max_live_runs, quota)
+
+        def wrote(tenant_id: uuid.UUID, count: int) -> None:
+            quota.note(tenant_id, count)
+            autoanalyze.note_writes(count)
+
+        async def promote(tenant_id: uuid.UUID) -> None:
+            await evals_service.promote(scopes, tenant_id, limits=limits)
+
+        # What every unit of work of this process sends after it commits.
+        scopes = Scopes(
+            db.pool, jobs, InProcess(live_changed=live_runs.forget, wrote=wrote, promote=promote)
+        )
+
         async def calls_recorded(rows: list[TraceRow]) -> None:
             # Traced calls can satisfy api_call expectations: regrade their runs soon.
             attributed = {(row[0], row[1]) for row in rows if row[1] is not None}
             shared = {row[0] for row in rows if row[1] is None}
-            for tenant_id, run_id in await runs_service.mark_changed(db.pool, attributed, shared):
-                if jobs is not None:
-                    await jobs.grade_soon(tenant_id, run_id)
+            async with scopes.transaction(autocommit=True) as tx:
+                await runs_service.mark_changed(tx, attributed, shared)
 
         recorder = TraceRecorder(db.pool, on_flush=calls_recorded)
         recorder.start()
         recorder_ref["recorder"] = recorder
         app.state.db = db
+        app.state.scopes = scopes
         app.state.recorder = recorder
         app.state.jobs = jobs
-        app.state.live_runs = LiveRuns(db.pool)
-        app.state.quota = QuotaGuard(db.pool, settings.daily_write_quota)
-        app.state.autoanalyze = AutoAnalyze(db.pool)
+        app.state.live_runs = live_runs
+        app.state.quota = quota
+        app.state.run_limits = limits
+        app.state.autoanalyze = autoanalyze
         app.state.http = httpx.AsyncClient(follow_redirects=False)
         app.state.llm = LlmClient(app.state.http, settings, db.pool)
         try:

@@ -21,10 +21,10 @@ from arq import cron, func
 from arq.cron import CronJob
 from arq.worker import Worker
 
-from app.db import Database, open_database
+from app.db import Database, Scopes, open_database
 from app.evals import service as evals_service
 from app.fhir import maintenance
-from app.jobs import DELIVER_JOB, GRADE_JOB, Jobs, connect_jobs, redis_settings
+from app.jobs import DELIVER_JOB, GRADE_JOB, InProcess, Jobs, connect_jobs, redis_settings
 from app.kit.clock import utcnow
 from app.llm.client import LlmClient
 from app.logs import timed_job, timed_jobs
@@ -33,6 +33,7 @@ from app.runs import service as runs_service
 from app.settings import Settings
 from app.tenants import service as tenants_service
 from app.tenants.directory import ensure_directory
+from app.tenants.quota import QuotaGuard, RunLimits
 from app.webhooks import service as webhooks_service
 
 log = logging.getLogger("understudy.worker")
@@ -100,32 +101,20 @@ async def refresh_statistics(ctx: dict[str, Any]) -> int:
 
 async def _simulate(ctx: dict[str, Any], tenant_id: uuid.UUID, run_id: str) -> None:
     """Let the simulated patient answer new messages before the run is graded."""
-    db: Database = ctx["db"]
-    outcome = await patient_sim_service.reply_to_messages(db.pool, ctx["llm"], tenant_id, run_id)
-    if outcome.deliveries:
-        await ctx["jobs"].deliver_soon(tenant_id)
+    await patient_sim_service.reply_to_messages(ctx["scopes"], ctx["llm"], tenant_id, run_id)
 
 
 async def grade_run(ctx: dict[str, Any], tenant_id: str, run_id: str) -> str:
     """Answer as the simulated patient, then grade one run, soon after something it owns
-    changed (debounced by job id)."""
-    db: Database = ctx["db"]
+    changed (debounced by job id). A run it ends frees a slot: queued eval items are
+    promoted once the verdict commits."""
     await _simulate(ctx, uuid.UUID(tenant_id), run_id)
-    run = await runs_service.grade_run(db.pool, uuid.UUID(tenant_id), run_id, llm=ctx["llm"])
-    if run.status != "live":
-        await _promote(ctx, uuid.UUID(tenant_id))  # a live slot freed
+    run = await runs_service.grade_run(ctx["scopes"], uuid.UUID(tenant_id), run_id, llm=ctx["llm"])
     return run.status
 
 
 async def _promote(ctx: dict[str, Any], tenant_id: uuid.UUID) -> int:
-    db: Database = ctx["db"]
-    settings: Settings = ctx["settings"]
-    jobs: Jobs = ctx["jobs"]
-    started = await evals_service.promote(db.pool, tenant_id, max_live=settings.max_live_runs)
-    for run_id, _ in started:
-        await jobs.grade_soon(tenant_id, run_id)
-    if any(deliveries for _, deliveries in started):
-        await jobs.deliver_soon(tenant_id)
+    started = await evals_service.promote(ctx["scopes"], tenant_id, limits=ctx["limits"])
     return len(started)
 
 
@@ -152,7 +141,7 @@ async def grade_live_runs(ctx: dict[str, Any]) -> int:
         async with limit:
             try:
                 await _simulate(ctx, tenant_id, run_id)
-                await runs_service.grade_run(db.pool, tenant_id, run_id, llm=ctx["llm"])
+                await runs_service.grade_run(ctx["scopes"], tenant_id, run_id, llm=ctx["llm"])
             except Exception:
                 log.exception("grade_failed run=%s", run_id)
 
@@ -165,7 +154,7 @@ async def deliver_webhook(ctx: dict[str, Any], tenant_id: str) -> int:
     for deliveries still waiting behind an earlier one for the same resource)."""
     db: Database = ctx["db"]
     settings: Settings = ctx["settings"]
-    jobs: Jobs = ctx["jobs"]
+    scopes: Scopes = ctx["scopes"]
     tenant = uuid.UUID(tenant_id)
     result = await webhooks_service.drain_deliveries(
         db.pool,
@@ -174,18 +163,13 @@ async def deliver_webhook(ctx: dict[str, Any], tenant_id: str) -> int:
         retry_seconds=settings.webhook_retry_seconds,
         attempt_timeout=settings.webhook_timeout_seconds,
     )
-    if result.next_due_in is not None:
-        await jobs.deliver_soon(tenant, delay=result.next_due_in)
-    # A webhook expectation may now hold: regrade the runs the events belong to.
-    runs = {s.run_id for s in result.sent if s.run_id and s.status in ("delivered", "failed")}
-    for run_id in runs:
-        await db.pool.execute(
-            "UPDATE run SET changed_at = now() WHERE tenant_id = $1 AND id = $2 "
-            "AND status = 'live'",
-            tenant,
-            run_id,
-        )
-        await jobs.grade_soon(tenant, run_id)
+    async with scopes.transaction(autocommit=True) as tx:
+        if result.next_due_in is not None:
+            tx.after.deliver(tenant, delay=result.next_due_in)
+        # A webhook expectation may now hold: regrade the runs the events belong to.
+        runs = {s.run_id for s in result.sent if s.run_id and s.status in ("delivered", "failed")}
+        if runs:
+            await runs_service.mark_runs_changed(tx, tenant, runs)
     return len(result.sent)
 
 
@@ -208,6 +192,17 @@ async def startup(ctx: dict[str, Any]) -> None:
     assert settings.redis_url is not None
     ctx["jobs"] = await connect_jobs(settings.redis_url, settings.queue_name)
     ctx["llm"] = LlmClient(ctx["http"], settings, ctx["db"].pool)
+    pool = ctx["db"].pool
+    # Run starts here (eval promotion) are held to the same quota as the API's; this
+    # process keeps its own cache of the tenant's writes. The API's live-run cache lives
+    # in another process (or another app): it expires within a second.
+    quota = QuotaGuard(pool, settings.daily_write_quota)
+    ctx["limits"] = limits = RunLimits(settings.max_live_runs, quota)
+
+    async def promote(tenant_id: uuid.UUID) -> None:
+        await evals_service.promote(scopes, tenant_id, limits=limits)
+
+    ctx["scopes"] = scopes = Scopes(pool, ctx["jobs"], InProcess(wrote=quota.note, promote=promote))
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:

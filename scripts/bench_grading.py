@@ -116,11 +116,12 @@ from benchkit import (
 )
 
 from app.cli import GC_THRESHOLD
-from app.db import Database
+from app.db import Database, Scopes
 from app.fhir import service as fhir_service
 from app.kit.clock import utcnow
 from app.runs import service as runs_service
 from app.settings import Settings
+from app.tenants.quota import QuotaGuard, RunLimits
 from app.worker import TICK_CONCURRENCY, grade_live_runs, shutdown, startup
 
 SCENARIO_ID = "bench.grading-chart-10"
@@ -642,19 +643,22 @@ async def _part_c(args: argparse.Namespace, url: str, queue: str) -> dict[str, A
         leftover = await db.pool.fetch(
             "SELECT id FROM run WHERE tenant_id = $1 AND status = 'live'", tenant_id
         )
+        # Units of work that enqueue nothing: the bench grades by calling the tick itself.
+        scopes = Scopes(db.pool)
+        limits = RunLimits(MAX_LIVE_IN_PROCESS, QuotaGuard(db.pool, settings.daily_write_quota))
         for row in leftover:
-            async with db.pool.acquire() as conn:
-                await runs_service.cancel_run(conn, tenant_id, row["id"])
+            async with scopes.transaction() as tx:
+                await runs_service.cancel_run(tx, tenant_id, row["id"])
         log(f"(c) starting {args.live} runs in-process (start_run, max_live={MAX_LIVE_IN_PROCESS})")
         t0 = time.perf_counter()
         runs: list[runs_service.RunRow] = []
         for _ in range(args.live):
-            async with db.pool.acquire() as conn, conn.transaction():
-                run, _counted, _deliveries = await runs_service.start_run(
-                    conn,
+            async with scopes.transaction() as tx:
+                run = await runs_service.start_run(
+                    tx,
                     tenant_id,
                     runs_service.StartRequest(SCENARIO_ID, None, None, "bench-c", 1800),
-                    max_live=MAX_LIVE_IN_PROCESS,
+                    limits=limits,
                 )
             runs.append(run)
         start_s = time.perf_counter() - t0

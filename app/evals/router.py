@@ -9,9 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from app.evals import service
-from app.jobs import Jobs
-from app.runs.live import LiveRuns
-from app.tenants.auth import Tenant, pool_of, root_url
+from app.tenants.auth import Tenant, pool_of, root_url, scopes_of
 
 router = APIRouter(prefix="/api/testing/evals", tags=["Evals"])
 
@@ -32,38 +30,23 @@ class EvalBody(BaseModel):
     timeout_seconds: int | None = Field(default=None, description="30 to 1800 per run")
 
 
-async def promote_now(request: Request, tenant_id: Any) -> None:
-    """Start what fits now; deliveries and grading of the new runs are queued as usual."""
-    started = await service.promote(
-        pool_of(request), tenant_id, max_live=request.app.state.settings.max_live_runs
-    )
-    if started:
-        live: LiveRuns = request.app.state.live_runs
-        live.forget(tenant_id)
-    jobs: Jobs | None = request.app.state.jobs
-    if jobs is not None:
-        for run_id, _ in started:
-            await jobs.grade_soon(tenant_id, run_id)
-        if any(deliveries for _, deliveries in started):
-            await jobs.deliver_soon(tenant_id)
-
-
 @router.post("", status_code=201, summary="Start an eval (runs beyond the live limit queue)")
 async def create_eval(request: Request, tenant: Tenant, body: EvalBody) -> dict[str, Any]:
-    eval_id = await service.create_eval(
-        pool_of(request),
-        tenant.id,
-        service.EvalRequest(
-            body.mode,
-            body.label,
-            body.scenarios,
-            body.repeats,
-            body.personas,
-            body.timeout_seconds,
-        ),
-        root_url=root_url(request),
-    )
-    await promote_now(request, tenant.id)
+    # Leaving the scope commits the plan and starts what fits (before the view is read).
+    async with scopes_of(request).transaction() as tx:
+        eval_id = await service.create_eval(
+            tx,
+            tenant.id,
+            service.EvalRequest(
+                body.mode,
+                body.label,
+                body.scenarios,
+                body.repeats,
+                body.personas,
+                body.timeout_seconds,
+            ),
+            root_url=root_url(request),
+        )
     return await service.eval_view(pool_of(request), tenant.id, eval_id, root_url(request))
 
 
@@ -95,7 +78,6 @@ async def compare(
 
 @router.post("/{eval_id}/cancel", summary="Cancel queued and live runs of the eval")
 async def cancel(request: Request, tenant: Tenant, eval_id: str) -> dict[str, Any]:
-    await service.cancel_eval(pool_of(request), tenant.id, eval_id)
-    live: LiveRuns = request.app.state.live_runs
-    live.forget(tenant.id)
+    async with scopes_of(request).transaction() as tx:
+        await service.cancel_eval(tx, tenant.id, eval_id)
     return await service.eval_view(pool_of(request), tenant.id, eval_id, root_url(request))

@@ -23,13 +23,16 @@ from typing import Any
 import asyncpg
 import orjson
 
-from app.db import Conn
+from app.db import Conn, Scopes, Tx
 from app.errors import AppError, NotFound, Unprocessable
 from app.evals import statistics as stats
+from app.evals.errors import EvalNotFound
+from app.fhir.errors import VersionConflict
 from app.kit.clock import utcnow
 from app.runs import service as runs_service
 from app.runs.errors import LiveRunLimit
 from app.scenarios import service as scenarios_service
+from app.tenants.quota import RunLimits
 
 MAX_RUNS = 100
 MAX_REPEATS = 5
@@ -50,14 +53,17 @@ class EvalRequest:
     timeout_seconds: int | None
 
 
-async def create_eval(
-    pool: asyncpg.Pool, tenant_id: uuid.UUID, request: EvalRequest, *, root_url: str
-) -> str:
+async def create_eval(tx: Tx, tenant_id: uuid.UUID, request: EvalRequest, *, root_url: str) -> str:
+    """Plan the eval's items, queued, in the caller's transaction; once committed, what
+    fits starts at once (a promotion noted in `tx.after`)."""
+    conn = tx.conn
+    if not conn.is_in_transaction():
+        raise RuntimeError("create_eval runs inside the caller's transaction")
     if request.mode not in ("agent", "workflow"):
         raise Unprocessable(f"mode must be 'agent' or 'workflow', not '{request.mode}'")
     if not 1 <= request.repeats <= MAX_REPEATS:
         raise Unprocessable(f"repeats must be 1 to {MAX_REPEATS}, not {request.repeats}")
-    available = await scenarios_service.list_scenarios(pool, tenant_id)
+    available = await scenarios_service.list_scenarios(conn, tenant_id)
     by_id = {s.scenario.id: s for s in available}
     if request.scenarios is None:
         chosen = [s for s in available if request.mode in [str(m) for m in s.scenario.modes]]
@@ -119,66 +125,67 @@ async def create_eval(
             (r, item) for r in range(request.repeats) for item in plan
         )
     ]
-    async with pool.acquire() as conn, conn.transaction():
-        await conn.execute(
-            """INSERT INTO eval (tenant_id, id, label, mode, repeats, request, timeout_seconds,
-                root_url, created_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9)""",
-            tenant_id,
-            eval_id,
-            request.label,
-            request.mode,
-            request.repeats,
-            orjson.dumps(
-                {
-                    "scenarios": request.scenarios,
-                    "personas": request.personas,
-                    "repeats": request.repeats,
-                    "timeoutSeconds": request.timeout_seconds,
-                }
-            ).decode(),
-            request.timeout_seconds,
-            root_url,
-            now,
-        )
-        await conn.copy_records_to_table(
-            "eval_item",
-            records=rows,
-            columns=(
-                "tenant_id",
-                "eval_id",
-                "position",
-                "scenario_id",
-                "persona",
-                "repeat_index",
-                "state",
-                "queued_at",
-            ),
-        )
+    await conn.execute(
+        """INSERT INTO eval (tenant_id, id, label, mode, repeats, request, timeout_seconds,
+            root_url, created_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9)""",
+        tenant_id,
+        eval_id,
+        request.label,
+        request.mode,
+        request.repeats,
+        orjson.dumps(
+            {
+                "scenarios": request.scenarios,
+                "personas": request.personas,
+                "repeats": request.repeats,
+                "timeoutSeconds": request.timeout_seconds,
+            }
+        ).decode(),
+        request.timeout_seconds,
+        root_url,
+        now,
+    )
+    await conn.copy_records_to_table(
+        "eval_item",
+        records=rows,
+        columns=(
+            "tenant_id",
+            "eval_id",
+            "position",
+            "scenario_id",
+            "persona",
+            "repeat_index",
+            "state",
+            "queued_at",
+        ),
+    )
+    tx.after.promote(tenant_id)
     return eval_id
 
 
-async def promote(
-    pool: asyncpg.Pool, tenant_id: uuid.UUID, *, max_live: int
-) -> list[tuple[str, list[str]]]:
-    """Start queued items while live slots are free. Returns (run id, webhook deliveries)
-    for each started run."""
+async def promote(scopes: Scopes, tenant_id: uuid.UUID, *, limits: RunLimits) -> list[str]:
+    """Start queued items while live slots are free, each in a unit of work of its own
+    (its run is graded and its deliveries sent once that commits). Returns the runs
+    started."""
     now = utcnow()
-    await pool.execute(
-        """UPDATE eval_item SET state = 'cancelled', note = 'not started within 24 hours'
-        WHERE tenant_id = $1 AND state = 'queued' AND queued_at < $2""",
-        tenant_id,
-        now - QUEUE_EXPIRY,
-    )
-    # Items claimed as 'starting' by an earlier version of this code and left behind.
-    await pool.execute(
-        """UPDATE eval_item SET state = 'queued', claimed_at = NULL
-        WHERE tenant_id = $1 AND state = 'starting' AND claimed_at < $2""",
-        tenant_id,
-        now - CLAIM_EXPIRY,
-    )
-    started: list[tuple[str, list[str]]] = []
+    async with scopes.transaction() as tx:
+        await tx.conn.execute(
+            """UPDATE eval_item SET state = 'cancelled', note = 'not started within 24 hours'
+            WHERE tenant_id = $1 AND state = 'queued' AND queued_at < $2""",
+            tenant_id,
+            now - QUEUE_EXPIRY,
+        )
+        # Items claimed as 'starting' by an earlier version of this code and left behind.
+        await tx.conn.execute(
+            """UPDATE eval_item SET state = 'queued', claimed_at = NULL
+            WHERE tenant_id = $1 AND state = 'starting' AND claimed_at < $2""",
+            tenant_id,
+            now - CLAIM_EXPIRY,
+        )
+    started: list[str] = []
     while True:
-        outcome = await _start_next(pool, tenant_id, max_live=max_live)
+        async with scopes.transaction() as tx:
+            outcome = await _start_next(tx, tenant_id, limits=limits)
         if outcome is None:
             return started
         if outcome is not _SKIPPED:
@@ -186,70 +193,67 @@ async def promote(
 
 
 # A start that failed for good: nothing started, but look at the next item.
-_SKIPPED: tuple[str, list[str]] = ("", [])
+_SKIPPED = ""
 
 
-async def _start_next(
-    pool: asyncpg.Pool, tenant_id: uuid.UUID, *, max_live: int
-) -> tuple[str, list[str]] | None:
-    """Start the next queued item as a run, in one transaction with the item marked
-        started, so no crash can leave a run without its item or start an item twice. The
-        item is locked, and its eval share-locked (a cancelling eval's items are skipped), until
-    then: a cancel (which locks the eval
-        row) either comes first, and the item is not picked, or waits for this commit and then
-        sees the run live and cancels it. None when nothing (more) can start now."""
-    failed: tuple[asyncpg.Record, str] | None = None
-    async with pool.acquire() as conn:
-        async with conn.transaction():
-            # Promoters of one tenant take turns, so items start in eval and position
-            # order: with SKIP LOCKED alone, two promoters racing for the last free slot
-            # could start a later item and leave an earlier one queued.
-            await runs_service.lock_starts(conn, tenant_id)
-            if await runs_service.count_live(conn, tenant_id) >= max_live:
-                return None
-            item = await conn.fetchrow(
-                """SELECT i.eval_id, i.position, i.scenario_id, i.persona, e.mode, e.label,
-                    e.timeout_seconds, e.root_url
-                FROM eval_item i JOIN eval e ON e.tenant_id = i.tenant_id AND e.id = i.eval_id
-                WHERE i.tenant_id = $1 AND i.state = 'queued' AND e.cancelled_at IS NULL
-                ORDER BY e.created_at, i.position LIMIT 1
-                FOR UPDATE OF i SKIP LOCKED FOR SHARE OF e SKIP LOCKED""",
-                tenant_id,
-            )
-            if item is None:
-                return None
-            try:
-                run, _, deliveries = await runs_service.start_run(
-                    conn,
-                    tenant_id,
-                    runs_service.StartRequest(
-                        item["scenario_id"],
-                        item["mode"],
-                        item["persona"],
-                        item["label"],
-                        item["timeout_seconds"],
-                    ),
-                    max_live=max_live,
-                    root_url=item["root_url"],
-                )
-            except LiveRunLimit:
-                return None  # no free slot: the item stays queued
-            except AppError as exc:
-                failed = (item, exc.message)
-            else:
-                await _set_item(conn, tenant_id, item, "started", run.id, None)
-                return run.id, deliveries
-        # The start failed for good (the scenario changed, say): its writes are rolled
-        # back; the item is cancelled with the reason, unless a cancel got there first.
+async def _start_next(tx: Tx, tenant_id: uuid.UUID, *, limits: RunLimits) -> str | None:
+    """Start the next queued item as a run, in the caller's transaction with the item
+    marked started, so no crash can leave a run without its item or start an item twice.
+    The item is locked, and its eval share-locked (a cancelling eval's items are skipped),
+    until then: a cancel (which locks the eval row) either comes first, and the item is
+    not picked, or waits for this commit and then sees the run live and cancels it. None
+    when nothing (more) can start now."""
+    conn = tx.conn
+    # Promoters of one tenant take turns, so items start in eval and position order:
+    # with SKIP LOCKED alone, two promoters racing for the last free slot could start a
+    # later item and leave an earlier one queued.
+    await runs_service.lock_starts(conn, tenant_id)
+    if await runs_service.count_live(conn, tenant_id) >= limits.max_live:
+        return None
+    item = await conn.fetchrow(
+        """SELECT i.eval_id, i.position, i.scenario_id, i.persona, e.mode, e.label,
+            e.timeout_seconds, e.root_url
+        FROM eval_item i JOIN eval e ON e.tenant_id = i.tenant_id AND e.id = i.eval_id
+        WHERE i.tenant_id = $1 AND i.state = 'queued' AND e.cancelled_at IS NULL
+        ORDER BY e.created_at, i.position LIMIT 1
+        FOR UPDATE OF i SKIP LOCKED FOR SHARE OF e SKIP LOCKED""",
+        tenant_id,
+    )
+    if item is None:
+        return None
+    try:
+        run = await runs_service.start_run(
+            tx,
+            tenant_id,
+            runs_service.StartRequest(
+                item["scenario_id"],
+                item["mode"],
+                item["persona"],
+                item["label"],
+                item["timeout_seconds"],
+            ),
+            limits=limits,
+            root_url=item["root_url"],
+        )
+    except LiveRunLimit:
+        return None  # no free slot: the item stays queued
+    except VersionConflict:
+        return None  # a concurrent write won a race: transient, the next promotion retries
+    except AppError as exc:
+        # The start failed for good (the scenario changed, the write quota is used up):
+        # its writes rolled back to start_run's savepoint; the item is cancelled with the
+        # reason in this same transaction.
         await conn.execute(
             """UPDATE eval_item SET state = 'cancelled', note = $4, claimed_at = NULL
             WHERE tenant_id = $1 AND eval_id = $2 AND position = $3 AND state = 'queued'""",
             tenant_id,
-            failed[0]["eval_id"],
-            failed[0]["position"],
-            failed[1],
+            item["eval_id"],
+            item["position"],
+            exc.message,
         )
-    return _SKIPPED
+        return _SKIPPED
+    await _set_item(conn, tenant_id, item, "started", run.id, None)
+    return run.id
 
 
 async def _set_item(
@@ -279,41 +283,43 @@ async def tenants_with_queued(pool: asyncpg.Pool) -> list[uuid.UUID]:
     return [r["tenant_id"] for r in rows]
 
 
-async def cancel_eval(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str) -> list[str]:
-    """Cancel the eval's queued items and live runs, in one transaction that holds the
-    eval row: a promoter starting one of its items finishes first (and its run is
-    cancelled here) or sees the eval cancelled. Returns the runs cancelled."""
+async def cancel_eval(tx: Tx, tenant_id: uuid.UUID, eval_id: str) -> list[str]:
+    """Cancel the eval's queued items and live runs, in the caller's transaction, which
+    then holds the eval row: a promoter starting one of its items finishes first (and its
+    run is cancelled here) or sees the eval cancelled. Returns the runs cancelled."""
+    conn = tx.conn
+    if not conn.is_in_transaction():
+        raise RuntimeError("cancel_eval runs inside the caller's transaction")
     cancelled: list[str] = []
-    async with pool.acquire() as conn, conn.transaction():
-        row = await conn.fetchrow(
-            "SELECT id FROM eval WHERE tenant_id = $1 AND id = $2 FOR UPDATE", tenant_id, eval_id
-        )
-        if row is None:
-            raise NotFound(f"no eval '{eval_id}'")
-        await conn.execute(
-            """UPDATE eval SET cancelled_at = coalesce(cancelled_at, $3)
-            WHERE tenant_id = $1 AND id = $2""",
-            tenant_id,
-            eval_id,
-            utcnow(),
-        )
-        await conn.execute(
-            """UPDATE eval_item SET state = 'cancelled', note = 'eval cancelled'
-            WHERE tenant_id = $1 AND eval_id = $2 AND state IN ('queued', 'starting')""",
-            tenant_id,
-            eval_id,
-        )
-        live = await conn.fetch(
-            """SELECT i.run_id FROM eval_item i JOIN run r
-                ON r.tenant_id = i.tenant_id AND r.id = i.run_id
-            WHERE i.tenant_id = $1 AND i.eval_id = $2 AND r.status = 'live'
-            FOR UPDATE OF r""",
-            tenant_id,
-            eval_id,
-        )
-        for item in live:
-            await runs_service.cancel_run(conn, tenant_id, item["run_id"])
-            cancelled.append(item["run_id"])
+    row = await conn.fetchrow(
+        "SELECT id FROM eval WHERE tenant_id = $1 AND id = $2 FOR UPDATE", tenant_id, eval_id
+    )
+    if row is None:
+        raise EvalNotFound(f"no eval '{eval_id}'")
+    await conn.execute(
+        """UPDATE eval SET cancelled_at = coalesce(cancelled_at, $3)
+        WHERE tenant_id = $1 AND id = $2""",
+        tenant_id,
+        eval_id,
+        utcnow(),
+    )
+    await conn.execute(
+        """UPDATE eval_item SET state = 'cancelled', note = 'eval cancelled'
+        WHERE tenant_id = $1 AND eval_id = $2 AND state IN ('queued', 'starting')""",
+        tenant_id,
+        eval_id,
+    )
+    live = await conn.fetch(
+        """SELECT i.run_id FROM eval_item i JOIN run r
+            ON r.tenant_id = i.tenant_id AND r.id = i.run_id
+        WHERE i.tenant_id = $1 AND i.eval_id = $2 AND r.status = 'live'
+        FOR UPDATE OF r""",
+        tenant_id,
+        eval_id,
+    )
+    for item in live:
+        await runs_service.cancel_run(tx, tenant_id, item["run_id"])
+        cancelled.append(item["run_id"])
     return cancelled
 
 
@@ -322,7 +328,7 @@ async def _eval_row(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str) -> a
         "SELECT * FROM eval WHERE tenant_id = $1 AND id = $2", tenant_id, eval_id
     )
     if row is None:
-        raise NotFound(f"no eval '{eval_id}'")
+        raise EvalNotFound(f"no eval '{eval_id}'")
     return row
 
 

@@ -6,19 +6,21 @@ straight from PostgreSQL, so nothing is parsed or validated on the way out.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Request, Response
 
+from app.db import Conn
 from app.errors import NotFound, PayloadTooLarge, UnsupportedMediaType
 from app.fhir import bundles, operations, service
 from app.fhir.capability import capability_statement
 from app.fhir.outcomes import operation_outcome
 from app.fhir.search.query import has_criteria
-from app.jobs import Jobs
 from app.kit import jsontext
 from app.runs.service import run_view_base
-from app.tenants.auth import Tenant, pool_of, root_url
+from app.tenants.auth import Tenant, pool_of, root_url, scopes_of
 from app.tenants.quota import QuotaGuard
 from app.tenants.service import TenantInfo
 from app.trace.recorder import record_refs
@@ -69,17 +71,19 @@ async def before_write(request: Request, tenant: TenantInfo, count: int) -> None
     await quota.check(tenant.id, count)
 
 
-async def after_write(request: Request, ctx: service.FhirContext) -> None:
-    """Count the writes, keep statistics fresh, and have the runs they touched regraded
-    within about a second."""
-    request.app.state.quota.note(ctx.tenant_id, ctx.writes)
-    request.app.state.autoanalyze.note_writes(ctx.writes)
-    jobs: Jobs | None = request.app.state.jobs
-    if jobs is not None:
+@asynccontextmanager
+async def writing(request: Request, ctx: service.FhirContext) -> AsyncIterator[Conn]:
+    """The unit of a FHIR write: its statements commit on their own (one each, or a
+    transaction the service opens), so no BEGIN/COMMIT is added; once they all returned,
+    the writes are counted, statistics kept fresh, the runs they touched regraded within
+    about a second and their webhook deliveries sent."""
+    async with scopes_of(request).transaction(autocommit=True) as tx:
+        yield tx.conn
+        tx.after.wrote(ctx.tenant_id, ctx.writes)
         if ctx.deliveries:
-            await jobs.deliver_soon(ctx.tenant_id)
+            tx.after.deliver(ctx.tenant_id)
         for run_id in ctx.changed_runs:
-            await jobs.grade_soon(ctx.tenant_id, run_id)
+            tx.after.grade(ctx.tenant_id, run_id)
 
 
 async def read_body(request: Request) -> bytes:
@@ -146,9 +150,8 @@ async def transaction(request: Request, tenant: Tenant) -> Response:
     minimal = prefers(request, "return=minimal")
     entries = bundle.get("entry") if isinstance(bundle, dict) else None
     await before_write(request, tenant, len(entries) if isinstance(entries, list) else 1)
-    async with pool_of(request).acquire() as conn:
+    async with writing(request, ctx) as conn:
         body = await bundles.process_bundle(ctx, conn, bundle, minimal=minimal)
-    await after_write(request, ctx)
     return fhir_response(body)
 
 
@@ -216,9 +219,8 @@ async def create(request: Request, resource_type: str, tenant: Tenant) -> Respon
     if criteria is None and has_criteria(query_items(request)):
         criteria = request.url.query
     await before_write(request, tenant, 1)
-    async with pool_of(request).acquire() as conn:
+    async with writing(request, ctx) as conn:
         result = await service.create(ctx, conn, resource_type, resource, if_none_exist=criteria)
-    await after_write(request, ctx)
     return write_response(request, ctx, result)
 
 
@@ -255,7 +257,7 @@ async def update(
     ctx = await context(request, tenant)
     resource = service.parse_body(await read_body(request))
     await before_write(request, tenant, 1)
-    async with pool_of(request).acquire() as conn:
+    async with writing(request, ctx) as conn:
         result = await service.update(
             ctx,
             conn,
@@ -264,7 +266,6 @@ async def update(
             resource,
             if_match=request.headers.get("if-match"),
         )
-    await after_write(request, ctx)
     return write_response(request, ctx, result)
 
 
@@ -274,7 +275,7 @@ async def patch(request: Request, resource_type: str, resource_id: str, tenant: 
     document = service.parse_body(await read_body(request))
     content_type = request.headers.get("content-type", "application/json")
     await before_write(request, tenant, 1)
-    async with pool_of(request).acquire() as conn:
+    async with writing(request, ctx) as conn:
         result = await service.patch(
             ctx,
             conn,
@@ -284,7 +285,6 @@ async def patch(request: Request, resource_type: str, resource_id: str, tenant: 
             content_type,
             if_match=request.headers.get("if-match"),
         )
-    await after_write(request, ctx)
     return write_response(request, ctx, result)
 
 
@@ -294,9 +294,8 @@ async def delete(
 ) -> Response:
     ctx = await context(request, tenant)
     await before_write(request, tenant, 1)
-    async with pool_of(request).acquire() as conn:
+    async with writing(request, ctx) as conn:
         await service.delete(ctx, conn, resource_type, resource_id)
-    await after_write(request, ctx)
     return Response(status_code=204)
 
 

@@ -22,15 +22,14 @@ import jsonpatch
 from app.db import Conn
 from app.errors import (
     BadRequest,
-    Conflict,
     Gone,
     InvalidResource,
     Issue,
     NotFound,
-    PreconditionFailed,
     Unprocessable,
 )
 from app.fhir import storage
+from app.fhir.errors import AmbiguousMatch, StaleVersion, VersionConflict
 from app.fhir.search.index import extract_index
 from app.fhir.search.query import SearchError, SearchQuery, has_criteria, parse_search
 from app.fhir.search.sql import CompiledSearch, Visibility, compile_search
@@ -378,7 +377,7 @@ async def conditional_match(
     if not rows:
         return None
     if len(rows) > 1:
-        raise PreconditionFailed(
+        raise AmbiguousMatch(
             f"conditional create: {len(rows)} {resource_type} resources match '{criteria}'"
         )
     row = rows[0]
@@ -487,7 +486,7 @@ async def update(
             _require_visible(ctx, current, resource_type, resource_id)
         previous = 0 if current is None else current.version_id
         if expected is not None and expected != previous:
-            raise PreconditionFailed(
+            raise StaleVersion(
                 f"If-Match version {expected} is stale: {resource_type}/{resource_id} "
                 f"is at version {previous}"
             )
@@ -511,8 +510,8 @@ async def _write_or_conflict(
 ) -> None:
     try:
         await ctx.write(conn, writes)
-    except storage.VersionConflict:
-        raise Conflict("the resource was changed by another request; retry") from None
+    except VersionConflict:
+        raise VersionConflict("the resource was changed by another request; retry") from None
 
 
 async def patch(
@@ -536,7 +535,7 @@ async def patch(
         if current.deleted or current.json is None:
             raise Gone(f"{resource_type}/{resource_id} was deleted")
         if expected is not None and expected != current.version_id:
-            raise PreconditionFailed(
+            raise StaleVersion(
                 f"If-Match version {expected} is stale: {resource_type}/{resource_id} "
                 f"is at version {current.version_id}"
             )

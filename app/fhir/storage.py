@@ -19,6 +19,7 @@ from typing import Any
 import asyncpg
 
 from app.db import Conn
+from app.fhir.errors import VersionConflict
 from app.fhir.search.index import IndexValues
 
 # Array elements travel joined by the ASCII unit separator: it never occurs in FHIR
@@ -72,10 +73,6 @@ class PreparedWrite:
     run_id: str | None = None
     source: str | None = None  # "setup" | "stimulus" | "sim"; None for a client's write
     events: list[str] = field(default_factory=list)  # webhook event types this write emits
-
-
-class VersionConflict(Exception):
-    """Another writer changed a resource between our read and our write."""
 
 
 _WRITE_SQL = f"""

@@ -20,6 +20,7 @@ from typing import Any
 import asyncpg
 import orjson
 
+from app.db import Scopes
 from app.fhir import service as fhir_service
 from app.fhir.storage import index_keys
 from app.kit.clock import fhir_instant, utcnow
@@ -67,9 +68,13 @@ async def _scenario_of(
 
 
 async def reply_to_messages(
-    pool: asyncpg.Pool, llm: LlmClient | None, tenant_id: uuid.UUID, run_id: str
+    scopes: Scopes, llm: LlmClient | None, tenant_id: uuid.UUID, run_id: str
 ) -> SimOutcome:
+    """Answer the run's unanswered messages to the simulated patient, one unit of work
+    per reply (no transaction is held while the model thinks); each reply's webhook
+    deliveries are sent once it commits."""
     outcome = SimOutcome()
+    pool = scopes.pool
     async with pool.acquire() as conn:
         run = await runs_service.get_run(conn, tenant_id, run_id)
     if run.status != "live":
@@ -112,7 +117,7 @@ async def reply_to_messages(
             continue
         if row["id"] not in answered:
             written = await _answer(
-                pool,
+                scopes,
                 llm,
                 run,
                 sim,
@@ -133,7 +138,7 @@ async def reply_to_messages(
 
 
 async def _answer(
-    pool: asyncpg.Pool,
+    scopes: Scopes,
     llm: LlmClient | None,
     run: runs_service.RunRow,
     sim: PatientSim,
@@ -147,18 +152,21 @@ async def _answer(
 ) -> list[str] | None:
     """Write one reply (or record that the turn cap silenced it); None when nothing was
     written."""
+    pool = scopes.pool
     now = utcnow()
     if engine.turns_left(sim, replies_so_far) <= 0:
-        await pool.execute(
-            """INSERT INTO sim_reply (tenant_id, run_id, message_id, turn, engine, note, at)
-            VALUES ($1, $2, $3, $4, 'none', 'the patient stopped replying: turn cap', $5)
-            ON CONFLICT DO NOTHING""",
-            run.tenant_id,
-            run.id,
-            message_id,
-            replies_so_far + 1,
-            now,
-        )
+        async with scopes.transaction(autocommit=True) as tx:
+            await tx.conn.execute(
+                """INSERT INTO sim_reply (tenant_id, run_id, message_id, turn, engine, note,
+                    at)
+                VALUES ($1, $2, $3, $4, 'none', 'the patient stopped replying: turn cap', $5)
+                ON CONFLICT DO NOTHING""",
+                run.tenant_id,
+                run.id,
+                message_id,
+                replies_so_far + 1,
+                now,
+            )
         return None
     seed = _seed(run.id, message_id)
     engine_name, model, note, prompt_version = "scripted", None, None, None
@@ -200,7 +208,8 @@ async def _answer(
     ctx = fhir_service.FhirContext(
         tenant_id=run.tenant_id, base_url="", run_id=run.id, source="sim", root_url=root or ""
     )
-    async with pool.acquire() as conn, conn.transaction():
+    async with scopes.transaction() as tx:
+        conn = tx.conn
         claimed = await conn.fetchval(
             """INSERT INTO sim_reply (tenant_id, run_id, message_id, turn, engine, model,
                 prompt_version, temperature, seed, note, issues, at)
@@ -230,4 +239,7 @@ async def _answer(
             message_id,
             result_write.id,
         )
+        tx.after.wrote(run.tenant_id, ctx.writes)
+        if ctx.deliveries:
+            tx.after.deliver(run.tenant_id)
     return ctx.deliveries

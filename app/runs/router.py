@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Annotated, Any
 
@@ -9,12 +10,11 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from app.jobs import Jobs
 from app.kit.clock import utcnow
 from app.runs import oracle, service
-from app.runs.live import LiveRuns
+from app.runs.errors import RunNotLive
 from app.scenarios import service as scenarios_service
-from app.tenants.auth import Tenant, pool_of, root_url
+from app.tenants.auth import Tenant, limits_of, pool_of, root_url, scopes_of
 from app.tenants.quota import QuotaGuard, resets_at, used_today
 from app.trace.recorder import TraceRecorder
 
@@ -35,18 +35,6 @@ class StartRunBody(BaseModel):
     timeout_seconds: int | None = Field(default=None, description="30 to 1800")
 
 
-def _forget_live(request: Request, tenant_id: Any) -> None:
-    live: LiveRuns = request.app.state.live_runs
-    live.forget(tenant_id)
-
-
-async def _promote_evals(request: Request, tenant_id: Any) -> None:
-    """A slot freed: start queued eval runs now rather than at the worker's next sweep."""
-    from app.evals.router import promote_now
-
-    await promote_now(request, tenant_id)
-
-
 async def _flush_trace(request: Request) -> None:
     """Make this process's buffered calls visible before grading on demand."""
     recorder: TraceRecorder = request.app.state.recorder
@@ -58,29 +46,16 @@ async def _flush_trace(request: Request) -> None:
 
 
 async def _start(request: Request, tenant: Tenant, body: StartRunBody) -> service.RunRow:
-    quota: QuotaGuard = request.app.state.quota
-    settings = request.app.state.settings
-    loaded = await scenarios_service.get_scenario(pool_of(request), tenant.id, body.scenario_id)
-    extra = len(loaded.scenario.stimulus) + (0 if loaded.builtin else len(loaded.scenario.fixture))
-    await quota.check(tenant.id, extra)
-    async with pool_of(request).acquire() as conn, conn.transaction():
-        run, counted, deliveries = await service.start_run(
-            conn,
+    async with scopes_of(request).transaction() as tx:
+        return await service.start_run(
+            tx,
             tenant.id,
             service.StartRequest(
                 body.scenario_id, body.mode, body.variant, body.label, body.timeout_seconds
             ),
-            max_live=settings.max_live_runs,
+            limits=limits_of(request),
             root_url=root_url(request),
         )
-    quota.note(tenant.id, counted)
-    _forget_live(request, tenant.id)
-    jobs: Jobs | None = request.app.state.jobs
-    if jobs is not None:
-        await jobs.grade_soon(tenant.id, run.id)
-        if deliveries:
-            await jobs.deliver_soon(tenant.id)
-    return run
 
 
 @router.post("/runs", status_code=201, summary="Start a run of a scenario")
@@ -121,25 +96,22 @@ async def get_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, An
 async def finish_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
     await _flush_trace(request)
     run = await service.grade_run(
-        pool_of(request), tenant.id, run_id, final=True, llm=request.app.state.llm
+        scopes_of(request), tenant.id, run_id, final=True, llm=request.app.state.llm
     )
-    _forget_live(request, tenant.id)
-    await _promote_evals(request, tenant.id)
     return run.view(root_url(request))
 
 
 @router.post("/runs/{run_id}/cancel", summary="End the run without a verdict")
 async def cancel_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
-    async with pool_of(request).acquire() as conn:
-        run = await service.cancel_run(conn, tenant.id, run_id)
-    _forget_live(request, tenant.id)
-    await _promote_evals(request, tenant.id)
+    async with scopes_of(request).transaction() as tx:
+        run = await service.cancel_run(tx, tenant.id, run_id)
     return run.view(root_url(request))
 
 
 @router.delete("/runs/{run_id}/data", summary="Remove the run's patients and resources")
 async def delete_run_data(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
-    removed = await service.delete_run_data(pool_of(request), tenant.id, run_id)
+    async with scopes_of(request).transaction() as tx:
+        removed = await service.delete_run_data(tx, tenant.id, run_id)
     return {"id": run_id, "resourcesRemoved": removed}
 
 
@@ -177,15 +149,15 @@ async def reference_run(
             loaded.scenario.oracle,
         )
     except Exception:
-        async with pool_of(request).acquire() as conn:
-            await service.cancel_run(conn, tenant.id, run.id)
-        _forget_live(request, tenant.id)
+        # Leave no run live; one that ended meanwhile (its deadline) needs nothing.
+        with contextlib.suppress(RunNotLive):
+            async with scopes_of(request).transaction() as tx:
+                await service.cancel_run(tx, tenant.id, run.id)
         raise
     await _flush_trace(request)
     final = await service.grade_run(
-        pool_of(request), tenant.id, run.id, final=True, llm=request.app.state.llm
+        scopes_of(request), tenant.id, run.id, final=True, llm=request.app.state.llm
     )
-    _forget_live(request, tenant.id)
     return final.view(root_url(request))
 
 

@@ -21,7 +21,7 @@ import asyncpg
 import orjson
 from pydantic import TypeAdapter
 
-from app.db import Conn
+from app.db import Conn, Scopes, Tx
 from app.errors import AppError, BadRequest, Unprocessable
 from app.fhir import service as fhir_service
 from app.fhir import storage
@@ -36,6 +36,7 @@ from app.runs.errors import LiveRunLimit, RunNotFound, RunNotLive, RunStillLive
 from app.scenarios import service as scenarios_service
 from app.scenarios.expansion import ExpansionError, apply_variant, expand_scenario
 from app.scenarios.schema import TIMEOUT_MAX, TIMEOUT_MIN, Expectation, Scenario
+from app.tenants.quota import RunLimits
 from app.webhooks import service as webhooks_service
 
 _ALPHABET = string.ascii_lowercase + string.digits
@@ -210,16 +211,18 @@ async def count_live(conn: Conn, tenant_id: uuid.UUID) -> int:
 
 
 async def start_run(
-    conn: Conn,
+    tx: Tx,
     tenant_id: uuid.UUID,
     request: StartRequest,
     *,
-    max_live: int,
+    limits: RunLimits,
     root_url: str = "",
-) -> tuple[RunRow, int, list[str]]:
+) -> RunRow:
     """Write the fixture (silently) and the stimulus, and record the run, in the caller's
-    transaction (it commits). Returns the run, how many quota-counted writes it made, and
-    the webhook deliveries to send once committed."""
+    transaction (it commits). Every start, whoever asks, is held to the tenant's live-run
+    limit and daily write quota here. Once committed, the run is graded soon, its webhook
+    deliveries sent and the live-run cache dropped (noted in `tx.after`)."""
+    conn = tx.conn
     if not conn.is_in_transaction():
         raise RuntimeError("start_run runs inside the caller's transaction")
     loaded = await scenarios_service.get_scenario(conn, tenant_id, request.scenario_id)
@@ -249,6 +252,8 @@ async def start_run(
     except ExpansionError as exc:
         raise Unprocessable(f"the scenario cannot be expanded: {exc}") from None
     counted = len(expanded.stimulus) + (0 if loaded.builtin else len(expanded.fixture))
+    await limits.quota.check(tenant_id, counted, conn)
+    max_live = limits.max_live
     # A savepoint: a failed start leaves the caller's transaction usable.
     async with conn.transaction():
         await lock_starts(conn, tenant_id)
@@ -296,7 +301,14 @@ async def start_run(
             started + timedelta(seconds=timeout),
         )
     assert row is not None
-    return RunRow.from_record(row), counted, deliveries
+    # Noted only once every write succeeded: a failed start (rolled back to the
+    # savepoint) leaves nothing to send.
+    tx.after.wrote(tenant_id, counted)
+    tx.after.live_changed(tenant_id)
+    tx.after.grade(tenant_id, run_id)
+    if deliveries:
+        tx.after.deliver(tenant_id)
+    return RunRow.from_record(row)
 
 
 async def _write_setup(
@@ -508,7 +520,7 @@ def _verdict_json(verdict: Verdict, note: str | None = None) -> dict[str, Any]:
 
 
 async def grade_run(
-    pool: asyncpg.Pool,
+    scopes: Scopes,
     tenant_id: uuid.UUID,
     run_id: str,
     *,
@@ -517,7 +529,10 @@ async def grade_run(
 ) -> RunRow:
     """Grade a live run; end it when it passed, when `final` (finish), or at its deadline.
     A run that already ended is returned as it is. Holds at most one connection at a
-    time (judging may call a model and uses the pool itself)."""
+    time and no transaction across the judging (which may call a model and uses the pool
+    itself); the verdict is one conditional UPDATE, and a run it ends frees a live slot
+    (the live-run cache is dropped and queued eval items promoted after it commits)."""
+    pool = scopes.pool
     async with pool.acquire() as conn:
         run = await get_run(conn, tenant_id, run_id)
         if run.status != RunStatus.LIVE:
@@ -546,8 +561,8 @@ async def grade_run(
         if sim["replies"]:
             verdict_json["simulatedPatient"] = sim["replies"]
             verdict_json["simulatorIssues"] = sim["simulatorIssues"]
-        async with pool.acquire() as conn:
-            ended = await conn.fetchrow(
+        async with scopes.transaction(autocommit=True) as tx:
+            ended = await tx.conn.fetchrow(
                 """UPDATE run SET status = $3, verdict = $4::jsonb, finished_at = $5,
                     graded_at = $5, graded_change_at = $6
                 WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
@@ -559,15 +574,16 @@ async def grade_run(
                 seen_change,
             )
             if ended is not None:
+                _slot_freed(tx, tenant_id)
                 return RunRow.from_record(ended)
-            return await get_run(conn, tenant_id, run_id)  # another grader ended it first
+            return await get_run(tx.conn, tenant_id, run_id)  # another grader ended it first
     progress = {
         "requiredTotal": verdict.required_total,
         "requiredHolding": verdict.required_holding,
         "lastGradedAt": now.isoformat(),
     }
-    async with pool.acquire() as conn:
-        updated = await conn.fetchrow(
+    async with scopes.transaction(autocommit=True) as tx:
+        updated = await tx.conn.fetchrow(
             """UPDATE run SET progress = $3::jsonb, graded_at = $4, graded_change_at = $5
             WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
             tenant_id,
@@ -577,11 +593,17 @@ async def grade_run(
             seen_change,
         )
         if updated is None:
-            return await get_run(conn, tenant_id, run_id)
+            return await get_run(tx.conn, tenant_id, run_id)
         return RunRow.from_record(updated)
 
 
-async def cancel_run(conn: Conn, tenant_id: uuid.UUID, run_id: str) -> RunRow:
+def _slot_freed(tx: Tx, tenant_id: uuid.UUID) -> None:
+    tx.after.live_changed(tenant_id)
+    tx.after.promote(tenant_id)
+
+
+async def cancel_run(tx: Tx, tenant_id: uuid.UUID, run_id: str) -> RunRow:
+    conn = tx.conn
     row = await conn.fetchrow(
         """UPDATE run SET status = 'cancelled', finished_at = $3,
             verdict = '{"passed": false, "score": 0, "expectations": [],
@@ -594,38 +616,39 @@ async def cancel_run(conn: Conn, tenant_id: uuid.UUID, run_id: str) -> RunRow:
     if row is None:
         run = await get_run(conn, tenant_id, run_id)
         raise RunNotLive(f"run '{run_id}' already ended as {run.status}")
+    _slot_freed(tx, tenant_id)
     return RunRow.from_record(row)
 
 
-async def delete_run_data(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> int:
+async def delete_run_data(tx: Tx, tenant_id: uuid.UUID, run_id: str) -> int:
     """Remove the run's resources (its fixture patients and everything it created) with
-    their history. Returns how many resources were removed."""
-    async with pool.acquire() as conn, conn.transaction():
-        run = await get_run(conn, tenant_id, run_id)
-        if run.status == RunStatus.LIVE:
-            raise RunStillLive(
-                f"run '{run_id}' is live: finish or cancel it before deleting its data"
-            )
-        await conn.execute(
-            """DELETE FROM fhir_date d USING fhir_resource r
-            WHERE r.tenant_id = $1 AND r.run_id = $2 AND d.tenant_id = $1
-                AND d.resource_type = r.resource_type AND d.id = r.id""",
-            tenant_id,
-            run_id,
-        )
-        await conn.execute(
-            """DELETE FROM fhir_history h USING fhir_resource r
-            WHERE r.tenant_id = $1 AND r.run_id = $2 AND h.tenant_id = $1
-                AND h.resource_type = r.resource_type AND h.id = r.id""",
-            tenant_id,
-            run_id,
-        )
-        status = await conn.execute(
-            "DELETE FROM fhir_resource WHERE tenant_id = $1 AND run_id = $2", tenant_id, run_id
-        )
-        await conn.execute(
-            "DELETE FROM run_ref WHERE tenant_id = $1 AND run_id = $2", tenant_id, run_id
-        )
+    their history, in the caller's transaction. Returns how many resources were removed."""
+    conn = tx.conn
+    if not conn.is_in_transaction():
+        raise RuntimeError("delete_run_data runs inside the caller's transaction")
+    run = await get_run(conn, tenant_id, run_id)
+    if run.status == RunStatus.LIVE:
+        raise RunStillLive(f"run '{run_id}' is live: finish or cancel it before deleting its data")
+    await conn.execute(
+        """DELETE FROM fhir_date d USING fhir_resource r
+        WHERE r.tenant_id = $1 AND r.run_id = $2 AND d.tenant_id = $1
+            AND d.resource_type = r.resource_type AND d.id = r.id""",
+        tenant_id,
+        run_id,
+    )
+    await conn.execute(
+        """DELETE FROM fhir_history h USING fhir_resource r
+        WHERE r.tenant_id = $1 AND r.run_id = $2 AND h.tenant_id = $1
+            AND h.resource_type = r.resource_type AND h.id = r.id""",
+        tenant_id,
+        run_id,
+    )
+    status = await conn.execute(
+        "DELETE FROM fhir_resource WHERE tenant_id = $1 AND run_id = $2", tenant_id, run_id
+    )
+    await conn.execute(
+        "DELETE FROM run_ref WHERE tenant_id = $1 AND run_id = $2", tenant_id, run_id
+    )
     return int(status.split()[-1])
 
 
@@ -667,13 +690,13 @@ async def runs_needing_grades(pool: asyncpg.Pool) -> list[tuple[uuid.UUID, str]]
 
 
 async def mark_changed(
-    pool: asyncpg.Pool, attributed: set[tuple[uuid.UUID, str]], shared_tenants: set[uuid.UUID]
-) -> list[tuple[uuid.UUID, str]]:
+    tx: Tx, attributed: set[tuple[uuid.UUID, str]], shared_tenants: set[uuid.UUID]
+) -> None:
     """Traced calls happened: mark the runs they belong to (a shared call: every live run
-    of its tenant) as changed; return them to be regraded soon."""
+    of its tenant) as changed, to be regraded soon."""
     if not attributed and not shared_tenants:
-        return []
-    rows = await pool.fetch(
+        return
+    rows = await tx.conn.fetch(
         """UPDATE run SET changed_at = $4 WHERE status = 'live' AND (
             (tenant_id, id) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
             OR tenant_id = ANY($3::uuid[]))
@@ -683,7 +706,21 @@ async def mark_changed(
         list(shared_tenants),
         utcnow(),
     )
-    return [(r["tenant_id"], r["id"]) for r in rows]
+    for r in rows:
+        tx.after.grade(r["tenant_id"], r["id"])
+
+
+async def mark_runs_changed(tx: Tx, tenant_id: uuid.UUID, run_ids: set[str]) -> None:
+    """Something the runs' expectations watch changed outside their FHIR writes (a webhook
+    delivery ended): have the live ones regraded soon."""
+    rows = await tx.conn.fetch(
+        """UPDATE run SET changed_at = now()
+        WHERE tenant_id = $1 AND id = ANY($2::text[]) AND status = 'live' RETURNING id""",
+        tenant_id,
+        sorted(run_ids),
+    )
+    for r in rows:
+        tx.after.grade(tenant_id, r["id"])
 
 
 def check_limit(value: int, low: int, high: int, name: str) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 
 import asyncpg
 
+from app.db import Scopes
 from app.grading.engine import grade
 from app.grading.snapshot import ExpectationResult, RunSnapshot, Verdict
 from app.runs import oracle as oracle_replay
@@ -29,6 +30,7 @@ from app.scenarios.schema import Scenario
 from app.scenarios.service import LoadedScenario
 from app.scenarios.simulation import Simulation
 from app.scenarios.validation import validate_scenario
+from app.tenants.quota import RunLimits
 
 LABEL = "scenario-check"
 
@@ -123,11 +125,15 @@ class Target:
     of it, and the base URL links are built from."""
 
     app: Any
-    pool: asyncpg.Pool
+    scopes: Scopes
     tenant_id: uuid.UUID
     authorization: str
     root: str
-    max_live: int
+    limits: RunLimits
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        return self.scopes.pool
 
 
 def _walk(results: list[ExpectationResult]) -> Iterator[ExpectationResult]:
@@ -184,32 +190,29 @@ async def check_scenario(
 
 
 async def _start(target: Target, scenario: Scenario, persona: str | None) -> runs_service.RunRow:
-    async with target.pool.acquire() as conn, conn.transaction():
-        run, _, _ = await runs_service.start_run(
-            conn,
+    # As the REST start does (the same service, quota and live limit included); leaving
+    # the scope drops the live-run cache, so the replay's first call is attributed.
+    async with target.scopes.transaction() as tx:
+        return await runs_service.start_run(
+            tx,
             target.tenant_id,
             runs_service.StartRequest(scenario.id, None, persona, LABEL, None),
-            max_live=target.max_live,
+            limits=target.limits,
             root_url=target.root,
         )
-    # As the REST start does: calls on the tenant base are attributed to runs through a
-    # per-process cache of live runs, which must know this run from its first call.
-    live_runs = getattr(target.app.state, "live_runs", None)
-    if live_runs is not None:
-        live_runs.forget(target.tenant_id)
-    return run
 
 
 async def _finish(target: Target, run: runs_service.RunRow) -> runs_service.RunRow:
     recorder = getattr(target.app.state, "recorder", None)
     if recorder is not None:
         await recorder.flush()  # the replay's calls must be in the trace before grading
-    return await runs_service.grade_run(target.pool, target.tenant_id, run.id, final=True)
+    return await runs_service.grade_run(target.scopes, target.tenant_id, run.id, final=True)
 
 
 async def _cleanup(target: Target, run_ids: list[str]) -> None:
     for run_id in run_ids:
-        await runs_service.delete_run_data(target.pool, target.tenant_id, run_id)
+        async with target.scopes.transaction() as tx:
+            await runs_service.delete_run_data(tx, target.tenant_id, run_id)
 
 
 async def _check_variant(

@@ -12,7 +12,7 @@ from pydantic.alias_generators import to_camel
 from app.fhir.service import parse_body
 from app.kit import jsontext
 from app.scenarios import check, service
-from app.tenants.auth import Tenant, pool_of, root_url
+from app.tenants.auth import Tenant, limits_of, pool_of, root_url, scopes_of
 
 router = APIRouter(prefix="/api/testing/scenarios", tags=["Testing"])
 
@@ -150,14 +150,11 @@ async def check_scenario(request: Request, tenant: Tenant, scenario_id: str) -> 
     loaded = await service.get_scenario(pool_of(request), tenant.id, scenario_id)
     target = check.Target(
         app=request.app,
-        pool=pool_of(request),
+        scopes=scopes_of(request),
         tenant_id=tenant.id,
         authorization=request.headers.get("authorization", ""),
         root=root_url(request),
-        max_live=request.app.state.settings.max_live_runs,
+        limits=limits_of(request),
     )
-    try:
-        report = await check.check_scenario(target, loaded)
-    finally:
-        request.app.state.live_runs.forget(tenant.id)
+    report = await check.check_scenario(target, loaded)
     return report.as_json()

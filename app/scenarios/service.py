@@ -90,7 +90,7 @@ async def get_scenario(
     return LoadedScenario(scenario, row["version"], False, row["hash"])
 
 
-async def list_scenarios(pool: asyncpg.Pool, tenant_id: uuid.UUID) -> list[LoadedScenario]:
+async def list_scenarios(pool: asyncpg.Pool | Conn, tenant_id: uuid.UUID) -> list[LoadedScenario]:
     rows = await pool.fetch(
         """SELECT DISTINCT ON (id) id, version, document, hash FROM scenario
         WHERE tenant_id = $1 ORDER BY id, version DESC""",

@@ -11,7 +11,9 @@ from typing import Annotated
 import asyncpg
 from fastapi import Depends, Request
 
+from app.db import Scopes
 from app.runs.live import LiveRuns
+from app.tenants.quota import RunLimits
 from app.tenants.service import TenantInfo, authenticate
 from app.trace.recorder import set_trace_tenant
 
@@ -19,6 +21,18 @@ from app.trace.recorder import set_trace_tenant
 def pool_of(request: Request) -> asyncpg.Pool:
     pool: asyncpg.Pool = request.app.state.db.pool
     return pool
+
+
+def scopes_of(request: Request) -> Scopes:
+    """The request scope: `async with scopes_of(request).transaction() as tx:` commits
+    on leaving, then sends what the services noted in `tx.after`."""
+    scopes: Scopes = request.app.state.scopes
+    return scopes
+
+
+def limits_of(request: Request) -> RunLimits:
+    limits: RunLimits = request.app.state.run_limits
+    return limits
 
 
 def root_url(request: Request) -> str:

@@ -17,6 +17,7 @@ from datetime import time as dtime
 
 import asyncpg
 
+from app.db import Conn
 from app.errors import TooManyRequests
 from app.kit.clock import utcnow
 
@@ -31,14 +32,14 @@ class _Seen:
 
 
 class QuotaExceeded(TooManyRequests):
-    pass
+    """The tenant used its daily FHIR writes (not the live-run limit: app/runs/errors.py)."""
 
 
 def resets_at(day: date) -> datetime:
     return datetime.combine(day + timedelta(days=1), dtime.min, UTC)
 
 
-async def used_today(pool: asyncpg.Pool, tenant_id: uuid.UUID, day: date) -> int:
+async def used_today(pool: asyncpg.Pool | Conn, tenant_id: uuid.UUID, day: date) -> int:
     used: int = await pool.fetchval(
         """SELECT coalesce(sum(writes), 0)::bigint FROM usage_counter
         WHERE tenant_id = $1 AND day = $2""",
@@ -54,12 +55,16 @@ class QuotaGuard:
         self.limit = limit
         self._seen: dict[uuid.UUID, _Seen] = {}
 
-    async def check(self, tenant_id: uuid.UUID, adding: int) -> None:
+    async def check(self, tenant_id: uuid.UUID, adding: int, conn: Conn | None = None) -> None:
+        """Raise QuotaExceeded when `adding` writes would go over today's quota. `conn`:
+        read through the caller's connection (one inside a transaction must not wait for
+        a second from the pool)."""
         day = utcnow().date()
         seen = self._seen.get(tenant_id)
         now = time.monotonic()
         if seen is None or seen.day != day or now - seen.fetched > REFRESH_SECONDS:
-            seen = _Seen(day, now, await used_today(self._pool, tenant_id, day))
+            used = await used_today(conn if conn is not None else self._pool, tenant_id, day)
+            seen = _Seen(day, now, used)
             self._seen[tenant_id] = seen
         if seen.used + adding > self.limit:
             reset = resets_at(day)
@@ -73,3 +78,12 @@ class QuotaGuard:
         seen = self._seen.get(tenant_id)
         if seen is not None:
             seen.used += written
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """What bounds a tenant's run starts, wherever they come from (REST, reference run,
+    eval promotion, scenario check): its live runs, and its daily writes."""
+
+    max_live: int
+    quota: QuotaGuard

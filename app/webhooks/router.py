@@ -9,8 +9,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
-from app.jobs import Jobs
-from app.tenants.auth import Tenant, pool_of
+from app.tenants.auth import Tenant, pool_of, scopes_of
 from app.webhooks import service
 
 router = APIRouter(prefix="/api/webhooks", tags=["Webhooks"])
@@ -151,10 +150,8 @@ async def deliveries(
 async def redeliver(
     request: Request, tenant: Tenant, webhook_id: str, delivery_id: str
 ) -> dict[str, Any]:
-    await service.redeliver(pool_of(request), tenant.id, webhook_id, delivery_id)
-    jobs: Jobs | None = request.app.state.jobs
-    if jobs is not None:
-        await jobs.deliver_soon(tenant.id)
+    async with scopes_of(request).transaction() as tx:
+        await service.redeliver(tx, tenant.id, webhook_id, delivery_id)
     return {"id": delivery_id, "status": "pending"}
 
 

@@ -29,6 +29,7 @@ import httpx
 import orjson
 from standardwebhooks import Webhook
 
+from app.db import Tx
 from app.errors import BadRequest, Issue, NotFound, Unprocessable
 from app.fhir.validation import is_known_type
 from app.kit import jsontext
@@ -385,12 +386,10 @@ async def list_deliveries(
     ]
 
 
-async def redeliver(
-    pool: asyncpg.Pool, tenant_id: uuid.UUID, subscription_id: str, delivery_id: str
-) -> int:
-    """Send a delivery again with the same id (receivers deduplicate on it). Returns the
-    attempt number the new job is keyed by."""
-    row = await pool.fetchrow(
+async def redeliver(tx: Tx, tenant_id: uuid.UUID, subscription_id: str, delivery_id: str) -> int:
+    """Send a delivery again with the same id (receivers deduplicate on it), once the
+    caller commits. Returns the attempt number the new job is keyed by."""
+    row = await tx.conn.fetchrow(
         """UPDATE webhook_delivery SET status = 'pending', next_attempt_at = $4,
             lease_until = NULL
         WHERE tenant_id = $1 AND subscription_id = $2 AND id = $3 RETURNING attempts""",
@@ -402,6 +401,7 @@ async def redeliver(
     if row is None:
         raise NotFound(f"no delivery '{delivery_id}' for webhook '{subscription_id}'")
     attempts: int = row["attempts"]
+    tx.after.deliver(tenant_id)
     return attempts
 
 

@@ -10,33 +10,48 @@ import uuid
 
 import httpx
 
-from app.db import Database
+from app.db import Database, Scopes
 from app.errors import AppError
 from app.evals import service as evals_service
-from tests.conftest import TenantHandle
+from app.jobs import Jobs, connect_jobs
+from app.tenants.quota import QuotaGuard, RunLimits
+from tests.conftest import REDIS_URL, TenantHandle
 
 SCENARIO = "scheduling.noshow-outreach"
 MAX_LIVE = 20
+QUOTA = 20_000
+
+
+def _scopes(db: Database) -> Scopes:
+    """Units of work with no queue and no promotion hook: the tests promote themselves."""
+    return Scopes(db.pool)
 
 
 async def _plan(db: Database, tenant_id: uuid.UUID, label: str, repeats: int) -> str:
-    return await evals_service.create_eval(
-        db.pool,
-        tenant_id,
-        evals_service.EvalRequest(
-            mode="workflow",
-            label=label,
-            scenarios=[SCENARIO],
-            repeats=repeats,
-            personas="all",  # baseline + 2 personas
-            timeout_seconds=None,
-        ),
-        root_url="http://127.0.0.1:9",
-    )
+    async with _scopes(db).transaction() as tx:
+        return await evals_service.create_eval(
+            tx,
+            tenant_id,
+            evals_service.EvalRequest(
+                mode="workflow",
+                label=label,
+                scenarios=[SCENARIO],
+                repeats=repeats,
+                personas="all",  # baseline + 2 personas
+                timeout_seconds=None,
+            ),
+            root_url="http://127.0.0.1:9",
+        )
 
 
-async def _promote(db: Database, tenant_id: uuid.UUID) -> None:
-    await evals_service.promote(db.pool, tenant_id, max_live=MAX_LIVE)
+async def _promote(db: Database, tenant_id: uuid.UUID, jobs: Jobs | None = None) -> list[str]:
+    limits = RunLimits(MAX_LIVE, QuotaGuard(db.pool, QUOTA))
+    return await evals_service.promote(Scopes(db.pool, jobs), tenant_id, limits=limits)
+
+
+async def _cancel(db: Database, tenant_id: uuid.UUID, eval_id: str) -> None:
+    async with _scopes(db).transaction() as tx:
+        await evals_service.cancel_eval(tx, tenant_id, eval_id)
 
 
 async def _live_runs_of(db: Database, tenant_id: uuid.UUID, eval_id: str) -> int:
@@ -74,7 +89,7 @@ async def test_cancel_while_promoters_start_items(db: Database, tenant: TenantHa
 
         async def cancel_soon(eval_id: str = eval_id) -> None:
             await asyncio.sleep(rng.uniform(0, 0.04))
-            await evals_service.cancel_eval(db.pool, tenant.id, eval_id)
+            await _cancel(db, tenant.id, eval_id)
 
         # Three promoters race each other and the cancel.
         await asyncio.gather(
@@ -101,8 +116,18 @@ async def test_a_failure_while_marking_an_item_started_starts_nothing(
     db: Database, tenant: TenantHandle
 ) -> None:
     """The run's writes and the item's 'started' mark are one transaction: a failure
-    between them (a trigger refusing the mark, standing in for a crash) rolls the run back,
-    and the next promotion starts each item exactly once."""
+    between them (a trigger refusing the mark, standing in for a crash) rolls the run back
+    and sends none of its jobs, and the next promotion starts each item exactly once."""
+    queue = f"understudy:test-crash:{uuid.uuid4().hex[:8]}"  # read by no worker
+    jobs = await connect_jobs(REDIS_URL, queue)
+    try:
+        await _crash_between_steps(db, tenant, jobs)
+    finally:
+        await jobs.redis.delete(queue)
+        await jobs.close()
+
+
+async def _crash_between_steps(db: Database, tenant: TenantHandle, jobs: Jobs) -> None:
     label = f"crash-{uuid.uuid4().hex[:6]}"
     eval_id = await _plan(db, tenant.id, label, repeats=1)  # 3 items
     trigger = f"refuse_{uuid.uuid4().hex[:8]}"
@@ -119,7 +144,7 @@ async def test_a_failure_while_marking_an_item_started_starts_nothing(
     )
     try:
         try:
-            await _promote(db, tenant.id)
+            await _promote(db, tenant.id, jobs)
         except Exception as exc:
             assert "injected failure" in str(exc)
             assert not isinstance(exc, AppError)
@@ -133,12 +158,17 @@ async def test_a_failure_while_marking_an_item_started_starts_nothing(
             eval_id,
         )
         assert queued == 3
+        assert await jobs.redis.queued_jobs(queue_name=jobs.queue_name) == []
     finally:
         await db.pool.execute(f"DROP TRIGGER {trigger} ON eval_item; DROP FUNCTION {trigger}();")
-    await _promote(db, tenant.id)
+    started = await _promote(db, tenant.id, jobs)
     assert await _runs_labelled(db, tenant.id, label) == 3
     assert await _items_with_runs(db, tenant.id, eval_id) == 3
-    await evals_service.cancel_eval(db.pool, tenant.id, eval_id)
+    # Each run this promotion started (the session's worker may have started some of
+    # them first, on its own queue) had its grading sent once its start committed.
+    graded = {j.args[1] for j in await jobs.redis.queued_jobs(queue_name=jobs.queue_name)}
+    assert graded == set(started)
+    await _cancel(db, tenant.id, eval_id)
 
 
 async def test_cancel_right_after_create_over_http(tenant: TenantHandle) -> None:

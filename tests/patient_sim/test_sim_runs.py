@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from app.db import Database
+from app.db import Database, Scopes
 from app.llm.client import LlmClient
 from app.patient_sim import service as sim_service
 from app.settings import Settings
@@ -227,7 +227,7 @@ async def test_llm_patient_reply_audit_and_allowance(
             async with httpx.AsyncClient(headers=tenant.headers) as client:
                 r = await client.post(f"{run['fhirBase']}/Communication", json=message(run, text))
                 assert r.status_code == 201
-            await sim_service.reply_to_messages(db.pool, llm, tenant.id, run["id"])
+            await sim_service.reply_to_messages(Scopes(db.pool), llm, tenant.id, run["id"])
     rows = await db.pool.fetch(
         "SELECT engine, model, prompt_version, seed, note, issues FROM sim_reply "
         "WHERE tenant_id = $1 AND run_id = $2 ORDER BY turn",

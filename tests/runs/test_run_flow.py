@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from fhirpy import AsyncFHIRClient
 
-from app.db import Database
+from app.db import Database, Scopes
 from app.runs import service as runs_service
 from tests.conftest import TenantHandle, make_tenant
 
@@ -141,7 +141,7 @@ async def test_finish_and_tick_race_to_one_verdict(tenant: TenantHandle, db: Dat
         finishes, ticks = await asyncio.gather(
             asyncio.gather(*(client.post(f"/runs/{run['id']}/finish") for _ in range(4))),
             asyncio.gather(
-                *(runs_service.grade_run(db.pool, tenant.id, run["id"]) for _ in range(4))
+                *(runs_service.grade_run(Scopes(db.pool), tenant.id, run["id"]) for _ in range(4))
             ),
         )
     statuses = {r.json()["status"] for r in finishes} | {r.status for r in ticks}

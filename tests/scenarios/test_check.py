@@ -21,6 +21,7 @@ from app.main import create_app
 from app.scenarios import check
 from app.scenarios.service import builtin_scenarios
 from app.settings import Settings
+from app.tenants.quota import RunLimits
 from tests.conftest import TenantHandle
 from tests.scenarios.test_import_api import FIND_COVERAGE
 
@@ -160,7 +161,12 @@ async def check_target(settings: Settings, tenant: TenantHandle) -> AsyncIterato
     app = create_app(settings.clone(redis_url=None))
     async with app.router.lifespan_context(app):
         yield check.Target(
-            app, app.state.db.pool, tenant.id, f"Bearer {tenant.key}", "http://check.local", 20
+            app,
+            app.state.scopes,
+            tenant.id,
+            f"Bearer {tenant.key}",
+            "http://check.local",
+            RunLimits(20, app.state.quota),
         )
 
 

@@ -682,8 +682,8 @@ async def test_the_sweeper_sends_a_delivery_whose_job_was_never_enqueued(
     """Models a crash between commit and enqueue honestly: the write goes through
     `app.fhir.service.create` with a `FhirContext` — the same code and the same SQL
     statement as `POST /Patient`, which commits the resource, its event and its delivery
-    — and then nothing enqueues the delivery's job (the API enqueues in `after_write`,
-    after the commit; here that step never happens, as if the process had died). Redis
+    — and then nothing enqueues the delivery's job (the API enqueues when its unit of work
+    flushes, after the commit; here that step never happens, as if the process had died). Redis
     holds no job for it, and nothing arrives until the sweeper runs.
 
     The session's worker runs the sweeper (`sweep_deliveries`) on its cron every 5 s; the

@@ -1,0 +1,83 @@
+"""The unit of work (app/db.py `Scopes.transaction`): what a service notes in `tx.after`
+is sent only once its transaction committed, after the commit is visible to everyone,
+and a rollback sends nothing. Real PostgreSQL and Redis; the in-process hooks are the
+test's own callables, as main.py wires its caches."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from app.db import Database, Scopes
+from app.jobs import GRADE_JOB, InProcess, Jobs, connect_jobs
+from tests.conftest import REDIS_URL
+
+
+@pytest.fixture
+async def jobs() -> AsyncIterator[Jobs]:
+    # A queue no worker reads: the test looks at what was enqueued.
+    queue = f"understudy:test-uow:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    connected = await connect_jobs(REDIS_URL, queue)
+    yield connected
+    await connected.redis.delete(queue)
+    await connected.close()
+
+
+async def _queued(jobs: Jobs) -> list[tuple[str, tuple[object, ...]]]:
+    return [(j.function, j.args) for j in await jobs.redis.queued_jobs(queue_name=jobs.queue_name)]
+
+
+async def test_effects_are_sent_after_commit_and_see_it(db: Database, jobs: Jobs) -> None:
+    tenant_id = uuid.uuid4()  # a tenant of its own: the row below touches no one else
+    seen: list[tuple[str, object]] = []
+
+    async def committed() -> bool:
+        # Another connection: only a committed row is visible from it.
+        value = await db.pool.fetchval(
+            "SELECT writes FROM usage_counter WHERE tenant_id = $1", tenant_id
+        )
+        return value is not None
+
+    async def promote(t: uuid.UUID) -> None:
+        seen.append(("promote", await committed()))
+
+    hooks = InProcess(
+        live_changed=lambda t: seen.append(("live", t)),
+        wrote=lambda t, n: seen.append(("wrote", n)),
+        promote=promote,
+    )
+    scopes = Scopes(db.pool, jobs, hooks)
+    try:
+        async with scopes.transaction() as tx:
+            await tx.conn.execute(
+                "INSERT INTO usage_counter (tenant_id, day, shard, writes) "
+                "VALUES ($1, current_date, 0, 1)",
+                tenant_id,
+            )
+            tx.after.grade(tenant_id, "run_a")
+            tx.after.grade(tenant_id, "run_a")  # one job per run
+            tx.after.wrote(tenant_id, 3)
+            tx.after.live_changed(tenant_id)
+            tx.after.promote(tenant_id)
+            assert seen == [] and await _queued(jobs) == []  # nothing before the commit
+            assert not await committed()
+        assert seen == [("live", tenant_id), ("wrote", 3), ("promote", True)]
+        assert await _queued(jobs) == [(GRADE_JOB, (str(tenant_id), "run_a"))]
+    finally:
+        await db.pool.execute("DELETE FROM usage_counter WHERE tenant_id = $1", tenant_id)
+
+
+async def test_a_rollback_sends_nothing(db: Database, jobs: Jobs) -> None:
+    tenant_id = uuid.uuid4()
+    seen: list[uuid.UUID] = []
+    scopes = Scopes(db.pool, jobs, InProcess(live_changed=seen.append))
+    with pytest.raises(RuntimeError, match="refused"):
+        async with scopes.transaction() as tx:
+            tx.after.grade(tenant_id, "run_b")
+            tx.after.deliver(tenant_id)
+            tx.after.live_changed(tenant_id)
+            raise RuntimeError("refused")
+    assert seen == [] and await _queued(jobs) == []
