@@ -8,10 +8,10 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from app.api.deps import Tenant, pool_of, root_url
 from app.evals import service
 from app.jobs import Jobs
 from app.runs.live import LiveRuns
-from app.tenants.auth import Tenant, pool_of, root_url
 
 router = APIRouter(prefix="/api/testing/evals", tags=["Evals"])
 

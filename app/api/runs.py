@@ -9,12 +9,13 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from app.api.deps import Tenant, pool_of, root_url
 from app.jobs import Jobs
 from app.kit.clock import utcnow
-from app.runs import oracle, service
+from app.orchestration import oracle
+from app.runs import service
 from app.runs.live import LiveRuns
 from app.scenarios import service as scenarios_service
-from app.tenants.auth import Tenant, pool_of, root_url
 from app.tenants.quota import QuotaGuard, resets_at, used_today
 from app.trace.recorder import TraceRecorder
 
@@ -42,7 +43,7 @@ def _forget_live(request: Request, tenant_id: Any) -> None:
 
 async def _promote_evals(request: Request, tenant_id: Any) -> None:
     """A slot freed: start queued eval runs now rather than at the worker's next sweep."""
-    from app.evals.router import promote_now
+    from app.api.evals import promote_now
 
     await promote_now(request, tenant_id)
 
