@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.embedded import Endpoints, close_endpoints, resolve_endpoints
+from app.kit.urls import FHIR_PREFIX
 from app.logs import LEVELS, configure_logging
 from app.settings import Settings
 
@@ -182,7 +183,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             key = asyncio.run(_dev_key(settings))
             print(f"understudy: development tenant '{settings.dev_tenant}'", flush=True)
             print(f"understudy: API key: {key}", flush=True)
-        print(f"understudy: FHIR base {base}/api/fhir/r4", flush=True)
+        print(f"understudy: FHIR base {base}{FHIR_PREFIX}", flush=True)
         print(f"understudy: API docs  {base}/docs", flush=True)
         if not args.no_worker:
             print("understudy: worker running in this process", flush=True)
