@@ -18,8 +18,8 @@ from app.api.evals import router as evals_router
 from app.api.fhir import eligibility_router
 from app.api.fhir import router as fhir_router
 from app.api.runs import router as runs_router
-from app.api.runs import usage_router
 from app.api.scenarios import router as scenarios_router
+from app.api.usage import router as usage_router
 from app.api.webhooks import router as webhooks_router
 from app.db import open_database
 from app.edge import EdgeTextCheck
