@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.embedded import Endpoints, close_endpoints, resolve_endpoints
+from app.kit.urls import FHIR_PREFIX
 from app.logs import LEVELS, configure_logging
 from app.settings import Settings
 
@@ -182,7 +183,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             key = asyncio.run(_dev_key(settings))
             print(f"understudy: development tenant '{settings.dev_tenant}'", flush=True)
             print(f"understudy: API key: {key}", flush=True)
-        print(f"understudy: FHIR base {base}/api/fhir/r4", flush=True)
+        print(f"understudy: FHIR base {base}{FHIR_PREFIX}", flush=True)
         print(f"understudy: API docs  {base}/docs", flush=True)
         if not args.no_worker:
             print("understudy: worker running in this process", flush=True)
@@ -313,14 +314,14 @@ def _quiet_http_log() -> None:
 
 
 def cmd_eval_run(args: argparse.Namespace) -> int:
-    from app.evals import harness
+    from app.client import harness
 
     _quiet_http_log()
     return harness.run(args)
 
 
 def cmd_eval_ci(args: argparse.Namespace) -> int:
-    from app.evals import ci
+    from app.client import ci
 
     _quiet_http_log()
     return ci.run(args)
@@ -330,7 +331,7 @@ CHECK_TENANT = "scenario-check"
 
 
 def cmd_scenarios_check(args: argparse.Namespace) -> int:
-    from app.scenarios import check
+    from app.orchestration import check
 
     _quiet_http_log()
     logging.getLogger("mcp").setLevel(logging.WARNING)
@@ -355,7 +356,7 @@ async def _check_scenarios(
     settings: Settings, key: str, args: argparse.Namespace, out: list[Any]
 ) -> None:
     from app.main import create_app
-    from app.scenarios import check
+    from app.orchestration import check
     from app.scenarios import service as scenarios_service
     from app.tenants.service import authenticate
 
@@ -413,7 +414,7 @@ async def _load_for_check(
 ) -> Any:
     """The scenario at `path`: the built-in one when the file is in scenarios/, else
     imported into the check tenant as a custom scenario; a report when it cannot be."""
-    from app.scenarios import check
+    from app.orchestration import check
     from app.scenarios import service as scenarios_service
     from app.scenarios.validation import validate_scenario
 
@@ -500,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sc_check.set_defaults(func=cmd_scenarios_check)
 
-    from app.evals import ci, harness
+    from app.client import ci, harness
 
     evals = sub.add_parser(
         "eval", help="run evals against a server (UNDERSTUDY_URL, UNDERSTUDY_API_KEY)"

@@ -15,30 +15,31 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
+from app.api.evals import router as evals_router
+from app.api.fhir import eligibility_router
+from app.api.fhir import router as fhir_router
+from app.api.runs import router as runs_router
+from app.api.scenarios import router as scenarios_router
+from app.api.usage import router as usage_router
+from app.api.webhooks import router as webhooks_router
 from app.db import Scopes, open_database
 from app.edge import EdgeTextCheck
 from app.errors import AppError, Issue
 from app.evals import service as evals_service
-from app.evals.router import router as evals_router
 from app.fhir.maintenance import AutoAnalyze
 from app.fhir.negotiation import FhirFormatMiddleware, response_media_type
 from app.fhir.outcomes import operation_outcome
-from app.fhir.router import FHIR_PREFIX, eligibility_router
-from app.fhir.router import router as fhir_router
 from app.jobs import InProcess, connect_jobs
 from app.kit import jsontext
+from app.kit.urls import FHIR_PREFIX, run_view_base
 from app.llm.client import LlmClient
 from app.mcp.endpoint import MCP_PATH, McpEndpoint
 from app.openapi import install_openapi
 from app.runs import service as runs_service
 from app.runs.live import LiveRuns
-from app.runs.router import router as runs_router
-from app.runs.router import usage_router
-from app.scenarios.router import router as scenarios_router
 from app.settings import Settings
 from app.tenants.quota import QuotaGuard, RunLimits
 from app.trace.recorder import TraceMiddleware, TraceRecorder, TraceRow
-from app.webhooks.router import router as webhooks_router
 
 log = logging.getLogger("understudy.api")
 
@@ -187,9 +188,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     app.include_router(fhir_router, prefix=FHIR_PREFIX)
     # Each run's own FHIR base: the same API, hiding other runs' resources.
-    app.include_router(
-        fhir_router, prefix="/api/testing/runs/{run_id}/fhir/r4", include_in_schema=False
-    )
+    app.include_router(fhir_router, prefix=run_view_base("", "{run_id}"), include_in_schema=False)
     app.include_router(eligibility_router)
     app.include_router(scenarios_router)
     app.include_router(runs_router)

@@ -10,7 +10,7 @@ Usage (UNDERSTUDY_URL and UNDERSTUDY_API_KEY in the environment):
 
 Exit 0 pass, 1 fail (significant regression, pass rate under --min-pass-rate, eval
 incomplete), 2 could not be judged (service unreachable, no baseline with
---require-baseline). The same as `understudy eval ci`; the logic is app/evals/ci.py.
+--require-baseline). The same as `understudy eval ci`; the logic is app/client/ci.py.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 try:
-    from app.evals.ci import main
+    from app.client.ci import main
 except ImportError as exc:  # exit 2 (not judged), never 1 (which reads as a regression)
     print(
         f"eval_ci.py: {exc}; install the project first (pip install -e . from the checkout)",

@@ -23,12 +23,13 @@ from typing import Any
 import asyncpg
 import orjson
 
+from app.client import statistics as stats
 from app.db import Conn, Scopes, Tx
 from app.errors import AppError, NotFound, Unprocessable
-from app.evals import statistics as stats
 from app.evals.errors import EvalNotFound
 from app.fhir.errors import VersionConflict
 from app.kit.clock import utcnow
+from app.kit.urls import run_view_base
 from app.runs import service as runs_service
 from app.runs.errors import LiveRunLimit
 from app.scenarios import service as scenarios_service
@@ -484,7 +485,7 @@ def _item_view(item: Item, root: str, mode: str) -> dict[str, Any]:
     run = item.run
     if run is not None:
         out["runId"] = run.id
-        out["fhirBase"] = runs_service.run_view_base(root, run.id)
+        out["fhirBase"] = run_view_base(root, run.id)
         out["fixture"] = run.fixture
         if mode == "agent":
             out["brief"] = run.brief

@@ -23,8 +23,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field
 from starlette.types import ASGIApp
 
-from app.fhir.router import FHIR_PREFIX
 from app.kit.clock import fhir_instant, utcnow
+from app.kit.urls import FHIR_PREFIX, run_view_base
 from app.mcp import bridge
 from app.mcp.endpoint import Caller, caller_of
 from app.mcp.schemas import (
@@ -45,7 +45,6 @@ from app.mcp.schemas import (
     Thread,
     WriteOutcome,
 )
-from app.runs.service import run_view_base
 from app.scenarios import service as scenarios_service
 from app.scenarios.schema import symbol_name
 from app.settings import Settings

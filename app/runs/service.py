@@ -30,6 +30,7 @@ from app.grading.snapshot import Call, ChangedResource, Delivery, RunSnapshot, V
 from app.judges.service import judge_rubrics
 from app.kit import jsontext
 from app.kit.clock import utcnow
+from app.kit.urls import FHIR_PREFIX, RUNS_PREFIX, run_view_base
 from app.llm.client import LlmClient
 from app.patient_sim.report import simulator_report
 from app.runs.errors import LiveRunLimit, RunNotFound, RunNotLive, RunStillLive
@@ -41,7 +42,6 @@ from app.webhooks import service as webhooks_service
 
 _ALPHABET = string.ascii_lowercase + string.digits
 _EXPECTATIONS = TypeAdapter(list[Expectation])
-FHIR_PREFIX = "/api/fhir/r4"
 
 
 class RunStatus(StrEnum):
@@ -58,10 +58,6 @@ FINAL = frozenset(s for s in RunStatus if s is not RunStatus.LIVE)
 
 def _token(length: int) -> str:
     return "".join(secrets.choice(_ALPHABET) for _ in range(length))
-
-
-def run_view_base(root: str, run_id: str) -> str:
-    return f"{root}/api/testing/runs/{run_id}/fhir/r4"
 
 
 @dataclass
@@ -378,7 +374,7 @@ def _relative_path(path: str) -> str:
     """Trace paths as api_call expectations see them: FHIR calls relative to the base."""
     if path.startswith(FHIR_PREFIX):
         return path[len(FHIR_PREFIX) :] or "/"
-    if path.startswith("/api/testing/runs/"):
+    if path.startswith(RUNS_PREFIX + "/"):
         marker = "/fhir/r4"
         index = path.find(marker)
         if index >= 0:

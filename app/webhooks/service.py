@@ -34,6 +34,7 @@ from app.errors import BadRequest, Issue, NotFound, Unprocessable
 from app.fhir.validation import is_known_type
 from app.kit import jsontext
 from app.kit.clock import fhir_instant, utcnow
+from app.kit.urls import fhir_base
 
 LEASE_SECONDS = 30
 EXCERPT_CHARS = 500
@@ -416,12 +417,6 @@ class SendResult:
     run_id: str | None = None  # the run the event belongs to, to regrade
 
 
-def _fhir_base(root: str, run_id: str | None) -> str:
-    if run_id is None:
-        return f"{root}/api/fhir/r4"
-    return f"{root}/api/testing/runs/{run_id}/fhir/r4"
-
-
 def _payload(tenant_id: uuid.UUID, row: asyncpg.Record) -> bytes:
     payload = {
         "id": row["id"],
@@ -430,7 +425,7 @@ def _payload(tenant_id: uuid.UUID, row: asyncpg.Record) -> bytes:
         "occurredAt": fhir_instant(row["occurred_at"]),
         "tenant": str(tenant_id),
         "runId": row["run_id"],
-        "fhirBase": _fhir_base(row["fhir_root"], row["run_id"]),
+        "fhirBase": fhir_base(row["fhir_root"], row["run_id"]),
         "resource": orjson.Fragment(row["resource"]) if row["resource"] is not None else None,
     }
     return orjson.dumps(payload)

@@ -16,7 +16,7 @@ def api_client(tenant: TenantHandle) -> httpx.AsyncClient:
 
 async def test_reference_run_endpoint(tenant: TenantHandle) -> None:
     """What passing looks like, over HTTP (every scenario's oracle, for every persona, is
-    replayed by the library check in tests/scenarios/test_check.py)."""
+    replayed by the library check in tests/orchestration/test_check.py)."""
     async with api_client(tenant) as client:
         r = await client.post(
             "/scenarios/scheduling.book-named-practitioner/reference-run",

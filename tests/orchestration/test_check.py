@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from app.main import create_app
-from app.scenarios import check
+from app.orchestration import check
 from app.scenarios.service import builtin_scenarios
 from app.settings import Settings
 from app.tenants.quota import RunLimits

@@ -5,7 +5,7 @@ it reads now, the resources the system wrote, and the calls it made. So a near-m
 solution can be graded without a server: start from the snapshot of a real run taken
 before its oracle, apply each call the way the FHIR API would (create, update, JSON
 Patch or merge patch, delete, each validated like a real write), and record every call
-as the trace would. `app.scenarios.check` proves the two agree for each scenario by
+as the trace would. `app.orchestration.check` proves the two agree for each scenario by
 replaying the unmutated oracle both ways and comparing the verdicts; where they differ
 it grades the mutants with real runs instead.
 """
@@ -26,8 +26,8 @@ from app.fhir.search.index import all_references
 from app.fhir.validation import validate_resource
 from app.grading.snapshot import Call, ChangedResource, RunSnapshot
 from app.kit.clock import fhir_instant
+from app.orchestration.mutants import is_write
 from app.scenarios.expansion import ExpansionError, expand_path, expand_value
-from app.scenarios.mutants import is_write
 from app.scenarios.schema import OracleCall
 
 # Calls are spaced this far apart in simulated time, so `before` sees their order.

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.evals import harness
-from app.evals import statistics as stats
-from app.evals.harness import EvalApi, HarnessError, Progress
+from app.client import harness
+from app.client import statistics as stats
+from app.client.harness import EvalApi, HarnessError, Progress
 
 BASELINE_PREFIX = "label:"
 FAILED = ("failed", "timed_out")

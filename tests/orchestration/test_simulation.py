@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.grading.snapshot import RunSnapshot
+from app.orchestration.simulation import Simulation
 from app.scenarios.schema import OracleCall
-from app.scenarios.simulation import Simulation
 
 START = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 

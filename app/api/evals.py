@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from app.api.deps import Tenant, pool_of, root_url, scopes_of
 from app.evals import service
-from app.tenants.auth import Tenant, pool_of, root_url, scopes_of
 
 router = APIRouter(prefix="/api/testing/evals", tags=["Evals"])
 

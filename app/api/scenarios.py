@@ -9,10 +9,11 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from app.api.deps import Tenant, limits_of, pool_of, root_url, scopes_of
 from app.fhir.service import parse_body
 from app.kit import jsontext
-from app.scenarios import check, service
-from app.tenants.auth import Tenant, limits_of, pool_of, root_url, scopes_of
+from app.orchestration import check
+from app.scenarios import service
 
 router = APIRouter(prefix="/api/testing/scenarios", tags=["Testing"])
 

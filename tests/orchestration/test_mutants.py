@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.scenarios.mutants import OTHER_PATIENT, derive_mutants, is_write
+from app.orchestration.mutants import OTHER_PATIENT, derive_mutants, is_write
 from app.scenarios.schema import OracleCall, Scenario
 
 

@@ -9,7 +9,7 @@ exit status: a command that crashed leaves a run that fails on its own merits. A
 deadline is stopped (the run has timed out by then anyway).
 
 The client side of the testing API used here (`EvalApi`) is shared with the CI gate
-(`app/evals/ci.py`). This module talks to the service over HTTP only: it imports
+(`app/client/ci.py`). This module talks to the service over HTTP only: it imports
 nothing of the server.
 """
 

@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Request, Response
 
+from app.api.deps import Tenant, pool_of, root_url, scopes_of
 from app.db import Conn
 from app.errors import NotFound, PayloadTooLarge, UnsupportedMediaType
 from app.fhir import bundles, operations, service
@@ -19,14 +20,12 @@ from app.fhir.capability import capability_statement
 from app.fhir.outcomes import operation_outcome
 from app.fhir.search.query import has_criteria
 from app.kit import jsontext
-from app.runs.service import run_view_base
-from app.tenants.auth import Tenant, pool_of, root_url, scopes_of
+from app.kit.urls import fhir_base
 from app.tenants.quota import QuotaGuard
 from app.tenants.service import TenantInfo
 from app.trace.recorder import record_refs
 
 FHIR_JSON = "application/fhir+json; charset=utf-8"
-FHIR_PREFIX = "/api/fhir/r4"
 _JSON_TYPES = (
     "application/fhir+json",
     "application/json",
@@ -44,10 +43,7 @@ def fhir_response(
 
 
 def base_url(request: Request) -> str:
-    run_id = request.path_params.get("run_id")
-    if run_id is not None:
-        return run_view_base(root_url(request), run_id)
-    return root_url(request) + FHIR_PREFIX
+    return fhir_base(root_url(request), request.path_params.get("run_id"))
 
 
 async def context(request: Request, tenant: TenantInfo) -> service.FhirContext:

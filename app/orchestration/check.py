@@ -1,9 +1,9 @@
 """`scenarios check`: is a scenario a fair test? Per variant (the baseline and each
 persona): it validates, its oracle passes, doing nothing fails, and every near miss
-derived from the oracle (`app.scenarios.mutants`) fails a required expectation.
+derived from the oracle (`app.orchestration.mutants`) fails a required expectation.
 
 The oracle and the no-op are real runs through the HTTP stack. Mutants are graded in
-memory (`app.scenarios.simulation`) from the oracle run's snapshot taken before the
+memory (`app.orchestration.simulation`) from the oracle run's snapshot taken before the
 oracle was replayed — 20 mutants cost milliseconds instead of 20 runs. That is only
 trusted where it is equivalent: the unmutated oracle is replayed in memory too, and if
 its verdict differs from the real run on any expectation, that variant's mutants are
@@ -23,12 +23,12 @@ import asyncpg
 from app.db import Scopes
 from app.grading.engine import grade
 from app.grading.snapshot import ExpectationResult, RunSnapshot, Verdict
-from app.runs import oracle as oracle_replay
+from app.orchestration import oracle as oracle_replay
+from app.orchestration.mutants import Mutant, derive_mutants
+from app.orchestration.simulation import Simulation
 from app.runs import service as runs_service
-from app.scenarios.mutants import Mutant, derive_mutants
 from app.scenarios.schema import Scenario
 from app.scenarios.service import LoadedScenario
-from app.scenarios.simulation import Simulation
 from app.scenarios.validation import validate_scenario
 from app.tenants.quota import RunLimits
 

@@ -1,4 +1,4 @@
-"""The testing API: runs (`/api/testing/runs…`) and the tenant's usage."""
+"""The testing API: runs (`/api/testing/runs…`)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,15 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from app.kit.clock import utcnow
-from app.runs import oracle, service
+from app.api.deps import Tenant, limits_of, pool_of, root_url, scopes_of
+from app.orchestration import oracle
+from app.runs import service
 from app.runs.errors import RunNotLive
 from app.scenarios import service as scenarios_service
-from app.tenants.auth import Tenant, limits_of, pool_of, root_url, scopes_of
-from app.tenants.quota import QuotaGuard, resets_at, used_today
 from app.trace.recorder import TraceRecorder
 
 log = logging.getLogger("understudy.runs")
 router = APIRouter(prefix="/api/testing", tags=["Testing"])
-usage_router = APIRouter(tags=["Usage"])
 
 MAX_LIST = 500
 
@@ -159,17 +157,3 @@ async def reference_run(
         scopes_of(request), tenant.id, run.id, final=True, llm=request.app.state.llm
     )
     return final.view(root_url(request))
-
-
-@usage_router.get("/api/usage", summary="Today's FHIR writes against the daily quota")
-async def usage(request: Request, tenant: Tenant) -> dict[str, Any]:
-    quota: QuotaGuard = request.app.state.quota
-    day = utcnow().date()
-    used = await used_today(pool_of(request), tenant.id, day)
-    return {
-        "date": day.isoformat(),
-        "writes": used,
-        "limit": quota.limit,
-        "remaining": max(0, quota.limit - used),
-        "resetsAt": resets_at(day).isoformat().replace("+00:00", "Z"),
-    }

@@ -42,7 +42,7 @@ GLOBAL_LOOKUPS = frozenset(
         # (and type) scope, `app.fhir.storage.key_prefix`, so a lookup only reaches its
         # own tenant's postings; a multi-column GIN led by tenant_id would instead scan
         # a posting list as long as the whole tenant on every search. The queries still
-        # filter on tenant_id (and tests/fhir/test_isolation.py proves it).
+        # filter on tenant_id (and tests/tenants/test_isolation.py proves it).
         ("fhir_resource", ("tokens",)),
         ("fhir_resource", ("refs",)),
         ("fhir_resource", ("strings",)),

@@ -4,7 +4,7 @@ A scenario is a weak test when a solution that is *almost* right still passes. T
 mutants here are the near misses an agent really makes: a write left out, a write for
 the wrong patient, a wrong code or status, a lookup done after acting instead of
 before. Every mutant must fail at least one required expectation
-(`app.scenarios.check`).
+(`app.orchestration.check`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 
 from app.errors import Unprocessable
-from app.runs.service import RunRow, run_view_base
+from app.kit.urls import run_view_base
+from app.runs.service import RunRow
 from app.scenarios.expansion import ExpansionError, expand_path, expand_value
 from app.scenarios.schema import OracleCall
 
