@@ -52,6 +52,22 @@ RESOURCE_SCHEMA: dict[str, Any] = {
     "required": ["resourceType"],
     "properties": {"resourceType": {"type": "string"}},
 }
+# What a client sends to create or update: a resource, e.g. these.
+RESOURCE_EXAMPLES: list[dict[str, Any]] = [
+    {
+        "resourceType": "Patient",
+        "name": [{"family": "Okoye", "given": ["Ngozi"]}],
+        "gender": "female",
+        "birthDate": "1988-04-12",
+    },
+    {
+        "resourceType": "Task",
+        "status": "requested",
+        "intent": "order",
+        "description": "Please call the patient back today.",
+    },
+]
+RESOURCE_BODY: dict[str, Any] = {**RESOURCE_SCHEMA, "examples": RESOURCE_EXAMPLES}
 
 _REASONS = {
     400: "Bad request: malformed input, or text with NUL, lone surrogates or invalid UTF-8",
@@ -98,12 +114,64 @@ _ROUTE_CODES: dict[tuple[str, str], set[int]] = {
     ("POST", "/api/testing/evals/{eval_id}/cancel"): {409},
 }
 
+# A small custom scenario that imports (and passes its check), for clients and generators.
+SCENARIO_EXAMPLE: dict[str, Any] = {
+    "id": "custom.call-back-request",
+    "title": "Ask Dr. Chen to call the patient",
+    "category": "inbox",
+    "summary": "Create a Task for Dr. Chen about the patient.",
+    "modes": ["agent"],
+    "brief": "Please ask Dr. Chen to call {{patient.name}} (id {{patient.id}}) back today.",
+    "fixture": [
+        {
+            "resourceType": "Patient",
+            "id": "@patient",
+            "name": [{"family": "Okoye", "given": ["Ngozi"]}],
+            "birthDate": {"$date": "-12000d"},
+        }
+    ],
+    "expectations": [
+        {
+            "id": "task",
+            "type": "resource",
+            "label": "A Task for Dr. Chen about the patient",
+            "resourceType": "Task",
+            "where": [
+                "owner.reference = 'Practitioner/demo-canonical-prac-chen'",
+                "for.reference = 'Patient/' + %fixture.patient",
+            ],
+        },
+        {
+            "id": "no-prescription",
+            "type": "resource",
+            "label": "No prescription written",
+            "resourceType": "MedicationRequest",
+            "count": {"max": 0},
+        },
+    ],
+    "oracle": [
+        {
+            "method": "POST",
+            "path": "/Task",
+            "body": {
+                "resourceType": "Task",
+                "status": "requested",
+                "intent": "order",
+                "for": {"reference": "@patient"},
+                "owner": {"reference": "Practitioner/demo-canonical-prac-chen"},
+                "description": "Please call the patient back today.",
+            },
+        }
+    ],
+    "variants": [{"persona": "terse", "brief": "Chen: call back {{patient.name}}."}],
+}
+
 # Routes that read their body themselves: what they expect, for clients and generators.
 _RAW_BODIES: dict[tuple[str, str], tuple[tuple[str, ...], dict[str, Any]]] = {
     ("POST", FHIR_BASE): (FHIR_TYPES, RESOURCE_SCHEMA),
     ("POST", FHIR_BASE + "/Appointment/$find"): (FHIR_TYPES, RESOURCE_SCHEMA),
-    ("POST", FHIR_BASE + "/{resource_type}"): (FHIR_TYPES, RESOURCE_SCHEMA),
-    ("PUT", FHIR_BASE + "/{resource_type}/{resource_id}"): (FHIR_TYPES, RESOURCE_SCHEMA),
+    ("POST", FHIR_BASE + "/{resource_type}"): (FHIR_TYPES, RESOURCE_BODY),
+    ("PUT", FHIR_BASE + "/{resource_type}/{resource_id}"): (FHIR_TYPES, RESOURCE_BODY),
     ("PATCH", FHIR_BASE + "/{resource_type}/{resource_id}"): (
         ("application/json-patch+json", "application/merge-patch+json"),
         {},
@@ -112,7 +180,10 @@ _RAW_BODIES: dict[tuple[str, str], tuple[tuple[str, ...], dict[str, Any]]] = {
         ("application/x-www-form-urlencoded",),
         {"type": "object", "additionalProperties": {"type": "string"}},
     ),
-    ("POST", "/api/testing/scenarios"): (("application/json",), {"type": "object"}),
+    ("POST", "/api/testing/scenarios"): (
+        ("application/json",),
+        {"type": "object", "examples": [SCENARIO_EXAMPLE]},
+    ),
 }
 
 _RUN = "/api/testing/runs/{run_id}"
@@ -149,6 +220,16 @@ _LINKS: dict[tuple[str, str, str], list[Link]] = {
         ("TestWebhook", "POST", _WEBHOOK + "/test", _WEBHOOK_ID, None),
         ("DeleteWebhook", "DELETE", _WEBHOOK, _WEBHOOK_ID, None),
     ],
+    ("GET", "/api/webhooks", "200"): [
+        ("GetFirstWebhook", "GET", _WEBHOOK, {"webhook_id": "$response.body#/webhooks/0/id"}, None),
+        (
+            "DeliveriesOfFirst",
+            "GET",
+            _WEBHOOK + "/deliveries",
+            {"webhook_id": "$response.body#/webhooks/0/id"},
+            None,
+        ),
+    ],
     ("GET", _WEBHOOK + "/deliveries", "200"): [
         (
             "Redeliver",
@@ -172,6 +253,16 @@ _LINKS: dict[tuple[str, str, str], list[Link]] = {
         ),
         ("CancelEval", "POST", _EVAL + "/cancel", _EVAL_ID, None),
     ],
+    ("GET", "/api/testing/evals", "200"): [
+        ("GetFirstEval", "GET", _EVAL, {"eval_id": "$response.body#/evals/0/id"}, None),
+        (
+            "CompareFirstTwo",
+            "GET",
+            _EVAL + "/compare",
+            {"eval_id": "$response.body#/evals/0/id", "baseline": "$response.body#/evals/1/id"},
+            None,
+        ),
+    ],
     ("POST", "/api/testing/scenarios", "201"): [
         ("GetScenario", "GET", _SCENARIO, _SCENARIO_ID, None),
         ("CheckScenario", "POST", _SCENARIO + "/check", _SCENARIO_ID, None),
@@ -182,6 +273,17 @@ _LINKS: dict[tuple[str, str, str], list[Link]] = {
             "/api/testing/runs",
             {},
             {"scenarioId": "$response.body#/id"},
+        ),
+        (
+            "EvalOfScenario",
+            "POST",
+            "/api/testing/evals",
+            {},
+            {
+                "mode": "$response.body#/modes/0",
+                "label": "linked",
+                "scenarios": ["$response.body#/id"],
+            },
         ),
     ],
     ("GET", "/api/testing/scenarios", "200"): [

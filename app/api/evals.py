@@ -15,15 +15,41 @@ router = APIRouter(prefix="/api/testing/evals", tags=["Evals"])
 
 
 class EvalBody(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "mode": "workflow",
+                    "label": "triage-workflow v3",
+                    "scenarios": ["results.normal-result-notify"],
+                },
+                {
+                    "mode": "agent",
+                    "label": "scheduling-agent v2",
+                    "scenarios": ["scheduling.book-named-practitioner"],
+                    "personas": "all",
+                    "repeats": 2,
+                },
+            ]
+        },
+    )
 
-    mode: str = Field(description="agent or workflow")
+    mode: str = Field(
+        description="agent or workflow", json_schema_extra={"enum": ["agent", "workflow"]}
+    )
     label: str = Field(min_length=1, max_length=200, description="e.g. 'triage-agent v3'")
     scenarios: list[str] | dict[str, str] | None = Field(
         default=None,
         description='Scenario ids, or {"category": "…"}; default: every scenario of the mode',
     )
-    repeats: int = Field(default=1, description="1 to 5 runs of each scenario × persona")
+    repeats: int = Field(
+        default=1,
+        description="1 to 5 runs of each scenario × persona",
+        json_schema_extra={"minimum": 1, "maximum": service.MAX_REPEATS},
+    )
     personas: str | list[str] = Field(
         default="baseline", description="'baseline', 'all' (baseline + every variant) or names"
     )

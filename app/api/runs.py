@@ -7,7 +7,7 @@ import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
 from app.api.deps import Tenant, limits_of, pool_of, root_url, scopes_of
@@ -23,14 +23,52 @@ router = APIRouter(prefix="/api/testing", tags=["Testing"])
 MAX_LIST = 500
 
 
-class StartRunBody(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+# The modes a scenario can have (a scenario's own `modes` are a subset).
+MODES: list[JsonValue] = ["agent", "workflow"]
 
-    scenario_id: str = Field(description="Scenario id, e.g. scheduling.book-named-practitioner")
-    mode: str | None = Field(default=None, description="agent or workflow (default: the first)")
+
+class StartRunBody(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"scenarioId": "scheduling.book-named-practitioner"},
+                {"scenarioId": "results.normal-result-notify", "label": "nightly"},
+                {
+                    "scenarioId": "scheduling.book-named-practitioner",
+                    "mode": "agent",
+                    "variant": "terse",
+                    "label": "triage-agent v3",
+                    "timeoutSeconds": 300,
+                },
+            ]
+        },
+    )
+
+    scenario_id: str = Field(
+        description="Scenario id (built-in or imported), e.g. scheduling.book-named-practitioner",
+        examples=["scheduling.book-named-practitioner", "results.normal-result-notify"],
+    )
+    mode: str | None = Field(
+        default=None,
+        description="agent or workflow, one of the scenario's modes (default: its first)",
+        json_schema_extra={"anyOf": [{"type": "string", "enum": MODES}, {"type": "null"}]},
+    )
     variant: str | None = Field(default=None, description="A persona variant of the scenario")
     label: str | None = Field(default=None, max_length=200)
-    timeout_seconds: int | None = Field(default=None, description="30 to 1800")
+    timeout_seconds: int | None = Field(
+        default=None,
+        description="30 to 1800; 0 or null: the scenario's own",
+        json_schema_extra={
+            "anyOf": [
+                {"type": "integer", "minimum": 30, "maximum": 1800},
+                {"const": 0},
+                {"type": "null"},
+            ]
+        },
+    )
 
 
 async def _flush_trace(request: Request) -> None:

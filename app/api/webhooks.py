@@ -38,19 +38,47 @@ StaticHeaders = Annotated[
 ]
 
 
+# The names the service accepts (`service.event_names`) and the types it knows, declared so
+# that clients and generators see them.
+EventName = Annotated[str, WithJsonSchema({"type": "string", "enum": service.event_names()})]
+ResourceTypeName = Annotated[
+    str, WithJsonSchema({"type": "string", "enum": sorted(service.RESOURCE_TYPES)})
+]
+
+
 class SubscriptionBody(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "url": "https://receiver.example.com/hooks/understudy",
+                    "events": ["Patient.created"],
+                },
+                {
+                    "url": "https://receiver.example.com/hooks/patients",
+                    "events": ["*"],
+                    "resourceTypes": ["Patient"],
+                    "headers": {"Authorization": "Bearer receiver-token"},
+                },
+            ]
+        },
+    )
 
     url: str = Field(description="http(s) URL that receives POSTed events")
-    events: list[str] = Field(
+    events: list[EventName] = Field(
         min_length=1,
         description="Event names (Patient.created, message.received, …) or '*' for all",
     )
-    resource_types: list[str] | None = Field(
+    resource_types: list[ResourceTypeName] | None = Field(
         default=None, description="Only events about these resource types"
     )
     secret: str | None = Field(
-        default=None, description="Signing secret (whsec_…); generated when left out"
+        default=None,
+        description="Signing secret: base64, optionally prefixed 'whsec_'; generated when left out",
+        examples=["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
     )
     enabled: bool = True
     headers: StaticHeaders | None = Field(

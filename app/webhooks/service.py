@@ -31,6 +31,7 @@ from standardwebhooks import Webhook
 
 from app.db import Tx
 from app.errors import BadRequest, Issue, NotFound, Unprocessable
+from app.fhir.validation import _RESOURCE_TYPES as RESOURCE_TYPES
 from app.fhir.validation import is_known_type
 from app.kit import jsontext
 from app.kit.clock import fhir_instant, utcnow
@@ -234,6 +235,12 @@ def check_secret(secret: str) -> str:
 
 NAMED_EVENTS = frozenset({"message.received", "appointment.noshow", "result.final"})
 _ACTIONS = frozenset({"created", "updated", "deleted"})
+
+
+def event_names() -> list[str]:
+    """Every name `events` accepts (what `_event_problems` lets through), for the OpenAPI."""
+    typed = [f"{t}.{a}" for t in sorted(RESOURCE_TYPES) for a in sorted(_ACTIONS)]
+    return ["*", *sorted(NAMED_EVENTS), *typed]
 
 
 def _event_problems(events: list[str]) -> list[Issue]:

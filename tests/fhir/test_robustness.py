@@ -72,6 +72,53 @@ CASES: list[tuple[str, str, bytes | None, dict[str, str]]] = [
         b'[{"request": {"method": "GET", "url": "Patient?bogus=1"}}]}',
         JSON,
     ),
+    # A NUL inside a bundle entry's URL or If-None-Exist is data in the JSON body, out of
+    # the edge check's sight (it sees the query and path of the request itself).
+    (
+        "POST",
+        "",
+        b'{"resourceType": "Bundle", "type": "transaction", "entry": '
+        b'[{"request": {"method": "GET", "url": "Patient?name=%00"}}]}',
+        JSON,
+    ),
+    (
+        "POST",
+        "",
+        b'{"resourceType": "Bundle", "type": "transaction", "entry": '
+        b'[{"request": {"method": "GET", "url": "Patient/%00"}}]}',
+        JSON,
+    ),
+    (
+        "POST",
+        "",
+        b'{"resourceType": "Bundle", "type": "transaction", "entry": [{"request": '
+        b'{"method": "POST", "url": "Patient", "ifNoneExist": "identifier=%00"}, '
+        b'"resource": {"resourceType": "Patient"}}]}',
+        JSON,
+    ),
+    (
+        "POST",
+        "",
+        b'{"resourceType": "Bundle", "type": "transaction", "entry": [{"request": '
+        b'{"method": "PUT", "url": "Patient?identifier=%00"}, '
+        b'"resource": {"resourceType": "Patient"}}]}',
+        JSON,
+    ),
+    (
+        "POST",
+        "",
+        b'{"resourceType": "Bundle", "type": "batch", "entry": '
+        b'[{"request": {"method": "GET", "url": "Patient?name=%00"}}]}',
+        JSON,
+    ),
+    (
+        "POST",
+        "",
+        b'{"resourceType": "Bundle", "type": "batch", "entry": [{"request": '
+        b'{"method": "POST", "url": "Patient", "ifNoneExist": "identifier=%00"}, '
+        b'"resource": {"resourceType": "Patient"}}]}',
+        JSON,
+    ),
     ("GET", "/Appointment/$find?practitioner=Practitioner/x&start=garbage", None, {}),
     ("GET", "/Appointment/$find?practitioner=Practitioner/x&duration=abc", None, {}),
     ("POST", "/Appointment/$find", b"[1, 2]", JSON),
