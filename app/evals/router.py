@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from app.contract.evals import Comparison, EvalList, EvalView
 from app.evals import service
 from app.jobs import Jobs
 from app.runs.live import LiveRuns
@@ -49,7 +50,7 @@ async def promote_now(request: Request, tenant_id: Any) -> None:
 
 
 @router.post("", status_code=201, summary="Start an eval (runs beyond the live limit queue)")
-async def create_eval(request: Request, tenant: Tenant, body: EvalBody) -> dict[str, Any]:
+async def create_eval(request: Request, tenant: Tenant, body: EvalBody) -> EvalView:
     eval_id = await service.create_eval(
         pool_of(request),
         tenant.id,
@@ -73,12 +74,13 @@ async def list_evals(
     tenant: Tenant,
     label_prefix: Annotated[str | None, Query(alias="labelPrefix")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-) -> dict[str, Any]:
-    return {"evals": await service.list_evals(pool_of(request), tenant.id, label_prefix, limit)}
+) -> EvalList:
+    found = await service.list_evals(pool_of(request), tenant.id, label_prefix, limit)
+    return EvalList(evals=found)
 
 
 @router.get("/{eval_id}", summary="Status, runs (with briefs), and the summary once complete")
-async def get_eval(request: Request, tenant: Tenant, eval_id: str) -> dict[str, Any]:
+async def get_eval(request: Request, tenant: Tenant, eval_id: str) -> EvalView:
     return await service.eval_view(pool_of(request), tenant.id, eval_id, root_url(request))
 
 
@@ -89,12 +91,12 @@ async def compare(
     eval_id: str,
     baseline: str,
     alpha: Annotated[float, Query(gt=0, lt=1)] = 0.05,
-) -> dict[str, Any]:
+) -> Comparison:
     return await service.compare_evals(pool_of(request), tenant.id, eval_id, baseline, alpha=alpha)
 
 
 @router.post("/{eval_id}/cancel", summary="Cancel queued and live runs of the eval")
-async def cancel(request: Request, tenant: Tenant, eval_id: str) -> dict[str, Any]:
+async def cancel(request: Request, tenant: Tenant, eval_id: str) -> EvalView:
     await service.cancel_eval(pool_of(request), tenant.id, eval_id)
     live: LiveRuns = request.app.state.live_runs
     live.forget(tenant.id)

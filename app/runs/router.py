@@ -9,6 +9,15 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from app.contract.runs import (
+    FinalRunView,
+    LiveRunView,
+    RunDataRemoved,
+    RunList,
+    RunTrace,
+    RunView,
+    Usage,
+)
 from app.jobs import Jobs
 from app.kit.clock import utcnow
 from app.runs import oracle, service
@@ -57,6 +66,12 @@ async def _flush_trace(request: Request) -> None:
         log.exception("trace_flush_before_grading_failed")
 
 
+def _final(view: RunView) -> FinalRunView:
+    """The view of a run that has ended (finish, cancel and reference runs end it)."""
+    assert isinstance(view, FinalRunView)
+    return view
+
+
 async def _start(request: Request, tenant: Tenant, body: StartRunBody) -> service.RunRow:
     quota: QuotaGuard = request.app.state.quota
     settings = request.app.state.settings
@@ -84,9 +99,11 @@ async def _start(request: Request, tenant: Tenant, body: StartRunBody) -> servic
 
 
 @router.post("/runs", status_code=201, summary="Start a run of a scenario")
-async def start_run(request: Request, tenant: Tenant, body: StartRunBody) -> dict[str, Any]:
+async def start_run(request: Request, tenant: Tenant, body: StartRunBody) -> LiveRunView:
     run = await _start(request, tenant, body)
-    return run.view(root_url(request))
+    view = run.view(root_url(request))
+    assert isinstance(view, LiveRunView)  # a run starts live
+    return view
 
 
 @router.get("/runs", summary="List runs, newest first")
@@ -97,7 +114,7 @@ async def list_runs(
     status: str | None = None,
     scenario_id: Annotated[str | None, Query(alias="scenarioId")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
-) -> dict[str, Any]:
+) -> RunList:
     runs = await service.list_runs(
         pool_of(request),
         tenant.id,
@@ -107,48 +124,48 @@ async def list_runs(
         limit=limit,
     )
     root = root_url(request)
-    return {"runs": [r.view(root) for r in runs]}
+    return RunList(runs=[r.view(root) for r in runs])
 
 
 @router.get("/runs/{run_id}", summary="A run: progress while live, the verdict once final")
-async def get_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+async def get_run(request: Request, tenant: Tenant, run_id: str) -> RunView:
     async with pool_of(request).acquire() as conn:
         run = await service.get_run(conn, tenant.id, run_id)
     return run.view(root_url(request))
 
 
 @router.post("/runs/{run_id}/finish", summary="Grade now and end the run")
-async def finish_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+async def finish_run(request: Request, tenant: Tenant, run_id: str) -> FinalRunView:
     await _flush_trace(request)
     run = await service.grade_run(
         pool_of(request), tenant.id, run_id, final=True, llm=request.app.state.llm
     )
     _forget_live(request, tenant.id)
     await _promote_evals(request, tenant.id)
-    return run.view(root_url(request))
+    return _final(run.view(root_url(request)))
 
 
 @router.post("/runs/{run_id}/cancel", summary="End the run without a verdict")
-async def cancel_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+async def cancel_run(request: Request, tenant: Tenant, run_id: str) -> FinalRunView:
     async with pool_of(request).acquire() as conn:
         run = await service.cancel_run(conn, tenant.id, run_id)
     _forget_live(request, tenant.id)
     await _promote_evals(request, tenant.id)
-    return run.view(root_url(request))
+    return _final(run.view(root_url(request)))
 
 
 @router.delete("/runs/{run_id}/data", summary="Remove the run's patients and resources")
-async def delete_run_data(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+async def delete_run_data(request: Request, tenant: Tenant, run_id: str) -> RunDataRemoved:
     removed = await service.delete_run_data(pool_of(request), tenant.id, run_id)
-    return {"id": run_id, "resourcesRemoved": removed}
+    return RunDataRemoved(id=run_id, resources_removed=removed)
 
 
 @router.get("/runs/{run_id}/trace", summary="The calls attributed to the run")
-async def run_trace(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+async def run_trace(request: Request, tenant: Tenant, run_id: str) -> RunTrace:
     await _flush_trace(request)
     async with pool_of(request).acquire() as conn:
         run = await service.get_run(conn, tenant.id, run_id)
-    return {"id": run_id, "calls": await service.run_trace(pool_of(request), run)}
+    return RunTrace(id=run_id, calls=await service.run_trace(pool_of(request), run))
 
 
 @router.post(
@@ -161,7 +178,7 @@ async def reference_run(
     scenario_id: str,
     mode: str | None = None,
     variant: str | None = None,
-) -> dict[str, Any]:
+) -> FinalRunView:
     loaded = await scenarios_service.get_scenario(pool_of(request), tenant.id, scenario_id)
     run = await _start(
         request,
@@ -186,18 +203,18 @@ async def reference_run(
         pool_of(request), tenant.id, run.id, final=True, llm=request.app.state.llm
     )
     _forget_live(request, tenant.id)
-    return final.view(root_url(request))
+    return _final(final.view(root_url(request)))
 
 
 @usage_router.get("/api/usage", summary="Today's FHIR writes against the daily quota")
-async def usage(request: Request, tenant: Tenant) -> dict[str, Any]:
+async def usage(request: Request, tenant: Tenant) -> Usage:
     quota: QuotaGuard = request.app.state.quota
     day = utcnow().date()
     used = await used_today(pool_of(request), tenant.id, day)
-    return {
-        "date": day.isoformat(),
-        "writes": used,
-        "limit": quota.limit,
-        "remaining": max(0, quota.limit - used),
-        "resetsAt": resets_at(day).isoformat().replace("+00:00", "Z"),
-    }
+    return Usage(
+        day=day,
+        writes=used,
+        limit=quota.limit,
+        remaining=max(0, quota.limit - used),
+        resets_at=resets_at(day),
+    )
