@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 import httpx
+import jsonschema  # type: ignore[import-untyped]  # no stubs installed
 import pytest
 from fastapi import FastAPI
 from pydantic import TypeAdapter
@@ -32,6 +33,29 @@ def same_json(adapter: TypeAdapter[Any], body: Any) -> Any:
     return parsed
 
 
+class Declared:
+    """The server's OpenAPI document: each answer must fit the schema declared for it."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+        self.checked = 0
+
+    @classmethod
+    async def of(cls, tenant: TenantHandle) -> Declared:
+        async with httpx.AsyncClient(base_url=tenant.server) as http:
+            return cls((await http.get("/openapi.json")).json())
+
+    def check(self, method: str, path: str, response: httpx.Response) -> Any:
+        operation = self.document["paths"][path][method.lower()]
+        declared = operation["responses"][str(response.status_code)]
+        schema = declared["content"]["application/json"]["schema"]
+        body = response.json()
+        # Refs resolve against the document; `discriminator` is an annotation here.
+        jsonschema.validate(body, {**schema, "components": self.document["components"]})
+        self.checked += 1
+        return body
+
+
 def test_the_contract_imports_nothing_else_of_app() -> None:
     code = (
         "import sys, app.contract.runs, app.contract.evals, app.contract.scenarios\n"
@@ -45,52 +69,60 @@ def test_the_contract_imports_nothing_else_of_app() -> None:
 
 
 async def test_run_views_round_trip(tenant: TenantHandle) -> None:
+    declared = await Declared.of(tenant)
+    runs = "/api/testing/runs"
+    one = runs + "/{run_id}"
     async with api_client(tenant) as client:
         started = await client.post("/runs", json={"scenarioId": WORKFLOW[0], "label": "c"})
         assert started.status_code == 201, started.text
-        live = same_json(TypeAdapter(cr.LiveRunView), started.json())
-        assert "brief" not in started.json()  # workflow mode: absent, not null
-        assert started.json()["variant"] is None  # null, not absent
+        body = declared.check("POST", runs, started)
+        live = same_json(TypeAdapter(cr.LiveRunView), body)
+        assert "brief" not in body  # workflow mode: absent, not null
+        assert body["variant"] is None  # null, not absent
         assert live.progress.required_total is None
-        got = (await client.get(f"/runs/{live.id}")).json()
+        got = declared.check("GET", one, await client.get(f"/runs/{live.id}"))
         assert isinstance(same_json(RUN, got), cr.LiveRunView)
-        cancelled = (await client.post(f"/runs/{live.id}/cancel")).json()
+        ended = await client.post(f"/runs/{live.id}/cancel")
+        cancelled = declared.check("POST", one + "/cancel", ended)
         final = same_json(TypeAdapter(cr.FinalRunView), cancelled)
         assert final.note == "cancelled before a verdict" and final.expectations == []
         assert "simulatedPatient" not in cancelled
-        listed = (await client.get("/runs", params={"label": "c"})).json()
+        listed = declared.check("GET", runs, await client.get("/runs", params={"label": "c"}))
         assert [r.id for r in same_json(TypeAdapter(cr.RunList), listed).runs] == [live.id]
-        same_json(TypeAdapter(cr.RunTrace), (await client.get(f"/runs/{live.id}/trace")).json())
-        removed = (await client.delete(f"/runs/{live.id}/data")).json()
-        same_json(TypeAdapter(cr.RunDataRemoved), removed)
-        scenarios = (await client.get("/scenarios")).json()
+        trace = declared.check("GET", one + "/trace", await client.get(f"/runs/{live.id}/trace"))
+        same_json(TypeAdapter(cr.RunTrace), trace)
+        deleted = await client.delete(f"/runs/{live.id}/data")
+        same_json(TypeAdapter(cr.RunDataRemoved), declared.check("DELETE", one + "/data", deleted))
+        scenarios = declared.check("GET", "/api/testing/scenarios", await client.get("/scenarios"))
         assert len(same_json(TypeAdapter(cs.ScenarioList), scenarios).scenarios) > 3
     async with httpx.AsyncClient(base_url=tenant.server, headers=tenant.headers) as http:
-        usage = (await http.get("/api/usage")).json()
+        usage = declared.check("GET", "/api/usage", await http.get("/api/usage"))
     assert same_json(TypeAdapter(cr.Usage), usage).resets_at.tzinfo is not None
     assert usage["resetsAt"].endswith("T00:00:00Z")
+    assert declared.checked == 8
 
 
 async def test_eval_views_and_compare_round_trip(tenant: TenantHandle) -> None:
     baseline = await run_eval(tenant, "contract base", correct=True, repeats=1)
     current = await run_eval(tenant, "contract broken", correct=False, repeats=1)
+    declared = await Declared.of(tenant)
+    evals = "/api/testing/evals"
     async with api_client(tenant) as client:
-        view = (await client.get(f"/evals/{current}")).json()
+        view = declared.check("GET", evals + "/{eval_id}", await client.get(f"/evals/{current}"))
         parsed = same_json(TypeAdapter(ce.EvalView), view)
         assert parsed.summary is not None and parsed.summary.pass_rate.passes == 0
         assert parsed.summary.most_failed_checks  # the broken automation's failed checks
         for item in parsed.runs:
             assert item.run_id is not None and item.passed is False
-            run = (await client.get(f"/runs/{item.run_id}")).json()
-            final = same_json(RUN, run)
+            got = await client.get(f"/runs/{item.run_id}")
+            final = same_json(RUN, declared.check("GET", "/api/testing/runs/{run_id}", got))
             assert isinstance(final, cr.FinalRunView) and final.expectations
-        listed = (await client.get("/evals", params={"labelPrefix": "contract"})).json()
-        assert {e.id for e in same_json(TypeAdapter(ce.EvalList), listed).evals} == {
-            baseline,
-            current,
-        }
-        compared = await client.get(f"/evals/{current}/compare", params={"baseline": baseline})
-        comparison = same_json(TypeAdapter(ce.Comparison), compared.json())
+        got = await client.get("/evals", params={"labelPrefix": "contract"})
+        listed = same_json(TypeAdapter(ce.EvalList), declared.check("GET", evals, got))
+        assert {e.id for e in listed.evals} == {baseline, current}
+        got = await client.get(f"/evals/{current}/compare", params={"baseline": baseline})
+        compared = declared.check("GET", evals + "/{eval_id}/compare", got)
+        comparison = same_json(TypeAdapter(ce.Comparison), compared)
         assert {c.label for c in comparison.cells} == {"regressed"}
         assert 0 <= comparison.test.p_regress_plain <= 1
     # The client's view of the same answers.
