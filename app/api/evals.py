@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from app.api.deps import Tenant, pool_of, root_url, scopes_of
+from app.contract.evals import Comparison, EvalList, EvalView
 from app.evals import service
 
 router = APIRouter(prefix="/api/testing/evals", tags=["Evals"])
@@ -57,7 +58,7 @@ class EvalBody(BaseModel):
 
 
 @router.post("", status_code=201, summary="Start an eval (runs beyond the live limit queue)")
-async def create_eval(request: Request, tenant: Tenant, body: EvalBody) -> dict[str, Any]:
+async def create_eval(request: Request, tenant: Tenant, body: EvalBody) -> EvalView:
     # Leaving the scope commits the plan and starts what fits (before the view is read).
     async with scopes_of(request).transaction() as tx:
         eval_id = await service.create_eval(
@@ -82,12 +83,13 @@ async def list_evals(
     tenant: Tenant,
     label_prefix: Annotated[str | None, Query(alias="labelPrefix")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-) -> dict[str, Any]:
-    return {"evals": await service.list_evals(pool_of(request), tenant.id, label_prefix, limit)}
+) -> EvalList:
+    found = await service.list_evals(pool_of(request), tenant.id, label_prefix, limit)
+    return EvalList(evals=found)
 
 
 @router.get("/{eval_id}", summary="Status, runs (with briefs), and the summary once complete")
-async def get_eval(request: Request, tenant: Tenant, eval_id: str) -> dict[str, Any]:
+async def get_eval(request: Request, tenant: Tenant, eval_id: str) -> EvalView:
     return await service.eval_view(pool_of(request), tenant.id, eval_id, root_url(request))
 
 
@@ -98,12 +100,12 @@ async def compare(
     eval_id: str,
     baseline: str,
     alpha: Annotated[float, Query(gt=0, lt=1)] = 0.05,
-) -> dict[str, Any]:
+) -> Comparison:
     return await service.compare_evals(pool_of(request), tenant.id, eval_id, baseline, alpha=alpha)
 
 
 @router.post("/{eval_id}/cancel", summary="Cancel queued and live runs of the eval")
-async def cancel(request: Request, tenant: Tenant, eval_id: str) -> dict[str, Any]:
+async def cancel(request: Request, tenant: Tenant, eval_id: str) -> EvalView:
     async with scopes_of(request).transaction() as tx:
         await service.cancel_eval(tx, tenant.id, eval_id)
     return await service.eval_view(pool_of(request), tenant.id, eval_id, root_url(request))

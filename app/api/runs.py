@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
 from app.api.deps import Tenant, limits_of, pool_of, root_url, scopes_of
+from app.contract.runs import (
+    FinalRunView,
+    LiveRunView,
+    RunDataRemoved,
+    RunList,
+    RunTrace,
+    RunView,
+)
 from app.orchestration import oracle
 from app.runs import service
 from app.runs.errors import RunNotLive
@@ -81,6 +89,12 @@ async def _flush_trace(request: Request) -> None:
         log.exception("trace_flush_before_grading_failed")
 
 
+def _final(view: RunView) -> FinalRunView:
+    """The view of a run that has ended (finish, cancel and reference runs end it)."""
+    assert isinstance(view, FinalRunView)
+    return view
+
+
 async def _start(request: Request, tenant: Tenant, body: StartRunBody) -> service.RunRow:
     async with scopes_of(request).transaction() as tx:
         return await service.start_run(
@@ -95,9 +109,11 @@ async def _start(request: Request, tenant: Tenant, body: StartRunBody) -> servic
 
 
 @router.post("/runs", status_code=201, summary="Start a run of a scenario")
-async def start_run(request: Request, tenant: Tenant, body: StartRunBody) -> dict[str, Any]:
+async def start_run(request: Request, tenant: Tenant, body: StartRunBody) -> LiveRunView:
     run = await _start(request, tenant, body)
-    return run.view(root_url(request))
+    view = run.view(root_url(request))
+    assert isinstance(view, LiveRunView)  # a run starts live
+    return view
 
 
 @router.get("/runs", summary="List runs, newest first")
@@ -108,7 +124,7 @@ async def list_runs(
     status: str | None = None,
     scenario_id: Annotated[str | None, Query(alias="scenarioId")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
-) -> dict[str, Any]:
+) -> RunList:
     runs = await service.list_runs(
         pool_of(request),
         tenant.id,
@@ -118,45 +134,45 @@ async def list_runs(
         limit=limit,
     )
     root = root_url(request)
-    return {"runs": [r.view(root) for r in runs]}
+    return RunList(runs=[r.view(root) for r in runs])
 
 
 @router.get("/runs/{run_id}", summary="A run: progress while live, the verdict once final")
-async def get_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+async def get_run(request: Request, tenant: Tenant, run_id: str) -> RunView:
     async with pool_of(request).acquire() as conn:
         run = await service.get_run(conn, tenant.id, run_id)
     return run.view(root_url(request))
 
 
 @router.post("/runs/{run_id}/finish", summary="Grade now and end the run")
-async def finish_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+async def finish_run(request: Request, tenant: Tenant, run_id: str) -> FinalRunView:
     await _flush_trace(request)
     run = await service.grade_run(
         scopes_of(request), tenant.id, run_id, final=True, llm=request.app.state.llm
     )
-    return run.view(root_url(request))
+    return _final(run.view(root_url(request)))
 
 
 @router.post("/runs/{run_id}/cancel", summary="End the run without a verdict")
-async def cancel_run(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+async def cancel_run(request: Request, tenant: Tenant, run_id: str) -> FinalRunView:
     async with scopes_of(request).transaction() as tx:
         run = await service.cancel_run(tx, tenant.id, run_id)
-    return run.view(root_url(request))
+    return _final(run.view(root_url(request)))
 
 
 @router.delete("/runs/{run_id}/data", summary="Remove the run's patients and resources")
-async def delete_run_data(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+async def delete_run_data(request: Request, tenant: Tenant, run_id: str) -> RunDataRemoved:
     async with scopes_of(request).transaction() as tx:
         removed = await service.delete_run_data(tx, tenant.id, run_id)
-    return {"id": run_id, "resourcesRemoved": removed}
+    return RunDataRemoved(id=run_id, resources_removed=removed)
 
 
 @router.get("/runs/{run_id}/trace", summary="The calls attributed to the run")
-async def run_trace(request: Request, tenant: Tenant, run_id: str) -> dict[str, Any]:
+async def run_trace(request: Request, tenant: Tenant, run_id: str) -> RunTrace:
     await _flush_trace(request)
     async with pool_of(request).acquire() as conn:
         run = await service.get_run(conn, tenant.id, run_id)
-    return {"id": run_id, "calls": await service.run_trace(pool_of(request), run)}
+    return RunTrace(id=run_id, calls=await service.run_trace(pool_of(request), run))
 
 
 @router.post(
@@ -169,7 +185,7 @@ async def reference_run(
     scenario_id: str,
     mode: str | None = None,
     variant: str | None = None,
-) -> dict[str, Any]:
+) -> FinalRunView:
     loaded = await scenarios_service.get_scenario(pool_of(request), tenant.id, scenario_id)
     run = await _start(
         request,
@@ -194,4 +210,4 @@ async def reference_run(
     final = await service.grade_run(
         scopes_of(request), tenant.id, run.id, final=True, llm=request.app.state.llm
     )
-    return final.view(root_url(request))
+    return _final(final.view(root_url(request)))

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from app.api.deps import Tenant, limits_of, pool_of, root_url, scopes_of
+from app.contract.scenarios import ScenarioList
 from app.fhir.service import parse_body
 from app.kit import jsontext
 from app.orchestration import check
@@ -88,9 +89,9 @@ _IMPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 @router.get("", summary="List built-in and imported scenarios")
-async def list_scenarios(request: Request, tenant: Tenant) -> dict[str, Any]:
+async def list_scenarios(request: Request, tenant: Tenant) -> ScenarioList:
     found = await service.list_scenarios(pool_of(request), tenant.id)
-    return {"scenarios": [s.summary() for s in found]}
+    return ScenarioList(scenarios=[s.summary() for s in found])
 
 
 @router.get("/{scenario_id}", summary="The whole scenario")
@@ -99,7 +100,7 @@ async def get_scenario(request: Request, tenant: Tenant, scenario_id: str) -> Re
     document = loaded.scenario.model_dump(by_alias=True, exclude_none=True)
     # Through jsontext so fixture decimals stay numbers with their scale.
     return Response(
-        jsontext.dumpb({**loaded.summary(), "scenario": document}),
+        jsontext.dumpb({**loaded.summary().wire(), "scenario": document}),
         media_type="application/json",
     )
 
@@ -134,7 +135,7 @@ async def import_scenario(
             media_type="application/problem+json",
         )
     body = {
-        **imported.loaded.summary(),
+        **imported.loaded.summary().wire(),
         "dryRun": dry_run,
         "valid": True,
         "warnings": _problems(imported.warnings),

@@ -21,20 +21,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import math
 import os
 import sys
 import traceback
 import xml.etree.ElementTree as ET
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from app.client import harness
 from app.client import statistics as stats
 from app.client.harness import EvalApi, HarnessError, Progress
+from app.contract.evals import CellCounts, EvalSummary, EvalView
+from app.contract.evals import Comparison as ComparisonView
+from app.contract.runs import ExpectationResult, FinalRunView
 
 BASELINE_PREFIX = "label:"
 FAILED = ("failed", "timed_out")
@@ -60,11 +62,11 @@ class Outcome:
     exit_code: int = harness.EXIT_NOT_JUDGED
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    view: dict[str, Any] | None = None
-    baseline: dict[str, Any] | None = None
+    view: EvalView | None = None
+    baseline: EvalView | None = None
     baseline_note: str | None = None
-    compared: dict[str, Any] | None = None
-    failed_checks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    compared: ComparisonView | None = None
+    failed_checks: dict[str, list[ExpectationResult]] = field(default_factory=dict)
 
 
 # --- arguments ------------------------------------------------------------------------
@@ -147,14 +149,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def find_baseline(
     api: EvalApi, spec: str, exclude: str | None
-) -> tuple[dict[str, Any] | None, str]:
+) -> tuple[EvalView | None, str]:
     """The baseline eval for `label:PREFIX` (newest completed with that label prefix, not
     `exclude`) or an eval id, and a sentence saying what was found."""
     if spec.startswith(BASELINE_PREFIX):
         prefix = spec[len(BASELINE_PREFIX) :]
         for listed in await api.list_evals(prefix):
-            if listed["status"] == "completed" and listed["id"] != exclude:
-                found = await api.get_eval(listed["id"])
+            if listed.status == "completed" and listed.id != exclude:
+                found = await api.get_eval(listed.id)
                 return found, f"newest completed eval labelled '{prefix}…'"
         return None, f"no completed eval with a label starting '{prefix}'"
     try:
@@ -166,71 +168,79 @@ async def find_baseline(
     return found, f"eval {spec} as given"
 
 
-async def _failed_checks(api: EvalApi, view: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+async def _failed_checks(api: EvalApi, view: EvalView) -> dict[str, list[ExpectationResult]]:
     """Failed expectations of every failed or timed-out run, by run id."""
     limit = asyncio.Semaphore(RUN_FETCH_CONCURRENCY)
 
-    async def one(run_id: str) -> tuple[str, list[dict[str, Any]]]:
+    async def one(run_id: str) -> tuple[str, list[ExpectationResult]]:
         async with limit:
             run = await api.get_run(run_id)
-        return run_id, [e for e in run.get("expectations", []) if e.get("passed") is False]
+        if not isinstance(run, FinalRunView):
+            return run_id, []
+        return run_id, [e for e in run.expectations if e.passed is False]
 
-    ids = [r["runId"] for r in view["runs"] if r["status"] in FAILED and r.get("runId")]
+    ids = [r.run_id for r in view.runs if r.status in FAILED and r.run_id]
     return dict(await asyncio.gather(*(one(i) for i in ids)))
 
 
-def comparison_from_json(data: Mapping[str, Any]) -> stats.Comparison:
+def comparison_of(compared: ComparisonView) -> stats.Comparison:
     """The service's compare answer as the `statistics.Comparison` that `ci_gate` reads.
     The decision fields (labels, significantRegression, underpowered) are the service's."""
 
-    def cell(key: stats.CellKey, counts: Mapping[str, int] | None) -> stats.Cell | None:
-        return None if counts is None else stats.Cell(key, counts["runs"], counts["passes"])
+    def cell(key: stats.CellKey, counts: CellCounts | None) -> stats.Cell | None:
+        return None if counts is None else stats.Cell(key, counts.runs, counts.passes)
 
     cells: list[stats.CellVerdict] = []
-    for c in data["cells"]:
-        key = (str(c["scenarioId"]), str(c["persona"]))
+    for c in compared.cells:
+        key = (c.scenario_id, c.persona)
         cells.append(
             stats.CellVerdict(
                 key=key,
-                label=c["label"],
-                a=cell(key, c["baseline"]),
-                b=cell(key, c["current"]),
-                fisher_p=c["fisherPWorse"],
-                comparable=c["comparable"],
+                label=c.label,
+                a=cell(key, c.baseline),
+                b=cell(key, c.current),
+                fisher_p=c.fisher_p_worse,
+                comparable=c.comparable,
             )
         )
-    test = data["test"]
-    interval = data.get("deltaCi95")
+    test = compared.test
+    interval = compared.delta_ci95
     return stats.Comparison(
         cells=cells,
         overall=stats.StratifiedTest(
-            t=test["statistic"],
-            expected=test["expected"],
-            p_two=test["pTwoSided"],
-            p_regress=test["pRegress"],
-            p_improve=test["pImprove"],
-            informative_cells=test["informativeCells"],
-            reason=test["reason"],
-            p_regress_plain=math.nan,  # not in the API answer; the gate does not use it
+            t=test.statistic,
+            expected=test.expected,
+            p_two=test.p_two_sided,
+            p_regress=test.p_regress,
+            p_improve=test.p_improve,
+            informative_cells=test.informative_cells,
+            reason=test.reason,
+            p_regress_plain=test.p_regress_plain,
         ),
-        a_c=data["baselineRate"]["passes"],
-        a_n=data["baselineRate"]["runs"],
-        b_c=data["currentRate"]["passes"],
-        b_n=data["currentRate"]["runs"],
-        delta=data.get("delta"),
-        delta_interval=None if interval is None else stats.Interval(interval[0], interval[1]),
-        mde=data.get("mde"),
-        underpowered=data["underpowered"],
-        exceeds_noise=data["exceedsNoise"],
-        significant_regression=data["significantRegression"],
-        alpha=data["alpha"],
+        a_c=compared.baseline_rate.passes,
+        a_n=compared.baseline_rate.runs,
+        b_c=compared.current_rate.passes,
+        b_n=compared.current_rate.runs,
+        delta=compared.delta,
+        delta_interval=None if interval is None else stats.Interval(*interval),
+        mde=compared.mde,
+        underpowered=compared.underpowered,
+        exceeds_noise=compared.exceeds_noise,
+        significant_regression=compared.significant_regression,
+        alpha=compared.alpha,
     )
 
 
-def _pass_rate(view: Mapping[str, Any]) -> float | None:
+def _summary(view: EvalView) -> EvalSummary:
+    if view.summary is None:  # the service sends it once the eval completed or was cancelled
+        raise HarnessError(f"eval {view.id} is {view.status} but has no summary")
+    return view.summary
+
+
+def _pass_rate(view: EvalView) -> float | None:
     """Exactly passes/runs (the API's `rate` is rounded, which can flip a threshold)."""
-    rate = view["summary"]["passRate"]
-    return None if not rate["runs"] else rate["passes"] / rate["runs"]
+    rate = _summary(view).pass_rate
+    return None if not rate.runs else rate.passes / rate.runs
 
 
 async def _judge(
@@ -268,10 +278,10 @@ async def _judge(
         timeout_seconds=args.run_timeout,
     )
     created = await api.create_eval(body)
-    eval_id: str = created["id"]
+    eval_id = created.id
     outcome.view = created
     progress = Progress(sys.stderr)
-    progress.line(f"eval {eval_id} '{args.label}' ({mode}): {created['total']} runs")
+    progress.line(f"eval {eval_id} '{args.label}' ({mode}): {created.total} runs")
     agent = harness.AgentCommand(args.agent_cmd, args.parallel) if args.agent_cmd else None
     try:
         async with asyncio.timeout(args.timeout):
@@ -291,8 +301,8 @@ async def _judge(
         found, note = await find_baseline(api, args.baseline, exclude=eval_id)
         outcome.baseline, outcome.baseline_note = found, note
         if found is not None:
-            outcome.compared = await api.compare(eval_id, found["id"], args.alpha)
-            comparison = comparison_from_json(outcome.compared)
+            outcome.compared = await api.compare(eval_id, found.id, args.alpha)
+            comparison = comparison_of(outcome.compared)
     else:
         outcome.baseline_note = "no --baseline given"
     outcome.failed_checks = await _failed_checks(api, view)
@@ -301,21 +311,21 @@ async def _judge(
         comparison=comparison,
         pass_rate=_pass_rate(view),
         min_pass_rate=args.min_pass_rate,
-        incomplete=bool(view["summary"]["incomplete"]),
+        incomplete=_summary(view).incomplete,
         require_baseline=args.require_baseline,
     )
     exit_code, reasons, warnings = gate.exit_code, list(gate.reasons), list(gate.warnings)
     if comparison is None and exit_code != harness.EXIT_NOT_JUDGED:
         warnings.append(f"baseline: {outcome.baseline_note}")
-    if view["status"] == "cancelled":
+    if view.status == "cancelled":
         cancelled = "eval cancelled before it completed"
         if exit_code == harness.EXIT_OK:
             exit_code, reasons = harness.EXIT_FAILED, [cancelled]
         else:
             reasons.append(cancelled)
-    if outcome.baseline is not None and outcome.baseline["status"] != "completed":
+    if outcome.baseline is not None and outcome.baseline.status != "completed":
         warnings.append(
-            f"baseline eval {outcome.baseline['id']} is {outcome.baseline['status']}, not completed"
+            f"baseline eval {outcome.baseline.id} is {outcome.baseline.status}, not completed"
         )
     outcome.exit_code, outcome.reasons, outcome.warnings = exit_code, reasons, warnings
 
@@ -341,10 +351,10 @@ def _md(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _counts(counts: Mapping[str, int] | None) -> str:
+def _counts(counts: CellCounts | None) -> str:
     if counts is None:
         return "—"
-    runs, passes = counts["runs"], counts["passes"]
+    runs, passes = counts.runs, counts.passes
     return f"{passes}/{runs} ({passes / runs:.0%})" if runs else f"{passes}/{runs}"
 
 
@@ -355,49 +365,49 @@ def _verdict_word(exit_code: int) -> tuple[str, str]:
     }.get(exit_code, ("⚠️", "could not be judged"))
 
 
-def _comparison_sentence(compared: Mapping[str, Any]) -> str:
-    test = compared["test"]
+def _comparison_sentence(compared: ComparisonView) -> str:
+    test = compared.test
     parts = []
-    if compared.get("delta") is not None:
-        text = f"Δ = {compared['delta']:+.1%}"
-        if compared.get("deltaCi95"):
-            low, high = compared["deltaCi95"]
+    if compared.delta is not None:
+        text = f"Δ = {compared.delta:+.1%}"
+        if compared.delta_ci95:
+            low, high = compared.delta_ci95
             text += f" (95% CI {low:+.1%} to {high:+.1%})"
         parts.append(text)
     parts.append(
-        f"exact stratified test p = {test['pTwoSided']:.4f} two-sided, "
-        f"p_regress = {test['pRegress']:.4f} (mid-p), α = {compared['alpha']:g}, "
-        f"{test['informativeCells']} informative cells"
+        f"exact stratified test p = {test.p_two_sided:.4f} two-sided, "
+        f"p_regress = {test.p_regress:.4f} (mid-p), α = {compared.alpha:g}, "
+        f"{test.informative_cells} informative cells"
     )
     verdict = (
         "significant regression"
-        if compared["significantRegression"]
+        if compared.significant_regression
         else "difference bigger than the noise"
-        if compared["exceedsNoise"]
+        if compared.exceeds_noise
         else "no significant regression"
     )
     sentence = "; ".join(parts) + f" → **{verdict}**"
-    if test.get("reason"):
-        sentence += f" ({test['reason']})"
+    if test.reason:
+        sentence += f" ({test.reason})"
     return sentence + "."
 
 
-def _current_cells(view: Mapping[str, Any]) -> list[tuple[str, str, int, int]]:
+def _current_cells(view: EvalView) -> list[tuple[str, str, int, int]]:
     cells: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-    for run in view["runs"]:
-        cell = cells[(run["scenarioId"], run["persona"])]
-        if run["status"] in harness.VALID:
+    for run in view.runs:
+        cell = cells[(run.scenario_id, run.persona)]
+        if run.status in harness.VALID:
             cell[0] += 1
-            cell[1] += run["status"] == "passed"
+            cell[1] += run.status == "passed"
     return [(s, p, n, c) for (s, p), (n, c) in sorted(cells.items())]
 
 
-def _check_text(check: Mapping[str, Any]) -> str:
-    text = f"{check.get('id')}: {check.get('label')}"
-    if check.get("required") is False:
+def _check_text(check: ExpectationResult) -> str:
+    text = f"{check.id}: {check.label}"
+    if not check.required:
         text += " (bonus)"
-    if check.get("detail"):
-        text += f" — {check['detail']}"
+    if check.detail:
+        text += f" — {check.detail}"
     return text
 
 
@@ -416,16 +426,16 @@ def markdown(outcome: Outcome) -> str:
     view = outcome.view
     if view is not None:
         lines.append(
-            f"Eval [`{view['id']}`]({outcome.url}/api/testing/evals/{view['id']}) · "
-            f"{view['mode']} · {view['repeats']} repeats · {view['total']} runs · "
-            f"{view['status']}"
+            f"Eval [`{view.id}`]({outcome.url}/api/testing/evals/{view.id}) · "
+            f"{view.mode} · {view.repeats} repeats · {view.total} runs · "
+            f"{view.status}"
         )
         lines.append("")
     base = outcome.baseline
     if base is not None:
         lines.append(
-            f"Baseline: [`{base['id']}`]({outcome.url}/api/testing/evals/{base['id']}) "
-            f"`{base['label']}` ({outcome.baseline_note})."
+            f"Baseline: [`{base.id}`]({outcome.url}/api/testing/evals/{base.id}) "
+            f"`{base.label}` ({outcome.baseline_note})."
         )
     elif outcome.baseline_note:
         lines.append(
@@ -434,22 +444,22 @@ def markdown(outcome: Outcome) -> str:
             else f"No baseline: {outcome.baseline_note}."
         )
     lines.append("")
-    summary = (view or {}).get("summary")
+    summary = None if view is None else view.summary
     compared = outcome.compared
-    if summary:
-        k = summary["k"]
+    if summary is not None:
+        k = summary.k
         lines += ["| | pass rate | pass^k | pass@k |", "|---|---|---|---|"]
         lines.append(
-            f"| current | {_md(summary['passRate']['text'])} | "
-            f"{harness.format_number(summary['passHatK'])} (k={k}) | "
-            f"{harness.format_number(summary['passAtK'])} (k={k}) |"
+            f"| current | {_md(summary.pass_rate.text)} | "
+            f"{harness.format_number(summary.pass_hat_k)} (k={k}) | "
+            f"{harness.format_number(summary.pass_at_k)} (k={k}) |"
         )
-        if base is not None and base.get("summary"):
-            bs = base["summary"]
+        if base is not None and base.summary is not None:
+            bs = base.summary
             lines.append(
-                f"| baseline | {_md(bs['passRate']['text'])} | "
-                f"{harness.format_number(bs['passHatK'])} (k={bs['k']}) | "
-                f"{harness.format_number(bs['passAtK'])} (k={bs['k']}) |"
+                f"| baseline | {_md(bs.pass_rate.text)} | "
+                f"{harness.format_number(bs.pass_hat_k)} (k={bs.k}) | "
+                f"{harness.format_number(bs.pass_at_k)} (k={bs.k}) |"
             )
         lines.append("")
     if compared is not None:
@@ -462,51 +472,48 @@ def markdown(outcome: Outcome) -> str:
             "| scenario | persona | label | baseline | current | p (worse) |",
             "|---|---|---|---|---|---|",
         ]
-        for c in compared["cells"]:
-            label = f"{LABEL_MARK.get(c['label'], '')} {c['label']}".strip()
-            if c.get("comparable") is False:
+        for c in compared.cells:
+            label = f"{LABEL_MARK.get(c.label, '')} {c.label}".strip()
+            if c.comparable is False:
                 label += " (scenario changed: not comparable)"
-            p = "—" if c.get("fisherPWorse") is None else f"{c['fisherPWorse']:.4f}"
+            p = "—" if c.fisher_p_worse is None else f"{c.fisher_p_worse:.4f}"
             lines.append(
-                f"| {_md(c['scenarioId'])} | {_md(c['persona'])} | {label} | "
-                f"{_counts(c['baseline'])} | {_counts(c['current'])} | {p} |"
+                f"| {_md(c.scenario_id)} | {_md(c.persona)} | {label} | "
+                f"{_counts(c.baseline)} | {_counts(c.current)} | {p} |"
             )
         lines.append("")
-    elif view is not None and view.get("runs"):
+    elif view is not None and view.runs:
         lines += ["### Cells", "", "| scenario | persona | passed |", "|---|---|---|"]
-        for scenario, persona, n, c in _current_cells(view):
-            lines.append(
-                f"| {_md(scenario)} | {_md(persona)} | {_counts({'runs': n, 'passes': c})} |"
-            )
+        for scenario, persona, runs, passes in _current_cells(view):
+            counts = _counts(CellCounts(runs=runs, passes=passes))
+            lines.append(f"| {_md(scenario)} | {_md(persona)} | {counts} |")
         lines.append("")
     if compared is None:
         lines += _warning_lines(outcome.warnings)
-    if summary and summary.get("mostFailedChecks"):
+    if summary is not None and summary.most_failed_checks:
         lines += ["### Most-failed checks", "", "| count | scenario | check |", "|---|---|---|"]
-        for check in summary["mostFailedChecks"]:
+        for check in summary.most_failed_checks:
             lines.append(
-                f"| {check['count']} | {_md(check['scenarioId'])} | "
-                f"{_md(check['expectationId'])}: {_md(check['label'])} |"
+                f"| {check.count} | {_md(check.scenario_id)} | "
+                f"{_md(check.expectation_id)}: {_md(check.label)} |"
             )
         lines.append("")
-    if view is not None and view.get("runs"):
+    if view is not None and view.runs:
         lines += [
             "### Runs",
             "",
             "| # | scenario | persona | repeat | status | failed checks | run |",
             "|---|---|---|---|---|---|---|",
         ]
-        for run in view["runs"]:
-            run_id = run.get("runId")
+        for run in view.runs:
+            run_id = run.run_id
             link = f"[{run_id}]({outcome.url}/api/testing/runs/{run_id})" if run_id else "—"
             checks = outcome.failed_checks.get(run_id or "", [])
-            failed = "<br>".join(
-                _md(f"{c.get('id')}: {c.get('label')}") for c in checks if c.get("required", True)
-            )
-            status = f"{STATUS_MARK.get(run['status'], '')} {run['status']}".strip()
+            failed = "<br>".join(_md(f"{c.id}: {c.label}") for c in checks if c.required)
+            status = f"{STATUS_MARK.get(run.status, '')} {run.status}".strip()
             lines.append(
-                f"| {run['position'] + 1} | {_md(run['scenarioId'])} | {_md(run['persona'])} | "
-                f"{run['repeat'] + 1} | {status} | {failed} | {link} |"
+                f"| {run.position + 1} | {_md(run.scenario_id)} | {_md(run.persona)} | "
+                f"{run.repeat + 1} | {status} | {failed} | {link} |"
             )
         lines.append("")
     return "\n".join(lines)
@@ -521,26 +528,26 @@ def junit_xml(outcome: Outcome) -> bytes:
     properties = ET.SubElement(suite, "properties")
     ET.SubElement(properties, "property", name="exitCode", value=str(outcome.exit_code))
     if view is not None:
-        ET.SubElement(properties, "property", name="eval", value=str(view["id"]))
+        ET.SubElement(properties, "property", name="eval", value=view.id)
     if outcome.baseline is not None:
-        ET.SubElement(properties, "property", name="baseline", value=str(outcome.baseline["id"]))
+        ET.SubElement(properties, "property", name="baseline", value=outcome.baseline.id)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for run in (view or {}).get("runs", []):
+    for run in [] if view is None else view.runs:
         counts["tests"] += 1
         case = ET.SubElement(
             suite,
             "testcase",
-            classname=str(run["scenarioId"]),
-            name=f"{run['scenarioId']} [{run['persona']}] #{run['repeat'] + 1}",
+            classname=run.scenario_id,
+            name=f"{run.scenario_id} [{run.persona}] #{run.repeat + 1}",
         )
-        status, run_id = run["status"], run.get("runId")
+        status, run_id = run.status, run.run_id
         if status in FAILED:
             counts["failures"] += 1
             checks = outcome.failed_checks.get(run_id or "", [])
-            required = [c for c in checks if c.get("required", True)]
+            required = [c for c in checks if c.required]
             message = "timed out" if status == "timed_out" else "failed"
             if required:
-                message += ": " + ", ".join(str(c.get("id")) for c in required)
+                message += ": " + ", ".join(c.id for c in required)
             failure = ET.SubElement(case, "failure", message=message, type=status)
             failure.text = "\n".join(_check_text(c) for c in checks) or message
         elif status == "errored":
@@ -548,7 +555,7 @@ def junit_xml(outcome: Outcome) -> bytes:
             ET.SubElement(case, "error", message="the run errored", type=status)
         elif status != "passed":
             counts["skipped"] += 1
-            ET.SubElement(case, "skipped", message=run.get("note") or status)
+            ET.SubElement(case, "skipped", message=run.note or status)
         if run_id:
             ET.SubElement(case, "system-out").text = f"{outcome.url}/api/testing/runs/{run_id}"
     if view is None:
@@ -577,8 +584,7 @@ def report(outcome: Outcome, args: argparse.Namespace, *, out: TextIO) -> None:
             print(line, file=out)
     if outcome.baseline is not None:
         print(
-            f"baseline: {outcome.baseline['id']} '{outcome.baseline['label']}' "
-            f"({outcome.baseline_note})",
+            f"baseline: {outcome.baseline.id} '{outcome.baseline.label}' ({outcome.baseline_note})",
             file=out,
         )
     if outcome.compared is not None:

@@ -10,7 +10,8 @@ deadline is stopped (the run has timed out by then anyway).
 
 The client side of the testing API used here (`EvalApi`) is shared with the CI gate
 (`app/client/ci.py`). This module talks to the service over HTTP only: it imports
-nothing of the server.
+nothing of the server, only the response models of `app.contract`, into which it parses
+every answer (one that does not fit is an error, exit 2).
 """
 
 from __future__ import annotations
@@ -24,9 +25,14 @@ import sys
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import httpx
+from pydantic import TypeAdapter, ValidationError
+
+from app.contract.evals import Comparison as ComparisonView
+from app.contract.evals import EvalList, EvalListItem, EvalRun, EvalView
+from app.contract.runs import FinalRunView, RunView
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 POLL_SECONDS = 0.5  # how often the eval is read: agents start promptly, the API barely notices
@@ -52,6 +58,18 @@ class ApiError(HarnessError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class UnexpectedAnswer(HarnessError):
+    """The service answered 2xx with a body that is not what the API says it sends."""
+
+
+T = TypeVar("T")
+_EVAL: TypeAdapter[EvalView] = TypeAdapter(EvalView)
+_EVALS: TypeAdapter[EvalList] = TypeAdapter(EvalList)
+_COMPARISON: TypeAdapter[ComparisonView] = TypeAdapter(ComparisonView)
+_RUN: TypeAdapter[RunView] = TypeAdapter(RunView)
+_FINAL_RUN: TypeAdapter[FinalRunView] = TypeAdapter(FinalRunView)
 
 
 @dataclass(frozen=True)
@@ -106,10 +124,11 @@ class EvalApi:
         self,
         method: str,
         path: str,
+        into: TypeAdapter[T],
         *,
         json: Any = None,
         params: Mapping[str, str | float] | None = None,
-    ) -> Any:
+    ) -> T:
         try:
             response = await self._client.request(method, path, json=json, params=params)
         except httpx.TransportError as exc:
@@ -121,7 +140,16 @@ class EvalApi:
                 response.status_code,
                 f"{method} {path} answered {response.status_code}: {_problem(response)}",
             )
-        return response.json()
+        try:
+            return into.validate_json(response.content)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
+                for e in exc.errors()[:5]
+            )
+            raise UnexpectedAnswer(
+                f"{method} {path} answered a body this client does not understand: {problems}"
+            ) from None
 
     def run_url(self, run_id: str) -> str:
         return f"{self.url}/api/testing/runs/{run_id}"
@@ -129,38 +157,28 @@ class EvalApi:
     def eval_url(self, eval_id: str) -> str:
         return f"{self.url}/api/testing/evals/{eval_id}"
 
-    async def create_eval(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call("POST", "/evals", json=dict(body))
-        return result
+    async def create_eval(self, body: Mapping[str, Any]) -> EvalView:
+        return await self._call("POST", "/evals", _EVAL, json=dict(body))
 
-    async def get_eval(self, eval_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call("GET", f"/evals/{eval_id}")
-        return result
+    async def get_eval(self, eval_id: str) -> EvalView:
+        return await self._call("GET", f"/evals/{eval_id}", _EVAL)
 
-    async def list_evals(self, label_prefix: str, limit: int = 50) -> list[dict[str, Any]]:
-        result = await self._call(
-            "GET", "/evals", params={"labelPrefix": label_prefix, "limit": limit}
-        )
-        evals: list[dict[str, Any]] = result["evals"]
-        return evals
+    async def list_evals(self, label_prefix: str, limit: int = 50) -> list[EvalListItem]:
+        params: dict[str, str | float] = {"labelPrefix": label_prefix, "limit": limit}
+        return (await self._call("GET", "/evals", _EVALS, params=params)).evals
 
-    async def compare(self, eval_id: str, baseline_id: str, alpha: float) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call(
-            "GET", f"/evals/{eval_id}/compare", params={"baseline": baseline_id, "alpha": alpha}
-        )
-        return result
+    async def compare(self, eval_id: str, baseline_id: str, alpha: float) -> ComparisonView:
+        params: dict[str, str | float] = {"baseline": baseline_id, "alpha": alpha}
+        return await self._call("GET", f"/evals/{eval_id}/compare", _COMPARISON, params=params)
 
-    async def cancel_eval(self, eval_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call("POST", f"/evals/{eval_id}/cancel")
-        return result
+    async def cancel_eval(self, eval_id: str) -> EvalView:
+        return await self._call("POST", f"/evals/{eval_id}/cancel", _EVAL)
 
-    async def get_run(self, run_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call("GET", f"/runs/{run_id}")
-        return result
+    async def get_run(self, run_id: str) -> RunView:
+        return await self._call("GET", f"/runs/{run_id}", _RUN)
 
-    async def finish_run(self, run_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call("POST", f"/runs/{run_id}/finish")
-        return result
+    async def finish_run(self, run_id: str) -> FinalRunView:
+        return await self._call("POST", f"/runs/{run_id}/finish", _FINAL_RUN)
 
 
 # --- progress -----------------------------------------------------------------------------
@@ -176,7 +194,7 @@ class Progress:
         self._status = ""
         self._drawn = False
 
-    def show(self, view: Mapping[str, Any]) -> None:
+    def show(self, view: EvalView) -> None:
         status = progress_text(view)
         if status == self._status:
             return
@@ -202,10 +220,9 @@ class Progress:
             self._drawn = False
 
 
-def progress_text(view: Mapping[str, Any]) -> str:
+def progress_text(view: EvalView) -> str:
     """`eval_… [#####.....] 5/20 runs done · 4/5 passed (80%) · 4 live · 11 queued`"""
-    counts: Mapping[str, int] = view.get("counts", {})
-    total = int(view.get("total", 0))
+    counts, total = view.counts, view.total
     live, queued = counts.get("live", 0), counts.get("queued", 0)
     done = total - live - queued
     passes = counts.get("passed", 0)
@@ -213,7 +230,7 @@ def progress_text(view: Mapping[str, Any]) -> str:
     filled = round(BAR_WIDTH * done / total) if total else 0
     bar = "#" * filled + "." * (BAR_WIDTH - filled)
     rate = f"{passes}/{valid} passed ({passes / valid:.0%})" if valid else "no verdicts yet"
-    text = f"{view.get('id', 'eval')} [{bar}] {done}/{total} runs done · {rate}"
+    text = f"{view.id} [{bar}] {done}/{total} runs done · {rate}"
     if live:
         text += f" · {live} live"
     if queued:
@@ -304,36 +321,35 @@ async def _drive_run(
     api: EvalApi,
     connection: Connection,
     eval_id: str,
-    item: Mapping[str, Any],
+    item: EvalRun,
+    run_id: str,
     agent: AgentCommand,
     limit: asyncio.Semaphore,
     progress: Progress,
 ) -> None:
-    run_id: str = item["runId"]
     async with limit:
         try:
             run = await api.get_run(run_id)
         except HarnessError as exc:
             progress.line(f"[{run_id}] not started: {exc}")
             return
-        if run["status"] != "live":  # it ended (timed out, cancelled) while waiting its turn
+        if run.status != "live":  # it ended (timed out, cancelled) while waiting its turn
             return
-        deadline = datetime.fromisoformat(run["deadline"])
-        budget = (deadline - datetime.now(UTC)).total_seconds() + DEADLINE_GRACE_SECONDS
+        budget = (run.deadline - datetime.now(UTC)).total_seconds() + DEADLINE_GRACE_SECONDS
         env = {
             **os.environ,
             "UNDERSTUDY_URL": connection.url,
             "UNDERSTUDY_API_KEY": connection.key,
             "UNDERSTUDY_RUN_ID": run_id,
-            "UNDERSTUDY_FHIR_BASE": run["fhirBase"],
+            "UNDERSTUDY_FHIR_BASE": run.fhir_base,
             "UNDERSTUDY_EVAL_ID": eval_id,
-            "UNDERSTUDY_SCENARIO_ID": str(item["scenarioId"]),
-            "UNDERSTUDY_PERSONA": str(item["persona"]),
-            "UNDERSTUDY_DEADLINE": str(run["deadline"]),
+            "UNDERSTUDY_SCENARIO_ID": item.scenario_id,
+            "UNDERSTUDY_PERSONA": item.persona,
+            "UNDERSTUDY_DEADLINE": run.deadline.isoformat(),
         }
         code = await run_command(
             agent.command,
-            run.get("brief") or "",
+            run.brief or "",
             env,
             prefix=run_id,
             budget=budget,
@@ -354,7 +370,7 @@ async def drive_eval(
     *,
     agent: AgentCommand | None,
     progress: Progress,
-) -> dict[str, Any]:
+) -> EvalView:
     """Poll the eval until it is completed or cancelled and return its final view. With
     `agent`, every run seen live is handed to the command (at most `agent.parallel` at
     once) and finished when the command exits; the eval counts as done once those
@@ -371,14 +387,16 @@ async def drive_eval(
                 if task.done():
                     task.result()  # a bug in a run's driver surfaces here, not in a log
             if agent is not None:
-                for item in view["runs"]:
-                    run_id = item.get("runId")
-                    if run_id and item["status"] == "live" and run_id not in tasks:
+                for item in view.runs:
+                    run_id = item.run_id
+                    if run_id and item.status == "live" and run_id not in tasks:
                         tasks[run_id] = asyncio.create_task(
-                            _drive_run(api, connection, eval_id, item, agent, limit, progress)
+                            _drive_run(
+                                api, connection, eval_id, item, run_id, agent, limit, progress
+                            )
                         )
-            if view["status"] == "cancelled" or (
-                view["status"] == "completed" and all(t.done() for t in tasks.values())
+            if view.status == "cancelled" or (
+                view.status == "completed" and all(t.done() for t in tasks.values())
             ):
                 return view
             await asyncio.sleep(POLL_SECONDS)
@@ -401,50 +419,47 @@ def format_number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
-def summary_lines(view: Mapping[str, Any]) -> list[str]:
+def summary_lines(view: EvalView) -> list[str]:
     """The eval's result as plain text: pass rate, pass^k / pass@k, flaky cells,
     personas, exclusions and the most-failed checks."""
-    lines = [f"eval {view['id']} '{view['label']}': {view['status']}"]
-    summary = view.get("summary")
-    if not summary:
+    lines = [f"eval {view.id} '{view.label}': {view.status}"]
+    summary = view.summary
+    if summary is None:
         return lines
-    lines.append(f"pass rate: {summary['passRate']['text']}")
-    k = summary["k"]
-    hat, at = format_number(summary["passHatK"]), format_number(summary["passAtK"])
+    lines.append(f"pass rate: {summary.pass_rate.text}")
+    k = summary.k
+    hat, at = format_number(summary.pass_hat_k), format_number(summary.pass_at_k)
     kline = f"pass^{k}: {hat} · pass@{k}: {at}"
-    if summary.get("cellsLeftOut"):
-        kline += f" ({summary['cellsLeftOut']} cells with fewer than {k} valid runs left out)"
+    if summary.cells_left_out:
+        kline += f" ({summary.cells_left_out} cells with fewer than {k} valid runs left out)"
     lines.append(kline)
-    for cell in summary.get("flakyCells", []):
+    for cell in summary.flaky_cells:
         lines.append(
-            f"flaky: {cell['scenarioId']} × {cell['persona']} "
-            f"({cell['passes']}/{cell['runs']} passed)"
+            f"flaky: {cell.scenario_id} × {cell.persona} ({cell.passes}/{cell.runs} passed)"
         )
-    personas = summary.get("personas", {})
-    if len(personas) > 1:
-        for persona, rate in personas.items():
-            lines.append(f"persona {persona}: {rate['text']}")
-    excluded = summary.get("excluded", {})
+    if len(summary.personas) > 1:
+        for persona, rate in summary.personas.items():
+            lines.append(f"persona {persona}: {rate.text}")
+    excluded = summary.excluded.model_dump()
     if any(excluded.values()):
         lines.append(
             "left out of the rates: "
             + ", ".join(f"{count} {name}" for name, count in excluded.items() if count)
         )
-    if summary.get("incomplete"):
+    if summary.incomplete:
         lines.append("incomplete: more than 10% of the runs errored")
-    checks = summary.get("mostFailedChecks", [])
-    if checks:
+    if summary.most_failed_checks:
         lines.append("most-failed checks:")
         lines.extend(
-            f"  {c['count']}× {c['scenarioId']} {c['expectationId']}: {c['label']}" for c in checks
+            f"  {c.count}× {c.scenario_id} {c.expectation_id}: {c.label}"
+            for c in summary.most_failed_checks
         )
     return lines
 
 
-def eval_exit_code(view: Mapping[str, Any]) -> int:
+def eval_exit_code(view: EvalView) -> int:
     """0 when the eval completed; 1 when it was cancelled or is incomplete."""
-    summary = view.get("summary") or {}
-    if view["status"] != "completed" or summary.get("incomplete"):
+    if view.status != "completed" or (view.summary is not None and view.summary.incomplete):
         return EXIT_FAILED
     return EXIT_OK
 
@@ -549,9 +564,9 @@ async def run_agent_eval(
     )
     async with EvalApi(connection) as api:
         created = await api.create_eval(body)
-        eval_id: str = created["id"]
+        eval_id = created.id
         progress.line(
-            f"eval {eval_id} '{args.label}': {created['total']} runs, "
+            f"eval {eval_id} '{args.label}': {created.total} runs, "
             f"up to {args.parallel} agents at a time"
         )
         view = await drive_eval(

@@ -18,12 +18,26 @@ import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import asyncpg
 import orjson
 
 from app.client import statistics as stats
+from app.contract.evals import (
+    CellCounts,
+    CompareCell,
+    Comparison,
+    EvalListItem,
+    EvalRequestEcho,
+    EvalRun,
+    EvalSummary,
+    EvalView,
+    Excluded,
+    FailedCheck,
+    FlakyCell,
+    OverallTest,
+    Rate,
+)
 from app.db import Conn, Scopes, Tx
 from app.errors import AppError, NotFound, Unprocessable
 from app.evals.errors import EvalNotFound
@@ -412,21 +426,21 @@ def _hashes(items: list[Item]) -> dict[tuple[str, str], str]:
     return out
 
 
-def _rate(c: int, n: int) -> dict[str, Any]:
+def _rate(c: int, n: int) -> Rate:
     result = stats.wilson(c, n)
     if result is None:
-        return {"passes": c, "runs": n, "rate": None, "ci95": None, "text": f"{c}/{n}"}
+        return Rate(passes=c, runs=n, rate=None, ci95=None, text=f"{c}/{n}")
     rate, interval = result
-    return {
-        "passes": c,
-        "runs": n,
-        "rate": round(rate, 4),
-        "ci95": [round(interval.low, 4), round(interval.high, 4)],
-        "text": f"{c}/{n} = {rate:.1%} (95% CI {interval.low:.1%}–{interval.high:.1%})",
-    }
+    return Rate(
+        passes=c,
+        runs=n,
+        rate=round(rate, 4),
+        ci95=(round(interval.low, 4), round(interval.high, 4)),
+        text=f"{c}/{n} = {rate:.1%} (95% CI {interval.low:.1%}–{interval.high:.1%})",
+    )
 
 
-def summarise(items: list[Item], k: int) -> dict[str, Any]:
+def summarise(items: list[Item], k: int) -> EvalSummary:
     counts = Counter(i.status for i in items)
     outcomes = stats.Outcomes(
         passed=counts["passed"],
@@ -448,79 +462,74 @@ def summarise(items: list[Item], k: int) -> dict[str, Any]:
     for item in items:
         if item.run is None or item.run.status not in ("failed", "timed_out"):
             continue
-        for e in (item.run.verdict or {}).get("expectations", []):
-            if e.get("passed") is False:
-                failed_checks[(item.scenario_id, e["id"], e["label"])] += 1
-    return {
-        "passRate": _rate(c, n),
-        "k": k,
-        "passAtK": None if pass_at is None else round(pass_at, 4),
-        "passHatK": None if pass_hat is None else round(pass_hat, 4),
-        "cellsLeftOut": max(left_at, left_hat),
-        "flakyCells": [
-            {"scenarioId": cell.key[0], "persona": cell.key[1], "passes": cell.c, "runs": cell.n}
+        for e in item.run.final_verdict().expectations:
+            if e.passed is False:
+                failed_checks[(item.scenario_id, e.id, e.label)] += 1
+    return EvalSummary(
+        pass_rate=_rate(c, n),
+        k=k,
+        pass_at_k=None if pass_at is None else round(pass_at, 4),
+        pass_hat_k=None if pass_hat is None else round(pass_hat, 4),
+        cells_left_out=max(left_at, left_hat),
+        flaky_cells=[
+            FlakyCell(scenario_id=cell.key[0], persona=cell.key[1], passes=cell.c, runs=cell.n)
             for cell in cells.values()
             if stats.is_flaky(cell)
         ],
-        "personas": {p: _rate(pc, pn) for p, (pc, pn) in sorted(personas.items())},
-        "mostFailedChecks": [
-            {"scenarioId": s, "expectationId": e, "label": label, "count": count}
+        personas={p: _rate(pc, pn) for p, (pc, pn) in sorted(personas.items())},
+        most_failed_checks=[
+            FailedCheck(scenario_id=s, expectation_id=e, label=label, count=count)
             for (s, e, label), count in failed_checks.most_common(10)
         ],
-        "excluded": {"cancelled": outcomes.cancelled, "errored": outcomes.errored},
-        "incomplete": outcomes.incomplete,
-    }
+        excluded=Excluded(cancelled=outcomes.cancelled, errored=outcomes.errored),
+        incomplete=outcomes.incomplete,
+    )
 
 
-def _item_view(item: Item, root: str, mode: str) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "position": item.position,
-        "scenarioId": item.scenario_id,
-        "persona": item.persona or BASELINE,
-        "repeat": item.repeat_index,
-        "status": item.status,
-    }
-    if item.note:
-        out["note"] = item.note
+def _item_view(item: Item, root: str, mode: str) -> EvalRun:
+    view = EvalRun(
+        position=item.position,
+        scenario_id=item.scenario_id,
+        persona=item.persona or BASELINE,
+        repeat=item.repeat_index,
+        status=item.status,
+        note=item.note,
+    )
     run = item.run
     if run is not None:
-        out["runId"] = run.id
-        out["fhirBase"] = run_view_base(root, run.id)
-        out["fixture"] = run.fixture
+        view.run_id = run.id
+        view.fhir_base = run_view_base(root, run.id)
+        view.fixture = run.fixture
         if mode == "agent":
-            out["brief"] = run.brief
+            view.brief = run.brief
         if run.status != "live":
-            out["passed"] = (run.verdict or {}).get("passed", False)
-            out["score"] = (run.verdict or {}).get("score", 0.0)
-    return out
+            verdict = run.final_verdict()
+            view.passed, view.score = verdict.passed, verdict.score
+    return view
 
 
-async def eval_view(
-    pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str, root: str
-) -> dict[str, Any]:
+async def eval_view(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str, root: str) -> EvalView:
     row = await _eval_row(pool, tenant_id, eval_id)
     items = await _items(pool, tenant_id, eval_id)
     status = _status(row, items)
-    out: dict[str, Any] = {
-        "id": row["id"],
-        "label": row["label"],
-        "mode": row["mode"],
-        "repeats": row["repeats"],
-        "request": orjson.loads(row["request"]),
-        "status": status,
-        "createdAt": row["created_at"].isoformat(),
-        "counts": dict(Counter(i.status for i in items)),
-        "total": len(items),
-        "runs": [_item_view(i, root, row["mode"]) for i in items],
-    }
-    if status in ("completed", "cancelled"):
-        out["summary"] = summarise(items, row["repeats"])
-    return out
+    return EvalView(
+        id=row["id"],
+        label=row["label"],
+        mode=row["mode"],
+        repeats=row["repeats"],
+        request=EvalRequestEcho.model_validate_json(row["request"]),
+        status=status,
+        created_at=row["created_at"],
+        counts=dict(Counter(i.status for i in items)),
+        total=len(items),
+        runs=[_item_view(i, root, row["mode"]) for i in items],
+        summary=summarise(items, row["repeats"]) if status in ("completed", "cancelled") else None,
+    )
 
 
 async def list_evals(
     pool: asyncpg.Pool, tenant_id: uuid.UUID, label_prefix: str | None, limit: int
-) -> list[dict[str, Any]]:
+) -> list[EvalListItem]:
     rows = await pool.fetch(
         """SELECT * FROM eval WHERE tenant_id = $1 AND ($2::text IS NULL OR label LIKE $2 || '%')
         ORDER BY created_at DESC LIMIT $3""",
@@ -536,22 +545,22 @@ async def list_evals(
     for row in rows:
         items = await _items(pool, tenant_id, row["id"])
         out.append(
-            {
-                "id": row["id"],
-                "label": row["label"],
-                "mode": row["mode"],
-                "status": _status(row, items),
-                "createdAt": row["created_at"].isoformat(),
-                "total": len(items),
-                "counts": dict(Counter(i.status for i in items)),
-            }
+            EvalListItem(
+                id=row["id"],
+                label=row["label"],
+                mode=row["mode"],
+                status=_status(row, items),
+                created_at=row["created_at"],
+                total=len(items),
+                counts=dict(Counter(i.status for i in items)),
+            )
         )
     return out
 
 
 async def compare_evals(
     pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str, baseline_id: str, *, alpha: float
-) -> dict[str, Any]:
+) -> Comparison:
     current_row = await _eval_row(pool, tenant_id, eval_id)
     baseline_row = await _eval_row(pool, tenant_id, baseline_id)
     current = await _items(pool, tenant_id, eval_id)
@@ -563,61 +572,54 @@ async def compare_evals(
         hashes_a=_hashes(baseline),
         hashes_b=_hashes(current),
     )
-    return {
-        "id": eval_id,
-        "baseline": baseline_id,
-        "label": current_row["label"],
-        "baselineLabel": baseline_row["label"],
-        "complete": _status(current_row, current) == "completed"
-        and _status(baseline_row, baseline) == "completed",
-        **comparison_json(comparison),
-    }
-
-
-def _cell_json(cell: stats.Cell | None) -> dict[str, Any] | None:
-    return None if cell is None else {"passes": cell.c, "runs": cell.n}
-
-
-def comparison_json(comparison: stats.Comparison) -> dict[str, Any]:
     overall = comparison.overall
     interval = comparison.delta_interval
-    out: dict[str, Any] = {
-        "cells": [
-            {
-                "scenarioId": v["key"][0],
-                "persona": v["key"][1],
-                "label": v["label"],
-                "baseline": _cell_json(v["a"]),
-                "current": _cell_json(v["b"]),
-                "fisherPWorse": None if v["fisher_p"] is None else round(v["fisher_p"], 4),
-                "comparable": v["comparable"],
-            }
+    return Comparison(
+        id=eval_id,
+        baseline=baseline_id,
+        label=current_row["label"],
+        baseline_label=baseline_row["label"],
+        complete=_status(current_row, current) == "completed"
+        and _status(baseline_row, baseline) == "completed",
+        cells=[
+            CompareCell(
+                scenario_id=v["key"][0],
+                persona=v["key"][1],
+                label=v["label"],
+                baseline=_cell_counts(v["a"]),
+                current=_cell_counts(v["b"]),
+                fisher_p_worse=None if v["fisher_p"] is None else round(v["fisher_p"], 4),
+                comparable=v["comparable"],
+            )
             for v in comparison.cells
         ],
-        "baselineRate": _rate(comparison.a_c, comparison.a_n),
-        "currentRate": _rate(comparison.b_c, comparison.b_n),
-        "test": {
-            "statistic": overall.t,
-            "expected": round(overall.expected, 4),
-            "pTwoSided": round(overall.p_two, 4),
-            "pRegress": round(overall.p_regress, 4),
-            "pImprove": round(overall.p_improve, 4),
-            "informativeCells": overall.informative_cells,
-            "reason": overall.reason,
-        },
-        "delta": None if comparison.delta is None else round(comparison.delta, 4),
-        "deltaCi95": None
-        if interval is None
-        else [round(interval.low, 4), round(interval.high, 4)],
-        "mde": None if comparison.mde is None else round(comparison.mde, 4),
-        "underpowered": comparison.underpowered,
-        "exceedsNoise": comparison.exceeds_noise,
-        "significantRegression": comparison.significant_regression,
-        "alpha": comparison.alpha,
-    }
-    if comparison.mde is not None:
-        out["mdeNote"] = (
+        baseline_rate=_rate(comparison.a_c, comparison.a_n),
+        current_rate=_rate(comparison.b_c, comparison.b_n),
+        test=OverallTest(
+            statistic=overall.t,
+            expected=round(overall.expected, 4),
+            p_two_sided=round(overall.p_two, 4),
+            p_regress=round(overall.p_regress, 4),
+            p_improve=round(overall.p_improve, 4),
+            p_regress_plain=round(overall.p_regress_plain, 4),
+            informative_cells=overall.informative_cells,
+            reason=overall.reason,
+        ),
+        delta=None if comparison.delta is None else round(comparison.delta, 4),
+        delta_ci95=None if interval is None else (round(interval.low, 4), round(interval.high, 4)),
+        mde=None if comparison.mde is None else round(comparison.mde, 4),
+        underpowered=comparison.underpowered,
+        exceeds_noise=comparison.exceeds_noise,
+        significant_regression=comparison.significant_regression,
+        alpha=comparison.alpha,
+        mde_note=None
+        if comparison.mde is None
+        else (
             f"changes smaller than {comparison.mde:.1%} in pass rate cannot be told from "
             "noise with these run counts"
-        )
-    return out
+        ),
+    )
+
+
+def _cell_counts(cell: stats.Cell | None) -> CellCounts | None:
+    return None if cell is None else CellCounts(passes=cell.c, runs=cell.n)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from app.contract import runs as contract
+
 
 @dataclass(frozen=True, slots=True)
 class ChangedResource:
@@ -77,15 +79,13 @@ class Evidence:
     clauses: list[dict[str, Any]] = field(default_factory=list)  # {where, holds, value?}
     note: str | None = None
 
+    def as_contract(self) -> contract.Evidence:
+        return contract.Evidence(
+            matches=self.matches, closest=self.closest, clauses=self.clauses, note=self.note
+        )
+
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"matches": self.matches}
-        if self.closest is not None:
-            out["closest"] = self.closest
-        if self.clauses:
-            out["clauses"] = self.clauses
-        if self.note:
-            out["note"] = self.note
-        return out
+        return self.as_contract().wire()
 
 
 @dataclass
@@ -102,21 +102,22 @@ class ExpectationResult:
     first_at: datetime | None = None  # time of the earliest evidence (for `before`)
     children: list[ExpectationResult] = field(default_factory=list)
 
+    def as_contract(self) -> contract.ExpectationResult:
+        return contract.ExpectationResult(
+            id=self.id,
+            label=self.label,
+            type=self.type,
+            required=self.required,
+            weight=self.weight,
+            passed=self.passed,
+            score=self.score,
+            evidence=self.evidence.as_contract(),
+            detail=self.detail,
+            children=[c.as_contract() for c in self.children],
+        )
+
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.id,
-            "label": self.label,
-            "type": self.type,
-            "required": self.required,
-            "weight": self.weight,
-            "passed": self.passed,
-            "score": self.score,
-            "evidence": self.evidence.as_json(),
-            "detail": self.detail,
-        }
-        if self.children:
-            out["children"] = [c.as_json() for c in self.children]
-        return out
+        return self.as_contract().wire()
 
 
 @dataclass

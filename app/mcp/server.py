@@ -20,9 +20,12 @@ from urllib.parse import parse_qsl, urlsplit
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import Field
+from pydantic import Field, TypeAdapter
 from starlette.types import ASGIApp
 
+from app.contract import runs as contract
+from app.contract import scenarios as contract_scenarios
+from app.contract.runs import RunView
 from app.kit.clock import fhir_instant, utcnow
 from app.kit.urls import FHIR_PREFIX, run_view_base
 from app.mcp import bridge
@@ -197,33 +200,53 @@ def _split_reference(reference: str, name: str) -> tuple[str, str]:
     return _checked(resource_type, _TYPE, f"{name} type"), _checked(resource_id, _ID, f"{name} id")
 
 
-def _run_of(view: dict[str, Any], hint: str | None = None) -> TestRun:
-    progress = view.get("progress")
-    return TestRun(
-        run_id=view["id"],
-        status=view["status"],
-        scenario_id=view["scenarioId"],
-        mode=view["mode"],
-        variant=view.get("variant"),
-        brief=view.get("brief"),
-        fixture=view.get("fixture") or {},
-        fhir_base=view["fhirBase"],
-        started_at=view["startedAt"],
-        deadline=view["deadline"],
-        progress=RunProgress(
-            required_total=progress.get("requiredTotal"),
-            required_holding=progress.get("requiredHolding"),
-            last_graded_at=progress.get("lastGradedAt"),
-        )
-        if isinstance(progress, dict)
-        else None,
-        finished_at=view.get("finishedAt"),
-        passed=view.get("passed"),
-        score=view.get("score"),
-        expectations=[ExpectationResult.model_validate(e) for e in view.get("expectations", [])],
-        note=view.get("note"),
+_RUN_VIEW: TypeAdapter[RunView] = TypeAdapter(RunView)
+
+
+def _run_view(reply: bridge.Reply) -> RunView:
+    """A run as the testing API answered it (in process: a mismatch is our bug)."""
+    return _RUN_VIEW.validate_python(reply.json())
+
+
+def _expectation_of(result: contract.ExpectationResult) -> ExpectationResult:
+    return ExpectationResult(
+        id=result.id,
+        label=result.label,
+        type=result.type,
+        required=result.required,
+        passed=result.passed,
+        detail=result.detail,
+        evidence=result.evidence.wire(),
+        children=[_expectation_of(c) for c in result.children],
+    )
+
+
+def _run_of(view: RunView, hint: str | None = None) -> TestRun:
+    run = TestRun(
+        run_id=view.id,
+        status=view.status,
+        scenario_id=view.scenario_id,
+        mode=view.mode,
+        variant=view.variant,
+        brief=view.brief,
+        fixture=view.fixture,
+        fhir_base=view.fhir_base,
+        started_at=view.started_at.isoformat(),
+        deadline=view.deadline.isoformat(),
         hint=hint,
     )
+    if isinstance(view, contract.LiveRunView):
+        last = view.progress.last_graded_at
+        run.progress = RunProgress(
+            required_total=view.progress.required_total,
+            required_holding=view.progress.required_holding,
+            last_graded_at=None if last is None else last.isoformat(),
+        )
+    else:
+        run.finished_at = None if view.finished_at is None else view.finished_at.isoformat()
+        run.passed, run.score, run.note = view.passed, view.score, view.note
+        run.expectations = [_expectation_of(e) for e in view.expectations]
+    return run
 
 
 RunIdArg = Annotated[
@@ -279,20 +302,20 @@ async def list_test_scenarios(
     call = _Call(ctx)
     reply = await call.request("GET", "/api/testing/scenarios")
     found = []
-    for s in reply.json()["scenarios"]:
-        if category is not None and s["category"] != category.strip():
+    for s in contract_scenarios.ScenarioList.model_validate(reply.json()).scenarios:
+        if category is not None and s.category != category.strip():
             continue
-        if mode is not None and mode not in s["modes"]:
+        if mode is not None and mode not in s.modes:
             continue
         found.append(
             ScenarioInfo(
-                id=s["id"],
-                title=s["title"],
-                category=s["category"],
-                modes=s["modes"],
-                summary=s["summary"],
-                variants=[p for p in s["personas"] if p],
-                builtin=s["builtin"],
+                id=s.id,
+                title=s.title,
+                category=s.category,
+                modes=s.modes,
+                summary=s.summary,
+                variants=[p for p in s.personas if p],
+                builtin=s.builtin,
             )
         )
     return ScenarioList(scenarios=found)
@@ -324,8 +347,8 @@ async def start_test_run(
     reply = await call.request(
         "POST", "/api/testing/runs", body=body, content_type="application/json"
     )
-    view = reply.json()
-    await call.caller.runs.remember(call.tenant_id, call.session, view["id"])
+    view = _run_view(reply)
+    await call.caller.runs.remember(call.tenant_id, call.session, view.id)
     return _run_of(
         view,
         hint="Do what the brief asks with the FHIR tools (they now act on this run), then "
@@ -339,7 +362,7 @@ async def get_test_run(ctx: Context, run_id: RunIdArg = None) -> TestRun:
     call = _Call(ctx)
     run = await call.required_run(run_id)
     reply = await call.request("GET", f"/api/testing/runs/{run}")
-    return _run_of(reply.json())
+    return _run_of(_run_view(reply))
 
 
 async def finish_test_run(ctx: Context, run_id: RunIdArg = None) -> TestRun:
@@ -351,17 +374,15 @@ async def finish_test_run(ctx: Context, run_id: RunIdArg = None) -> TestRun:
     reply = await call.request("POST", f"/api/testing/runs/{run}/finish")
     await call.caller.runs.forget(call.tenant_id, call.session, run)
     await ctx.report_progress(1, 1, "graded")
-    return _run_of(reply.json())
+    return _run_of(_run_view(reply))
 
 
-async def _run_patient(
-    call: _Call, run: str, patient: str | None
-) -> tuple[dict[str, Any], str, bool]:
+async def _run_patient(call: _Call, run: str, patient: str | None) -> tuple[RunView, str, bool]:
     """The run's view, the patient to talk to (given, the simulated patient, or the
     fixture's `patient`) and whether a simulated patient answers in this run."""
-    view = (await call.request("GET", f"/api/testing/runs/{run}")).json()
+    view = _run_view(await call.request("GET", f"/api/testing/runs/{run}"))
     pool = call.caller.app.state.db.pool
-    loaded = await scenarios_service.get_scenario(pool, call.tenant_id, view["scenarioId"])
+    loaded = await scenarios_service.get_scenario(pool, call.tenant_id, view.scenario_id)
     sim = loaded.scenario.patient_sim
     if patient is not None:
         resource_type, resource_id = _split_reference(
@@ -370,8 +391,7 @@ async def _run_patient(
         if resource_type != "Patient":
             raise ToolError("patient must be a Patient id or 'Patient/<id>'")
         return view, f"Patient/{resource_id}", sim is not None
-    fixture: dict[str, str] = view.get("fixture") or {}
-    ref = fixture.get(symbol_name(sim.patient) if sim is not None else "patient")
+    ref = view.fixture.get(symbol_name(sim.patient) if sim is not None else "patient")
     if ref is None:
         raise ToolError("this run has no patient in its fixture: pass patient")
     return view, ref, sim is not None
@@ -518,7 +538,7 @@ async def get_patient_messages(
         and last.direction == "to_patient"
         and has_sim
         and wait_seconds > 0
-        and view["status"] == "live"
+        and view.status == "live"
     ):
         # Wait on the simulator's own record of the message, then read the thread again.
         started = time.monotonic()

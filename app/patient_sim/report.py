@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import asyncpg
 
+from app.contract.runs import SimulatedReply, SimulatorIssue
 
-async def simulator_report(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> dict[str, Any]:
+
+async def simulator_report(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str
+) -> tuple[list[SimulatedReply], list[SimulatorIssue]]:
     """What the verdict says about the simulator: engines used and fidelity issues."""
     rows = await pool.fetch(
         """SELECT message_id, reply_id, turn, engine, model, prompt_version, note, issues
@@ -17,23 +20,21 @@ async def simulator_report(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str
         run_id,
     )
     issues = [
-        {"message": f"Communication/{r['message_id']}", "issue": issue}
+        SimulatorIssue(message=f"Communication/{r['message_id']}", issue=issue)
         for r in rows
         for issue in (r["issues"] or "").split("\n")
         if issue
     ]
-    return {
-        "replies": [
-            {
-                "message": f"Communication/{r['message_id']}",
-                "reply": f"Communication/{r['reply_id']}" if r["reply_id"] else None,
-                "turn": r["turn"],
-                "engine": r["engine"],
-                "model": r["model"],
-                "promptVersion": r["prompt_version"],
-                "note": r["note"],
-            }
-            for r in rows
-        ],
-        "simulatorIssues": issues,
-    }
+    replies = [
+        SimulatedReply(
+            message=f"Communication/{r['message_id']}",
+            reply=f"Communication/{r['reply_id']}" if r["reply_id"] else None,
+            turn=r["turn"],
+            engine=r["engine"],
+            model=r["model"],
+            prompt_version=r["prompt_version"],
+            note=r["note"],
+        )
+        for r in rows
+    ]
+    return replies, issues

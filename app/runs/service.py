@@ -15,18 +15,28 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 import orjson
 from pydantic import TypeAdapter
 
+from app.contract.runs import (
+    FinalRunView,
+    FinalStatus,
+    LiveRunView,
+    RunProgress,
+    RunView,
+    TraceCall,
+    Verdict,
+)
 from app.db import Conn, Scopes, Tx
 from app.errors import AppError, BadRequest, Unprocessable
 from app.fhir import service as fhir_service
 from app.fhir import storage
+from app.grading import snapshot as grading
 from app.grading.engine import grade
-from app.grading.snapshot import Call, ChangedResource, Delivery, RunSnapshot, Verdict
+from app.grading.snapshot import Call, ChangedResource, Delivery, RunSnapshot
 from app.judges.service import judge_rubrics
 from app.kit import jsontext
 from app.kit.clock import utcnow
@@ -114,41 +124,42 @@ class RunRow:
             verdict=js(r["verdict"]),
         )
 
-    def view(self, root: str) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def view(self, root: str) -> RunView:
+        common: dict[str, Any] = {
             "id": self.id,
-            "status": self.status,
             "mode": self.mode,
-            "scenarioId": self.scenario_id,
-            "scenarioVersion": self.scenario_version,
-            "scenarioHash": self.scenario_hash,
+            "scenario_id": self.scenario_id,
+            "scenario_version": self.scenario_version,
+            "scenario_hash": self.scenario_hash,
             "variant": self.variant,
             "label": self.label,
             "fixture": self.fixture,
-            "fhirBase": run_view_base(root, self.id),
-            "startedAt": self.started_at.isoformat(),
-            "deadline": self.deadline.isoformat(),
+            "fhir_base": run_view_base(root, self.id),
+            "started_at": self.started_at,
+            "deadline": self.deadline,
+            "brief": self.brief if self.mode == "agent" else None,
         }
-        if self.mode == "agent":
-            out["brief"] = self.brief
         if self.status == RunStatus.LIVE:
-            out["progress"] = self.progress or {
-                "requiredTotal": None,
-                "requiredHolding": None,
-                "lastGradedAt": None,
-            }
-        else:
-            out["finishedAt"] = self.finished_at.isoformat() if self.finished_at else None
-            verdict = self.verdict or {}
-            out["passed"] = verdict.get("passed", False)
-            out["score"] = verdict.get("score", 0.0)
-            out["expectations"] = verdict.get("expectations", [])
-            if verdict.get("note"):
-                out["note"] = verdict["note"]
-            if "simulatedPatient" in verdict:
-                out["simulatedPatient"] = verdict["simulatedPatient"]
-                out["simulatorIssues"] = verdict["simulatorIssues"]
-        return out
+            progress = RunProgress.model_validate(self.progress or {})
+            return LiveRunView(status="live", progress=progress, **common)
+        verdict = self.final_verdict()
+        return FinalRunView(
+            status=cast(FinalStatus, self.status),
+            finished_at=self.finished_at,
+            passed=verdict.passed,
+            score=verdict.score,
+            expectations=verdict.expectations,
+            note=verdict.note,
+            simulated_patient=verdict.simulated_patient,
+            simulator_issues=verdict.simulator_issues,
+            **common,
+        )
+
+    def final_verdict(self) -> Verdict:
+        """The stored verdict of an ended run (a run ended without one: failed, score 0)."""
+        if self.verdict is None:
+            return Verdict(passed=False, score=0.0, expectations=[])
+        return Verdict.model_validate(self.verdict)
 
 
 _SELECT = "SELECT * FROM run WHERE tenant_id = $1 AND id = $2"
@@ -504,15 +515,13 @@ async def _changed(
     return out
 
 
-def _verdict_json(verdict: Verdict, note: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "passed": verdict.passed,
-        "score": round(verdict.score, 4),
-        "expectations": [r.as_json() for r in verdict.results],
-    }
-    if note:
-        out["note"] = note
-    return out
+def _verdict_of(verdict: grading.Verdict, note: str | None = None) -> Verdict:
+    return Verdict(
+        passed=verdict.passed,
+        score=round(verdict.score, 4),
+        expectations=[r.as_contract() for r in verdict.results],
+        note=note,
+    )
 
 
 async def grade_run(
@@ -552,11 +561,11 @@ async def grade_run(
         verdict = await judge_rubrics(
             pool, llm, tenant_id, run_id, expectations, verdict, snapshot.patient_refs
         )
-        verdict_json = _verdict_json(verdict, note)
-        sim = await simulator_report(pool, tenant_id, run_id)
-        if sim["replies"]:
-            verdict_json["simulatedPatient"] = sim["replies"]
-            verdict_json["simulatorIssues"] = sim["simulatorIssues"]
+        ended_verdict = _verdict_of(verdict, note)
+        replies, issues = await simulator_report(pool, tenant_id, run_id)
+        if replies:
+            ended_verdict.simulated_patient = replies
+            ended_verdict.simulator_issues = issues
         async with scopes.transaction(autocommit=True) as tx:
             ended = await tx.conn.fetchrow(
                 """UPDATE run SET status = $3, verdict = $4::jsonb, finished_at = $5,
@@ -565,7 +574,7 @@ async def grade_run(
                 tenant_id,
                 run_id,
                 str(status),
-                jsontext.dumps(verdict_json),
+                jsontext.dumps(ended_verdict.wire()),
                 now,
                 seen_change,
             )
@@ -648,7 +657,7 @@ async def delete_run_data(tx: Tx, tenant_id: uuid.UUID, run_id: str) -> int:
     return int(status.split()[-1])
 
 
-async def run_trace(pool: asyncpg.Pool, run: RunRow) -> list[dict[str, Any]]:
+async def run_trace(pool: asyncpg.Pool, run: RunRow) -> list[TraceCall]:
     end = run.finished_at or utcnow()
     rows = await pool.fetch(
         """SELECT at, method, path, query, status, duration_ms, transport, refs, run_id
@@ -660,17 +669,17 @@ async def run_trace(pool: asyncpg.Pool, run: RunRow) -> list[dict[str, Any]]:
         end,
     )
     return [
-        {
-            "at": r["at"].isoformat(),
-            "method": r["method"],
-            "path": r["path"],
-            "query": r["query"],
-            "status": r["status"],
-            "durationMs": round(r["duration_ms"], 2),
-            "transport": r["transport"],
-            "refs": list(r["refs"] or ()),
-            "shared": r["run_id"] is None,
-        }
+        TraceCall(
+            at=r["at"],
+            method=r["method"],
+            path=r["path"],
+            query=r["query"],
+            status=r["status"],
+            duration_ms=round(r["duration_ms"], 2),
+            transport=r["transport"],
+            refs=list(r["refs"] or ()),
+            shared=r["run_id"] is None,
+        )
         for r in rows
     ]
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 
+from app.contract.scenarios import ScenarioSummary
 from app.db import Conn
 from app.errors import Conflict, NotFound, Unprocessable
 from app.kit import jsontext
@@ -25,19 +26,19 @@ class LoadedScenario:
     builtin: bool
     hash: str
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ScenarioSummary:
         s = self.scenario
-        return {
-            "id": s.id,
-            "title": s.title,
-            "category": s.category,
-            "modes": [str(m) for m in s.modes],
-            "summary": s.summary,
-            "personas": [v.persona for v in s.variants],
-            "builtin": self.builtin,
-            "version": self.version,
-            "hash": self.hash,
-        }
+        return ScenarioSummary(
+            id=s.id,
+            title=s.title,
+            category=s.category,
+            modes=[str(m) for m in s.modes],
+            summary=s.summary,
+            personas=[v.persona for v in s.variants],
+            builtin=self.builtin,
+            version=self.version,
+            hash=self.hash,
+        )
 
 
 class ScenarioInvalid(Unprocessable):

@@ -1,0 +1,152 @@
+"""Runs: the live and final views, the verdict with its evidence, the trace, usage."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from app.contract.base import ApiModel, Instant, is_empty, is_none
+
+FinalStatus = Literal["passed", "failed", "timed_out", "cancelled", "errored"]
+
+
+class Evidence(ApiModel):
+    """Why an expectation holds or fails."""
+
+    matches: list[str] = Field(
+        description='What matched: "Appointment/abc", or a call such as "GET /Slot 200"'
+    )
+    closest: str | None = Field(
+        default=None, exclude_if=is_none, description="The candidate that almost matched"
+    )
+    clauses: list[dict[str, Any]] = Field(
+        default_factory=list,
+        exclude_if=is_empty,
+        description="Each condition on the closest candidate: {where, holds, value | error}",
+    )
+    note: str | None = Field(default=None, exclude_if=is_empty)
+
+
+class ExpectationResult(ApiModel):
+    id: str
+    label: str
+    type: str
+    required: bool
+    weight: float
+    passed: bool | None = Field(description="null: not graded (pending, unsupported, skipped)")
+    score: float
+    evidence: Evidence
+    detail: str
+    children: list[ExpectationResult] = Field(
+        default_factory=list,
+        exclude_if=is_empty,
+        description="The alternatives of an any_of expectation",
+    )
+
+
+class SimulatedReply(ApiModel):
+    """One reply of the simulated patient: which engine answered it, and why a stand-in."""
+
+    message: str = Field(description="Communication/<id> of the staff message")
+    reply: str | None = Field(description="Communication/<id> of the reply; null: none")
+    turn: int
+    engine: str = Field(description="scripted or llm")
+    model: str | None
+    prompt_version: str | None
+    note: str | None
+
+
+class SimulatorIssue(ApiModel):
+    message: str
+    issue: str
+
+
+class Verdict(ApiModel):
+    """What grading decided as the run ended (stored with the run)."""
+
+    passed: bool
+    score: float
+    expectations: list[ExpectationResult]
+    note: str | None = Field(default=None, exclude_if=is_empty)
+    # Both or neither: present when a simulated patient answered in the run.
+    simulated_patient: list[SimulatedReply] | None = Field(default=None, exclude_if=is_none)
+    simulator_issues: list[SimulatorIssue] | None = Field(default=None, exclude_if=is_none)
+
+
+class RunProgress(ApiModel):
+    required_total: int | None = None
+    required_holding: int | None = None
+    last_graded_at: Instant | None = None
+
+
+class _RunViewBase(ApiModel):
+    id: str
+    status: str  # narrowed by each view: it tells the two apart
+    mode: str = Field(description="agent or workflow")
+    scenario_id: str
+    scenario_version: int = Field(description="0 for a built-in scenario")
+    scenario_hash: str
+    variant: str | None
+    label: str | None
+    fixture: dict[str, str] = Field(description='symbol -> "Type/id"')
+    fhir_base: str
+    started_at: Instant
+    deadline: Instant
+    brief: str | None = Field(
+        default=None, exclude_if=is_none, description="The task (agent mode only)"
+    )
+
+
+class LiveRunView(_RunViewBase):
+    status: Literal["live"]
+    progress: RunProgress
+
+
+class FinalRunView(_RunViewBase):
+    status: FinalStatus
+    finished_at: Instant | None
+    passed: bool
+    score: float
+    expectations: list[ExpectationResult]
+    note: str | None = Field(default=None, exclude_if=is_empty)
+    simulated_patient: list[SimulatedReply] | None = Field(default=None, exclude_if=is_none)
+    simulator_issues: list[SimulatorIssue] | None = Field(default=None, exclude_if=is_none)
+
+
+RunView = Annotated[LiveRunView | FinalRunView, Field(discriminator="status")]
+
+
+class RunList(ApiModel):
+    runs: list[RunView]
+
+
+class RunDataRemoved(ApiModel):
+    id: str
+    resources_removed: int
+
+
+class TraceCall(ApiModel):
+    at: Instant
+    method: str
+    path: str
+    query: str
+    status: int
+    duration_ms: float
+    transport: str = Field(description="rest or mcp")
+    refs: list[str]
+    shared: bool = Field(description="Not attributed to one run: seen by every live run")
+
+
+class RunTrace(ApiModel):
+    id: str
+    calls: list[TraceCall]
+
+
+class Usage(ApiModel):
+    day: date = Field(alias="date")
+    writes: int
+    limit: int
+    remaining: int
+    resets_at: datetime = Field(description="The next UTC midnight")
