@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import Issue
+from app.kit.text import BadText, check_form, decoded, describe, needs_decoding
 
 # (request, status, issues, title, headers) -> response: main.py's error renderer, which
 # answers problem+json or, on FHIR paths, an OperationOutcome.
@@ -35,64 +36,18 @@ Render = Callable[[Request, int, list[Issue], str, dict[str, str] | None], Respo
 _SUSPICIOUS_BODY = re.compile(rb"\x00|\\u(?:0000|[dD][89a-fA-F])")
 # The longest match above, less one: what a match split over two chunks can leave behind.
 _BOUNDARY = 5
-_BAD_CHAR = re.compile("[\x00\ud800-\udfff]")
 _FORM = "application/x-www-form-urlencoded"
-
-
-class BadText(Exception):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
-def _describe(text: str) -> str | None:
-    found = _BAD_CHAR.search(text)
-    if found is None:
-        return None
-    char = found.group()
-    if char == "\x00":
-        return "a NUL character (U+0000)"
-    return f"a lone surrogate (U+{ord(char):04X})"
-
-
-def _decoded(raw: bytes, field: str, what: str) -> str:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadText(field, f"{what} is not valid UTF-8 once percent-decoded") from None
-    problem = _describe(text)
-    if problem is not None:
-        raise BadText(field, f"{what} contains {problem}")
-    return text
-
-
-def _needs_decoding(raw: bytes) -> bool:
-    return b"%" in raw or b"\x00" in raw or not raw.isascii()
 
 
 def check_path(scope: Scope) -> None:
     raw = scope.get("raw_path")
     if isinstance(raw, bytes):
-        if _needs_decoding(raw):
-            _decoded(unquote_to_bytes(raw), "path", "the URL path")
+        if needs_decoding(raw):
+            decoded(unquote_to_bytes(raw), "path", "the URL path")
     else:
-        problem = _describe(scope.get("path", ""))
+        problem = describe(scope.get("path", ""))
         if problem is not None:
             raise BadText("path", f"the URL path contains {problem}")
-
-
-def check_form(raw: bytes, prefix: str, what: str) -> None:
-    """A query string or a form body: each name and value, percent-decoded."""
-    if not _needs_decoding(raw):
-        return
-    for part in raw.split(b"&"):
-        name_raw, _, value_raw = part.partition(b"=")
-        name_bytes = unquote_to_bytes(name_raw.replace(b"+", b" "))
-        printable = name_bytes.decode("utf-8", "replace").replace("\x00", "\\u0000")[:40]
-        field = f"{prefix}.{printable}" if prefix else printable
-        _decoded(name_bytes, field, f"the name of {what} '{printable}'")
-        _decoded(unquote_to_bytes(value_raw.replace(b"+", b" ")), field, f"{what} '{printable}'")
 
 
 # Headers whose value is a query string that a route percent-decodes and searches with.
@@ -121,12 +76,12 @@ def find_bad_json(document: Any) -> tuple[str, str] | None:
     while stack:
         path, value = stack.pop()
         if isinstance(value, str):
-            problem = _describe(value)
+            problem = describe(value)
             if problem is not None:
                 return path or "body", f"'{path or 'body'}' contains {problem}"
         elif isinstance(value, dict):
             for key, item in reversed(list(value.items())):
-                problem = _describe(key)
+                problem = describe(key)
                 if problem is not None:
                     return path or "body", f"a field name in '{path or 'body'}' contains {problem}"
                 stack.append((_join(path, key), item))

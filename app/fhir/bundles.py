@@ -20,6 +20,7 @@ from app.fhir.outcomes import operation_outcome
 from app.kit import jsontext
 from app.kit.clock import fhir_instant, utcnow
 from app.kit.ids import new_resource_id
+from app.kit.text import BadText, check_form
 
 _STATUS_TEXT = {200: "200 OK", 201: "201 Created", 204: "204 No Content"}
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -183,6 +184,15 @@ def _entry_error(index: int, exc: AppError) -> AppError:
     return error
 
 
+def _check_query_text(field: str, query: str) -> None:
+    """An entry's query (its url's, its ifNoneExist) reaches a search just as a request's
+    query string does, but inside the JSON body, out of the edge check's sight."""
+    try:
+        check_form(query.encode("utf-8", "surrogatepass"), "", field)
+    except BadText as exc:
+        raise BadRequest(exc.message, [Issue(exc.message, field)]) from None
+
+
 def _parse_entries(ctx: service.FhirContext, bundle: dict[str, Any]) -> list[_Entry]:
     raw = bundle.get("entry") or []
     if not isinstance(raw, list):
@@ -210,6 +220,10 @@ def _parse_entries(ctx: service.FhirContext, bundle: dict[str, Any]) -> list[_En
             url = url[len(ctx.base_url) :]
         url = url.lstrip("/")
         path, _, query = url.partition("?")
+        _check_query_text(f"{where}.request.url", query)
+        if_none_exist = request.get("ifNoneExist")
+        if isinstance(if_none_exist, str):
+            _check_query_text(f"{where}.request.ifNoneExist", if_none_exist.rpartition("?")[2])
         parts = path.split("/")
         resource_type = parts[0]
         resource_id = parts[1] if len(parts) > 1 and parts[1] else None
