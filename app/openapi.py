@@ -379,13 +379,16 @@ def _finish_operation(method: str, path: str, operation: dict[str, Any]) -> None
             if status.startswith("2") and "content" in response:
                 schema = response["content"].get("application/json", {}).get("schema", {})
                 response["content"] = {t: {"schema": schema} for t in FHIR_TYPES}
-    if (method, path) == ("POST", "/api/testing/scenarios"):
+    if (method, path) == ("POST", "/api/testing/scenarios") and "200" not in responses:
         # ?dryRun=true validates without storing: 200 rather than 201.
         responses["200"] = {
             "description": "Valid (a dry run)",
             "content": {"application/json": {"schema": {"type": "object"}}},
         }
     for code in sorted(_error_codes(method, path, operation)):
+        declared = responses.get(str(code), {}).get("content", {})
+        if PROBLEM_TYPE in declared:
+            continue  # the route declares its own problem body (e.g. errors + warnings)
         responses[str(code)] = _error_response(code, fhir)
     raw = _RAW_BODIES.get((method, path))
     if raw is not None and "requestBody" not in operation:
