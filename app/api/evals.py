@@ -54,7 +54,17 @@ class EvalBody(BaseModel):
     personas: str | list[str] = Field(
         default="baseline", description="'baseline', 'all' (baseline + every variant) or names"
     )
-    timeout_seconds: int | None = Field(default=None, description="30 to 1800 per run")
+    timeout_seconds: int | None = Field(
+        default=None,
+        description="30 to 1800 per run; 0 or null: each scenario's own",
+        json_schema_extra={
+            "anyOf": [
+                {"type": "integer", "minimum": 30, "maximum": 1800},
+                {"const": 0},
+                {"type": "null"},
+            ]
+        },
+    )
 
 
 @router.post("", status_code=201, summary="Start an eval (runs beyond the live limit queue)")
