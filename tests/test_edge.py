@@ -8,7 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.edge import BadText, check_form, check_json_body, find_bad_json
+from app.edge import check_json_body, find_bad_json
+from app.kit.text import BadText, check_form
 from tests.conftest import TenantHandle
 
 JSON = {"Content-Type": "application/json"}

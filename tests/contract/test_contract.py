@@ -15,10 +15,10 @@ import pytest
 from fastapi import FastAPI
 from pydantic import TypeAdapter
 
+from app.client import harness
 from app.contract import evals as ce
 from app.contract import runs as cr
 from app.contract import scenarios as cs
-from app.client import harness
 from tests.conftest import TenantHandle
 from tests.evals.test_evals import WORKFLOW, api_client, run_eval
 from tests.threaded_server import ThreadedServer, free_port
