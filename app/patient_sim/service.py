@@ -22,7 +22,7 @@ import orjson
 
 from app.db import Scopes
 from app.fhir import service as fhir_service
-from app.fhir.storage import index_keys
+from app.fhir.repository import index_keys
 from app.kit.clock import fhir_instant, utcnow
 from app.llm.client import LlmClient, LlmUnavailable
 from app.patient_sim import engine

@@ -32,8 +32,8 @@ from app.contract.runs import (
 )
 from app.db import Conn, Scopes, Tx
 from app.errors import AppError, BadRequest, Unprocessable
+from app.fhir import repository as fhir_repository
 from app.fhir import service as fhir_service
-from app.fhir import storage
 from app.grading import snapshot as grading
 from app.grading.engine import grade
 from app.grading.snapshot import Call, ChangedResource, Delivery, RunSnapshot
@@ -358,7 +358,9 @@ async def _write_stimulus(
     for resource in stimulus:
         rtype, rid = resource["resourceType"], resource["id"]
         previous = versions.get((rtype, rid), 0)
-        before = await storage.fetch_current(conn, tenant_id, rtype, rid) if previous else None
+        before = (
+            await fhir_repository.fetch_current(conn, tenant_id, rtype, rid) if previous else None
+        )
         write = fhir_service.prepare_write(
             ctx,
             rtype,

@@ -13,7 +13,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from app.db import Conn
-from app.fhir import service, storage
+from app.fhir import repository as fhir_repository
+from app.fhir import service
 from app.kit.clock import utcnow
 
 ORG_ID = "demo-canonical-org"
@@ -251,5 +252,5 @@ async def ensure_directory(
     ]
     if writes:
         async with conn.transaction():
-            await storage.write_versions(conn, tenant_id, writes, count_usage=False)
+            await fhir_repository.write_versions(conn, tenant_id, writes, count_usage=False)
     return len(writes)

@@ -1,7 +1,7 @@
 """Webhook subscriptions and deliveries.
 
 Events are outbox rows written by the same statement as the resource write (see
-`app.fhir.storage`), with one delivery row per matching subscription. After commit the
+`app.fhir.repository`), with one delivery row per matching subscription. After commit the
 writer enqueues a job per delivery; a sweeper re-enqueues any pending delivery whose job
 was lost (a crash between commit and enqueue). A delivery is claimed with a short lease
 (`UPDATE … WHERE status = 'pending' AND lease expired`), sent outside any transaction,
