@@ -65,6 +65,9 @@ class FhirContext:
     # deliveries the writes created (enqueued after commit).
     root_url: str = ""
     deliveries: list[str] = field(default_factory=list)
+    # The statement writes go through, composed with the parts of the features whose
+    # tables it also writes (fhir imports none of them): `app.runs.fhir_writes`.
+    write_statement: repository.WriteStatement = field(kw_only=True)
 
     @property
     def visibility(self) -> Visibility:
@@ -75,7 +78,12 @@ class FhirContext:
 
     async def write(self, conn: Conn, writes: list[repository.PreparedWrite]) -> None:
         outcome = await repository.write_versions(
-            conn, self.tenant_id, writes, count_usage=self.count_usage, fhir_root=self.root_url
+            conn,
+            self.tenant_id,
+            writes,
+            self.write_statement,
+            count_usage=self.count_usage,
+            fhir_root=self.root_url,
         )
         self.changed_runs.update(outcome.runs)
         self.deliveries.extend(outcome.deliveries)
@@ -826,3 +834,66 @@ async def history(
         offset=offset,
     )
     return total, entries, count, offset
+
+
+# --- What other features read or delete of the store ------------------------------------
+# They call these, never the repository: the SQL over the FHIR tables stays in
+# `app.fhir.repository`.
+
+
+async def current_version(
+    conn: Conn, tenant_id: uuid.UUID, resource_type: str, resource_id: str
+) -> repository.StoredResource | None:
+    """The current version of one resource (deleted or not), whatever run it belongs to."""
+    return await repository.fetch_current(conn, tenant_id, resource_type, resource_id)
+
+
+async def current_or_deleted(
+    conn: Conn, tenant_id: uuid.UUID, refs: list[tuple[str, str]]
+) -> list[asyncpg.Record]:
+    """resource_type, id, deleted, resource of those of the (type, id) pairs that exist."""
+    return await repository.fetch_current_or_deleted(conn, tenant_id, refs)
+
+
+async def resources_changed_by_run(
+    conn: Conn,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    *,
+    own_types: list[str],
+    tenant_types: list[str],
+    since: datetime,
+) -> list[asyncpg.Record]:
+    """What clients wrote for a run: see `repository.fetch_changed_by_run`."""
+    return await repository.fetch_changed_by_run(
+        conn, tenant_id, run_id, own_types=own_types, tenant_types=tenant_types, since=since
+    )
+
+
+async def delete_run_resources(conn: Conn, tenant_id: uuid.UUID, run_id: str) -> int:
+    """Delete a run's resources and their history (in the caller's transaction)."""
+    return await repository.delete_run_resources(conn, tenant_id, run_id)
+
+
+async def written_by_run(
+    db: repository.Queryable, tenant_id: uuid.UUID, run_id: str, resource_types: list[str]
+) -> list[str]:
+    """The current JSON of the live resources of those types clients wrote in the run."""
+    return await repository.fetch_written_by_run(db, tenant_id, run_id, resource_types)
+
+
+async def communications_of(
+    db: repository.Queryable, tenant_id: uuid.UUID, run_id: str, ref: str
+) -> list[asyncpg.Record]:
+    """id, resource, last_updated of the run's live Communications referencing `ref`."""
+    return await repository.fetch_communications_of(db, tenant_id, run_id, ref)
+
+
+async def ids_like(conn: Conn, tenant_id: uuid.UUID, pattern: str) -> set[tuple[str, str]]:
+    """(resource_type, id) of the tenant's resources whose id is LIKE `pattern`."""
+    return await repository.fetch_ids_like(conn, tenant_id, pattern)
+
+
+# SQL fragments for statements of other features that must stay one round trip.
+live_count_sql = repository.live_count_sql
+version_join_sql = repository.version_join_sql

@@ -31,6 +31,7 @@ from standardwebhooks import Webhook
 
 from app.db import Tx
 from app.errors import BadRequest, Issue, NotFound, Unprocessable
+from app.fhir import service as fhir_service
 from app.fhir.validation import _RESOURCE_TYPES as RESOURCE_TYPES
 from app.fhir.validation import is_known_type
 from app.kit import jsontext
@@ -446,7 +447,7 @@ def _backoff(retry_seconds: list[float], attempt: int) -> float | None:
     return base * random.uniform(1 - JITTER, 1 + JITTER)
 
 
-_BATCH_CLAIM_SQL = """
+_BATCH_CLAIM_SQL = f"""
 WITH picked AS (
     SELECT d.tenant_id, d.id FROM webhook_delivery d
     WHERE d.tenant_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= $3
@@ -467,8 +468,15 @@ SELECT c.id, c.attempts, c.subscription_id, s.url, s.secret, s.enabled, s.header
 FROM claimed c
 JOIN webhook_event e ON e.tenant_id = c.tenant_id AND e.id = c.event_id
 LEFT JOIN webhook_subscription s ON s.tenant_id = c.tenant_id AND s.id = c.subscription_id
-LEFT JOIN fhir_history h ON h.tenant_id = e.tenant_id AND h.resource_type = e.resource_type
-    AND h.id = e.resource_id AND h.version_id = e.version_id
+{
+    fhir_service.version_join_sql(
+        "h",
+        tenant_id="e.tenant_id",
+        resource_type="e.resource_type",
+        resource_id="e.resource_id",
+        version_id="e.version_id",
+    )
+}
 ORDER BY c.seq
 """
 # Deliveries one drain claims at a time, and sends concurrently.
