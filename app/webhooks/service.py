@@ -447,6 +447,14 @@ def _backoff(retry_seconds: list[float], attempt: int) -> float | None:
     return base * random.uniform(1 - JITTER, 1 + JITTER)
 
 
+# The event's resource version, for the payload (the FHIR store owns the SQL).
+_EVENT_VERSION_JOIN = fhir_service.version_join_sql(
+    "h",
+    tenant_id="e.tenant_id",
+    resource_type="e.resource_type",
+    resource_id="e.resource_id",
+    version_id="e.version_id",
+)
 _BATCH_CLAIM_SQL = f"""
 WITH picked AS (
     SELECT d.tenant_id, d.id FROM webhook_delivery d
@@ -468,15 +476,7 @@ SELECT c.id, c.attempts, c.subscription_id, s.url, s.secret, s.enabled, s.header
 FROM claimed c
 JOIN webhook_event e ON e.tenant_id = c.tenant_id AND e.id = c.event_id
 LEFT JOIN webhook_subscription s ON s.tenant_id = c.tenant_id AND s.id = c.subscription_id
-{
-    fhir_service.version_join_sql(
-        "h",
-        tenant_id="e.tenant_id",
-        resource_type="e.resource_type",
-        resource_id="e.resource_id",
-        version_id="e.version_id",
-    )
-}
+{_EVENT_VERSION_JOIN}
 ORDER BY c.seq
 """
 # Deliveries one drain claims at a time, and sends concurrently.
