@@ -68,6 +68,7 @@ async def _tenant_key(settings: Settings, tenant_name: str, file_name: str) -> s
     the key are created when missing or no longer valid."""
     from app.db import open_database
     from app.errors import Unauthorized
+    from app.runs.fhir_writes import FHIR_WRITES
     from app.tenants import service as tenants
 
     assert settings.database_url is not None
@@ -88,6 +89,7 @@ async def _tenant_key(settings: Settings, tenant_name: str, file_name: str) -> s
             _, key = await tenants.create_tenant(
                 db.pool,
                 tenant_name,
+                write_statement=FHIR_WRITES,
                 trace_enabled=settings.trace_default,
                 slot_weeks=settings.slot_weeks,
             )
@@ -225,6 +227,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_tenants_create(args: argparse.Namespace) -> int:
     from app.db import open_database
     from app.errors import AppError
+    from app.runs.fhir_writes import FHIR_WRITES
     from app.tenants import service as tenants
 
     settings, endpoints = _endpoints(Settings(), quiet=True)
@@ -236,6 +239,7 @@ def cmd_tenants_create(args: argparse.Namespace) -> int:
             tenant, key = await tenants.create_tenant(
                 db.pool,
                 args.name,
+                write_statement=FHIR_WRITES,
                 trace_enabled=settings.trace_default,
                 slot_weeks=settings.slot_weeks,
             )

@@ -30,6 +30,7 @@ from app.llm.client import LlmClient
 from app.logs import timed_job, timed_jobs
 from app.patient_sim import service as patient_sim_service
 from app.runs import service as runs_service
+from app.runs.fhir_writes import FHIR_WRITES
 from app.settings import Settings
 from app.tenants import service as tenants_service
 from app.tenants.directory import ensure_directory
@@ -55,7 +56,9 @@ async def roll_directory(ctx: dict[str, Any]) -> int:
     written = 0
     for tenant_id in await tenants_service.all_tenant_ids(db.pool):
         async with db.pool.acquire() as conn:
-            written += await ensure_directory(conn, tenant_id, weeks=settings.slot_weeks)
+            written += await ensure_directory(
+                conn, tenant_id, weeks=settings.slot_weeks, write_statement=FHIR_WRITES
+            )
     log.info("directory_rolled written=%d", written)
     return written
 

@@ -120,6 +120,7 @@ from app.db import Database, Scopes
 from app.fhir import service as fhir_service
 from app.kit.clock import utcnow
 from app.runs import service as runs_service
+from app.runs.fhir_writes import FHIR_WRITES
 from app.settings import Settings
 from app.tenants.quota import QuotaGuard, RunLimits
 from app.worker import TICK_CONCURRENCY, grade_live_runs, shutdown, startup
@@ -576,7 +577,9 @@ async def _write_changes(
 ) -> float:
     t0 = time.perf_counter()
     for run in runs:
-        ctx = fhir_service.FhirContext(tenant_id=tenant_id, base_url="", run_id=run.id)
+        ctx = fhir_service.FhirContext(
+            tenant_id=tenant_id, base_url="", run_id=run.id, write_statement=FHIR_WRITES
+        )
         async with db.pool.acquire() as conn:
             await fhir_service.create(ctx, conn, "Task", draft_task(run.fixture["patient"]))
         if run.id not in ctx.changed_runs:

@@ -21,6 +21,7 @@ from app.fhir.outcomes import operation_outcome
 from app.fhir.search.query import has_criteria
 from app.kit import jsontext
 from app.kit.urls import fhir_base
+from app.runs.fhir_writes import FHIR_WRITES
 from app.tenants.quota import QuotaGuard
 from app.tenants.service import TenantInfo
 from app.trace.recorder import record_refs
@@ -56,7 +57,11 @@ async def context(request: Request, tenant: TenantInfo) -> service.FhirContext:
         if known is None:
             raise NotFound(f"no run '{run_id}'")
     ctx = service.FhirContext(
-        tenant_id=tenant.id, base_url=base_url(request), run_id=run_id, root_url=root_url(request)
+        tenant_id=tenant.id,
+        base_url=base_url(request),
+        run_id=run_id,
+        root_url=root_url(request),
+        write_statement=FHIR_WRITES,
     )
     record_refs(request.scope, ctx.touched)
     return ctx

@@ -15,7 +15,7 @@ import orjson
 
 from app.db import Conn
 from app.errors import AppError, BadRequest, Issue
-from app.fhir import service, storage
+from app.fhir import repository, service
 from app.fhir.outcomes import operation_outcome
 from app.kit import jsontext
 from app.kit.clock import fhir_instant, utcnow
@@ -108,7 +108,7 @@ def history_bundle(
     ctx: service.FhirContext,
     path: str,
     total: int,
-    entries: list[storage.HistoryEntry],
+    entries: list[repository.HistoryEntry],
     count: int,
     offset: int,
     keep: list[tuple[str, str]] | None = None,

@@ -7,7 +7,7 @@ from app.errors import Conflict, PreconditionFailed
 
 class VersionConflict(Conflict):
     """Another writer changed a resource between this write's read and its write (409:
-    retry). storage.write_versions raises it when a versioned write lost the race."""
+    retry). repository.write_versions raises it when a versioned write lost the race."""
 
 
 class StaleVersion(PreconditionFailed):

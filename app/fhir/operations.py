@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from app.db import Conn
 from app.errors import BadRequest, Issue, NotFound
 from app.fhir import service
+from app.fhir.repository import index_keys
 from app.fhir.search.index import normalize_reference, parse_date_range
-from app.fhir.storage import index_keys
 from app.kit.clock import fhir_instant, utcnow
 
 DEFAULT_FIND_DAYS = 7

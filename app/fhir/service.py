@@ -28,7 +28,7 @@ from app.errors import (
     NotFound,
     Unprocessable,
 )
-from app.fhir import storage
+from app.fhir import repository
 from app.fhir.errors import AmbiguousMatch, StaleVersion, VersionConflict
 from app.fhir.search.index import extract_index
 from app.fhir.search.query import SearchError, SearchQuery, has_criteria, parse_search
@@ -65,6 +65,9 @@ class FhirContext:
     # deliveries the writes created (enqueued after commit).
     root_url: str = ""
     deliveries: list[str] = field(default_factory=list)
+    # The statement writes go through, composed with the parts of the features whose
+    # tables it also writes (fhir imports none of them): `app.runs.fhir_writes`.
+    write_statement: repository.WriteStatement = field(kw_only=True)
 
     @property
     def visibility(self) -> Visibility:
@@ -73,9 +76,14 @@ class FhirContext:
     def touch(self, *refs: str) -> None:
         self.touched.extend(refs)
 
-    async def write(self, conn: Conn, writes: list[storage.PreparedWrite]) -> None:
-        outcome = await storage.write_versions(
-            conn, self.tenant_id, writes, count_usage=self.count_usage, fhir_root=self.root_url
+    async def write(self, conn: Conn, writes: list[repository.PreparedWrite]) -> None:
+        outcome = await repository.write_versions(
+            conn,
+            self.tenant_id,
+            writes,
+            self.write_statement,
+            count_usage=self.count_usage,
+            fhir_root=self.root_url,
         )
         self.changed_runs.update(outcome.runs)
         self.deliveries.extend(outcome.deliveries)
@@ -194,7 +202,7 @@ def events_for(
 _STATUS_EVENT_TYPES = frozenset({"Appointment", "DiagnosticReport", "Observation"})
 
 
-def previous_status(resource_type: str, current: storage.StoredResource | None) -> Any:
+def previous_status(resource_type: str, current: repository.StoredResource | None) -> Any:
     if current is None or current.deleted or current.json is None:
         return None
     if resource_type not in _STATUS_EVENT_TYPES:
@@ -211,7 +219,7 @@ def prepare_write(
     interaction: str,
     now: datetime,
     previous: Any = None,
-) -> storage.PreparedWrite:
+) -> repository.PreparedWrite:
     """Validate and stamp a resource; extract its search values. Mutates `resource`.
 
     Every write of a resource goes through here, so this is the one place it is
@@ -229,7 +237,7 @@ def prepare_write(
     resource["meta"] = meta
     index = extract_index(resource_type, resource)
     ctx.touch(f"{resource_type}/{resource_id}", *index.all_refs)
-    return storage.PreparedWrite(
+    return repository.PreparedWrite(
         resource_type=resource_type,
         id=resource_id,
         version_id=version_id,
@@ -244,10 +252,10 @@ def prepare_write(
 
 
 def deletion(
-    ctx: FhirContext, current: storage.StoredResource, now: datetime
-) -> storage.PreparedWrite:
+    ctx: FhirContext, current: repository.StoredResource, now: datetime
+) -> repository.PreparedWrite:
     ctx.touch(f"{current.resource_type}/{current.id}")
-    return storage.PreparedWrite(
+    return repository.PreparedWrite(
         resource_type=current.resource_type,
         id=current.id,
         version_id=current.version_id + 1,
@@ -261,7 +269,7 @@ def deletion(
     )
 
 
-def _result(write: storage.PreparedWrite, status: int) -> WriteResult:
+def _result(write: repository.PreparedWrite, status: int) -> WriteResult:
     return WriteResult(
         status, write.resource_type, write.id, write.version_id, write.last_updated, write.body
     )
@@ -280,7 +288,7 @@ def _result(write: storage.PreparedWrite, status: int) -> WriteResult:
 class Deferred:
     """Writes held back until `flush`, all inside the caller's open transaction."""
 
-    writes: list[storage.PreparedWrite] = field(default_factory=list)
+    writes: list[repository.PreparedWrite] = field(default_factory=list)
     keys: set[tuple[str, str]] = field(default_factory=set)
 
     def holds(self, resource_type: str, resource_id: str) -> bool:
@@ -303,7 +311,7 @@ def _transaction(conn: Conn, deferred: Deferred | None) -> AbstractAsyncContextM
 
 
 async def _commit(
-    ctx: FhirContext, conn: Conn, write: storage.PreparedWrite, deferred: Deferred | None
+    ctx: FhirContext, conn: Conn, write: repository.PreparedWrite, deferred: Deferred | None
 ) -> None:
     if deferred is None:
         await _write_or_conflict(conn, ctx, [write])
@@ -318,12 +326,12 @@ async def _current_for_update(
     resource_type: str,
     resource_id: str,
     deferred: Deferred | None,
-) -> storage.StoredResource | None:
+) -> repository.StoredResource | None:
     """The current version, locked; what `deferred` holds of it is written first (so the
     version read is the one the held-back write made)."""
     if deferred is not None and deferred.holds(resource_type, resource_id):
         await flush(ctx, conn, deferred)
-    return await storage.fetch_current(
+    return await repository.fetch_current(
         conn, ctx.tenant_id, resource_type, resource_id, for_update=True
     )
 
@@ -389,11 +397,11 @@ async def conditional_match(
 
 async def read(
     ctx: FhirContext, conn: Conn, resource_type: str, resource_id: str
-) -> storage.StoredResource:
+) -> repository.StoredResource:
     check_type(resource_type)
     _require_id(resource_type, resource_id)
     ctx.touch(f"{resource_type}/{resource_id}")
-    current = await storage.fetch_current(conn, ctx.tenant_id, resource_type, resource_id)
+    current = await repository.fetch_current(conn, ctx.tenant_id, resource_type, resource_id)
     _require_visible(ctx, current, resource_type, resource_id)
     assert current is not None
     if current.deleted:
@@ -409,7 +417,7 @@ def _require_id(resource_type: str, resource_id: str) -> None:
 
 def _require_visible(
     ctx: FhirContext,
-    current: storage.StoredResource | None,
+    current: repository.StoredResource | None,
     resource_type: str,
     resource_id: str,
 ) -> None:
@@ -429,7 +437,7 @@ async def vread(
     resource_type: str,
     resource_id: str,
     version: str,
-) -> storage.StoredResource:
+) -> repository.StoredResource:
     check_type(resource_type)
     _require_id(resource_type, resource_id)
     ctx.touch(f"{resource_type}/{resource_id}")
@@ -439,7 +447,9 @@ async def vread(
         raise NotFound(
             f"version '{version}' of {resource_type}/{resource_id} is not known"
         ) from None
-    found = await storage.fetch_version(conn, ctx.tenant_id, resource_type, resource_id, version_id)
+    found = await repository.fetch_version(
+        conn, ctx.tenant_id, resource_type, resource_id, version_id
+    )
     _require_visible(ctx, found, resource_type, resource_id)
     assert found is not None
     if found.deleted:
@@ -506,7 +516,7 @@ async def update(
 
 
 async def _write_or_conflict(
-    conn: Conn, ctx: FhirContext, writes: list[storage.PreparedWrite]
+    conn: Conn, ctx: FhirContext, writes: list[repository.PreparedWrite]
 ) -> None:
     try:
         await ctx.write(conn, writes)
@@ -628,7 +638,7 @@ async def _search_rows(ctx: FhirContext, conn: Conn, query: SearchQuery) -> list
 class SearchPage:
     total: int
     rows: list[asyncpg.Record]
-    included: list[storage.StoredResource]
+    included: list[repository.StoredResource]
     next_params: list[tuple[str, str]] | None
     previous_params: list[tuple[str, str]] | None
     query: SearchQuery
@@ -730,22 +740,22 @@ async def _includes(
     conn: Conn,
     query: SearchQuery,
     rows: list[asyncpg.Record],
-) -> list[storage.StoredResource]:
+) -> list[repository.StoredResource]:
     if not query.includes or not rows:
         return []
     wanted: list[tuple[str, str]] = []
-    found: list[storage.StoredResource] = []
+    found: list[repository.StoredResource] = []
     for inc in query.includes:
         if inc.reverse:
             if inc.target_type not in (None, query.resource_type):
                 continue
-            refs = storage.index_keys(
+            refs = repository.index_keys(
                 ctx.tenant_id,
                 inc.source_type,
                 [f"{inc.param}={query.resource_type}/{r['id']}" for r in rows],
             )
             found.extend(
-                await storage.fetch_referencing(conn, ctx.tenant_id, inc.source_type, refs)
+                await repository.fetch_referencing(conn, ctx.tenant_id, inc.source_type, refs)
             )
             continue
         if inc.source_type != query.resource_type:
@@ -753,16 +763,16 @@ async def _includes(
         prefix = f"{inc.param}="
         for row in rows:
             for key in row["refs"] or ():
-                entry = storage.strip_key(key)
+                entry = repository.strip_key(key)
                 if not entry.startswith(prefix) or "/" not in entry:
                     continue
                 rtype, _, rid = entry[len(prefix) :].partition("/")
                 if inc.target_type is None or inc.target_type == rtype:
                     wanted.append((rtype, rid))
     if wanted:
-        found.extend(await storage.fetch_many(conn, ctx.tenant_id, sorted(set(wanted))))
+        found.extend(await repository.fetch_many(conn, ctx.tenant_id, sorted(set(wanted))))
     own = {(query.resource_type, r["id"]) for r in rows}
-    unique: dict[tuple[str, str], storage.StoredResource] = {}
+    unique: dict[tuple[str, str], repository.StoredResource] = {}
     for res in found:
         key = (res.resource_type, res.id)
         hidden = ctx.run_id is not None and res.run_id not in (None, ctx.run_id)
@@ -788,7 +798,7 @@ async def history(
     resource_type: str | None,
     resource_id: str | None,
     items: list[tuple[str, str]],
-) -> tuple[int, list[storage.HistoryEntry], int, int]:
+) -> tuple[int, list[repository.HistoryEntry], int, int]:
     if resource_type is not None:
         check_type(resource_type)
     count, offset, since = 20, 0, None
@@ -812,9 +822,9 @@ async def history(
     if resource_id is not None and resource_type is not None:
         _require_id(resource_type, resource_id)
         ctx.touch(f"{resource_type}/{resource_id}")
-        current = await storage.fetch_current(conn, ctx.tenant_id, resource_type, resource_id)
+        current = await repository.fetch_current(conn, ctx.tenant_id, resource_type, resource_id)
         _require_visible(ctx, current, resource_type, resource_id)
-    total, entries = await storage.fetch_history(
+    total, entries = await repository.fetch_history(
         conn,
         ctx.tenant_id,
         resource_type=resource_type,
@@ -824,3 +834,66 @@ async def history(
         offset=offset,
     )
     return total, entries, count, offset
+
+
+# --- What other features read or delete of the store ------------------------------------
+# They call these, never the repository: the SQL over the FHIR tables stays in
+# `app.fhir.repository`.
+
+
+async def current_version(
+    conn: Conn, tenant_id: uuid.UUID, resource_type: str, resource_id: str
+) -> repository.StoredResource | None:
+    """The current version of one resource (deleted or not), whatever run it belongs to."""
+    return await repository.fetch_current(conn, tenant_id, resource_type, resource_id)
+
+
+async def current_or_deleted(
+    conn: Conn, tenant_id: uuid.UUID, refs: list[tuple[str, str]]
+) -> list[asyncpg.Record]:
+    """resource_type, id, deleted, resource of those of the (type, id) pairs that exist."""
+    return await repository.fetch_current_or_deleted(conn, tenant_id, refs)
+
+
+async def resources_changed_by_run(
+    conn: Conn,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    *,
+    own_types: list[str],
+    tenant_types: list[str],
+    since: datetime,
+) -> list[asyncpg.Record]:
+    """What clients wrote for a run: see `repository.fetch_changed_by_run`."""
+    return await repository.fetch_changed_by_run(
+        conn, tenant_id, run_id, own_types=own_types, tenant_types=tenant_types, since=since
+    )
+
+
+async def delete_run_resources(conn: Conn, tenant_id: uuid.UUID, run_id: str) -> int:
+    """Delete a run's resources and their history (in the caller's transaction)."""
+    return await repository.delete_run_resources(conn, tenant_id, run_id)
+
+
+async def written_by_run(
+    db: repository.Queryable, tenant_id: uuid.UUID, run_id: str, resource_types: list[str]
+) -> list[str]:
+    """The current JSON of the live resources of those types clients wrote in the run."""
+    return await repository.fetch_written_by_run(db, tenant_id, run_id, resource_types)
+
+
+async def communications_of(
+    db: repository.Queryable, tenant_id: uuid.UUID, run_id: str, ref: str
+) -> list[asyncpg.Record]:
+    """id, resource, last_updated of the run's live Communications referencing `ref`."""
+    return await repository.fetch_communications_of(db, tenant_id, run_id, ref)
+
+
+async def ids_like(conn: Conn, tenant_id: uuid.UUID, pattern: str) -> set[tuple[str, str]]:
+    """(resource_type, id) of the tenant's resources whose id is LIKE `pattern`."""
+    return await repository.fetch_ids_like(conn, tenant_id, pattern)
+
+
+# SQL fragments for statements of other features that must stay one round trip.
+live_count_sql = repository.live_count_sql
+version_join_sql = repository.version_join_sql

@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 import orjson
 
+from app.fhir import service as fhir_service
 from app.grading.snapshot import Evidence, ExpectationResult, Verdict
 from app.judges import engine
 from app.llm.client import LlmClient, LlmUnavailable
@@ -63,19 +64,9 @@ async def _written_texts(
     patients: frozenset[str],
 ) -> list[str]:
     types = [_TYPES[s] for s in sources]
-    rows = await pool.fetch(
-        """SELECT DISTINCT ON (r.resource_type, r.id) r.resource FROM fhir_history h
-        JOIN fhir_resource r ON r.tenant_id = h.tenant_id AND r.resource_type = h.resource_type
-            AND r.id = h.id
-        WHERE h.tenant_id = $1 AND h.run_id = $2 AND h.source IS NULL
-            AND h.resource_type = ANY($3::text[]) AND NOT r.deleted""",
-        tenant_id,
-        run_id,
-        types,
-    )
     texts: list[str] = []
-    for row in rows:
-        texts += _texts_of(orjson.loads(row["resource"]), patients)
+    for resource in await fhir_service.written_by_run(pool, tenant_id, run_id, types):
+        texts += _texts_of(orjson.loads(resource), patients)
     return texts
 
 

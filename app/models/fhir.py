@@ -24,7 +24,7 @@ class FhirResource(Base):
     __tablename__ = "fhir_resource"
     __table_args__ = (
         # GIN over the key arrays alone: every key embeds its tenant and type (see
-        # app.fhir.storage.key_prefix), which keeps lookups tenant-scoped without a
+        # app.fhir.repository.key_prefix), which keeps lookups tenant-scoped without a
         # multi-column GIN. fastupdate off: no pending list for searches to scan.
         Index(
             "ix_fhir_resource_tokens",

@@ -22,11 +22,11 @@ import orjson
 
 from app.db import Scopes
 from app.fhir import service as fhir_service
-from app.fhir.storage import index_keys
 from app.kit.clock import fhir_instant, utcnow
 from app.llm.client import LlmClient, LlmUnavailable
 from app.patient_sim import engine
 from app.runs import service as runs_service
+from app.runs.fhir_writes import FHIR_WRITES
 from app.scenarios import service as scenarios_service
 from app.scenarios.schema import PatientSim, Scenario, Variant, symbol_name
 
@@ -86,15 +86,7 @@ async def reply_to_messages(
     patient_ref = run.fixture.get(symbol_name(sim.patient))
     if patient_ref is None:
         return outcome
-    rows = await pool.fetch(
-        """SELECT id, resource, last_updated FROM fhir_resource
-        WHERE tenant_id = $1 AND resource_type = 'Communication' AND NOT deleted
-            AND run_id = $2 AND all_refs && $3::text[]
-        ORDER BY last_updated, id""",
-        tenant_id,
-        run_id,
-        index_keys(tenant_id, None, [patient_ref]),
-    )
+    rows = await fhir_service.communications_of(pool, tenant_id, run_id, patient_ref)
     answered = {
         r["message_id"]
         for r in await pool.fetch(
@@ -206,7 +198,12 @@ async def _answer(
         run.id,
     )
     ctx = fhir_service.FhirContext(
-        tenant_id=run.tenant_id, base_url="", run_id=run.id, source="sim", root_url=root or ""
+        tenant_id=run.tenant_id,
+        base_url="",
+        run_id=run.id,
+        source="sim",
+        root_url=root or "",
+        write_statement=FHIR_WRITES,
     )
     async with scopes.transaction() as tx:
         conn = tx.conn

@@ -33,7 +33,6 @@ from app.contract.runs import (
 from app.db import Conn, Scopes, Tx
 from app.errors import AppError, BadRequest, Unprocessable
 from app.fhir import service as fhir_service
-from app.fhir import storage
 from app.grading import snapshot as grading
 from app.grading.engine import grade
 from app.grading.snapshot import Call, ChangedResource, Delivery, RunSnapshot
@@ -44,6 +43,7 @@ from app.kit.urls import FHIR_PREFIX, RUNS_PREFIX, run_view_base
 from app.llm.client import LlmClient
 from app.patient_sim.report import simulator_report
 from app.runs.errors import LiveRunLimit, RunNotFound, RunNotLive, RunStillLive
+from app.runs.fhir_writes import FHIR_WRITES
 from app.scenarios import service as scenarios_service
 from app.scenarios.expansion import ExpansionError, apply_variant, expand_scenario
 from app.scenarios.schema import TIMEOUT_MAX, TIMEOUT_MIN, Expectation, Scenario
@@ -326,7 +326,12 @@ async def _write_setup(
     builtin: bool,
 ) -> dict[tuple[str, str], int]:
     ctx = fhir_service.FhirContext(
-        tenant_id=tenant_id, base_url="", run_id=run_id, source="setup", count_usage=not builtin
+        tenant_id=tenant_id,
+        base_url="",
+        run_id=run_id,
+        source="setup",
+        count_usage=not builtin,
+        write_statement=FHIR_WRITES,
     )
     now = utcnow()
     writes = []
@@ -353,12 +358,19 @@ async def _write_stimulus(
     """Stimulus resources are ordinary writes: they count and fire webhook events; one
     reusing a fixture symbol updates that resource. Returns the deliveries created."""
     ctx = fhir_service.FhirContext(
-        tenant_id=tenant_id, base_url="", run_id=run_id, source="stimulus", root_url=root_url
+        tenant_id=tenant_id,
+        base_url="",
+        run_id=run_id,
+        source="stimulus",
+        root_url=root_url,
+        write_statement=FHIR_WRITES,
     )
     for resource in stimulus:
         rtype, rid = resource["resourceType"], resource["id"]
         previous = versions.get((rtype, rid), 0)
-        before = await storage.fetch_current(conn, tenant_id, rtype, rid) if previous else None
+        before = (
+            await fhir_service.current_version(conn, tenant_id, rtype, rid) if previous else None
+        )
         write = fhir_service.prepare_write(
             ctx,
             rtype,
@@ -408,15 +420,8 @@ async def build_snapshot(
 ) -> RunSnapshot:
     now = utcnow()
     refs = run.fixture
-    pairs = [tuple(ref.split("/", 1)) for ref in refs.values()]
-    rows = await conn.fetch(
-        """SELECT r.resource_type, r.id, r.deleted, r.resource FROM fhir_resource r
-        JOIN unnest($2::text[], $3::text[]) AS k(t, i) ON r.resource_type = k.t AND r.id = k.i
-        WHERE r.tenant_id = $1""",
-        run.tenant_id,
-        [p[0] for p in pairs],
-        [p[1] for p in pairs],
-    )
+    pairs = [cast(tuple[str, str], tuple(ref.split("/", 1))) for ref in refs.values()]
+    rows = await fhir_service.current_or_deleted(conn, run.tenant_id, pairs)
     by_ref = {
         f"{r['resource_type']}/{r['id']}": (
             None if r["deleted"] or r["resource"] is None else jsontext.loads(r["resource"])
@@ -475,26 +480,13 @@ async def _changed(
     tenant_types = sorted(_resource_types(expectations, "tenant"))
     if not own_types and not tenant_types:
         return []
-    rows = await conn.fetch(
-        """WITH h AS (
-            SELECT resource_type, id, min(last_updated) AS first_at,
-                max(last_updated) AS last_at, bool_or(interaction = 'create') AS created
-            FROM fhir_history
-            WHERE tenant_id = $1 AND source IS NULL AND (
-                (run_id = $2 AND resource_type = ANY($3::text[]))
-                OR (resource_type = ANY($4::text[]) AND last_updated >= $5
-                    AND (run_id IS NULL OR run_id = $2))
-            )
-            GROUP BY resource_type, id
-        )
-        SELECT h.*, r.deleted, r.resource, r.all_refs, r.run_id
-        FROM h JOIN fhir_resource r
-            ON r.tenant_id = $1 AND r.resource_type = h.resource_type AND r.id = h.id""",
+    rows = await fhir_service.resources_changed_by_run(
+        conn,
         run.tenant_id,
         run.id,
-        own_types,
-        tenant_types,
-        run.started_at,
+        own_types=own_types,
+        tenant_types=tenant_types,
+        since=run.started_at,
     )
     out: list[ChangedResource] = []
     for r in rows:
@@ -634,27 +626,11 @@ async def delete_run_data(tx: Tx, tenant_id: uuid.UUID, run_id: str) -> int:
     run = await get_run(conn, tenant_id, run_id)
     if run.status == RunStatus.LIVE:
         raise RunStillLive(f"run '{run_id}' is live: finish or cancel it before deleting its data")
-    await conn.execute(
-        """DELETE FROM fhir_date d USING fhir_resource r
-        WHERE r.tenant_id = $1 AND r.run_id = $2 AND d.tenant_id = $1
-            AND d.resource_type = r.resource_type AND d.id = r.id""",
-        tenant_id,
-        run_id,
-    )
-    await conn.execute(
-        """DELETE FROM fhir_history h USING fhir_resource r
-        WHERE r.tenant_id = $1 AND r.run_id = $2 AND h.tenant_id = $1
-            AND h.resource_type = r.resource_type AND h.id = r.id""",
-        tenant_id,
-        run_id,
-    )
-    status = await conn.execute(
-        "DELETE FROM fhir_resource WHERE tenant_id = $1 AND run_id = $2", tenant_id, run_id
-    )
+    removed = await fhir_service.delete_run_resources(conn, tenant_id, run_id)
     await conn.execute(
         "DELETE FROM run_ref WHERE tenant_id = $1 AND run_id = $2", tenant_id, run_id
     )
-    return int(status.split()[-1])
+    return removed
 
 
 async def run_trace(pool: asyncpg.Pool, run: RunRow) -> list[TraceCall]:

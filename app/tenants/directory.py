@@ -13,7 +13,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from app.db import Conn
-from app.fhir import service, storage
+from app.fhir import service
+from app.fhir.repository import WriteStatement
 from app.kit.clock import utcnow
 
 ORG_ID = "demo-canonical-org"
@@ -229,20 +230,23 @@ def _slots(first_day: date, weeks: int) -> list[dict[str, Any]]:
 
 
 async def ensure_directory(
-    conn: Conn, tenant_id: uuid.UUID, *, weeks: int, today: date | None = None
+    conn: Conn,
+    tenant_id: uuid.UUID,
+    *,
+    weeks: int,
+    write_statement: WriteStatement,
+    today: date | None = None,
 ) -> int:
-    """Create whatever part of the directory is missing; return how many were written."""
+    """Create whatever part of the directory is missing; return how many were written.
+
+    `write_statement` is the FHIR write statement composed with the other features'
+    parts (`app.runs.fhir_writes`, which this layer cannot import): the caller's."""
     today = today or utcnow().date()
     wanted = _static_resources() + _slots(today, weeks)
-    existing = {
-        (r["resource_type"], r["id"])
-        for r in await conn.fetch(
-            """SELECT resource_type, id FROM fhir_resource WHERE tenant_id = $1
-            AND id LIKE 'demo-canonical-%'""",
-            tenant_id,
-        )
-    }
-    ctx = service.FhirContext(tenant_id=tenant_id, base_url="")
+    existing = await service.ids_like(conn, tenant_id, "demo-canonical-%")
+    ctx = service.FhirContext(
+        tenant_id=tenant_id, base_url="", count_usage=False, write_statement=write_statement
+    )
     now = utcnow()
     writes = [
         service.prepare_write(ctx, r["resourceType"], r, r["id"], 1, "create", now)
@@ -251,5 +255,5 @@ async def ensure_directory(
     ]
     if writes:
         async with conn.transaction():
-            await storage.write_versions(conn, tenant_id, writes, count_usage=False)
+            await ctx.write(conn, writes)
     return len(writes)

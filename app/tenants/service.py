@@ -11,6 +11,8 @@ import asyncpg
 
 from app.db import Conn
 from app.errors import Conflict, Unauthorized
+from app.fhir import service as fhir_service
+from app.fhir.repository import WriteStatement
 from app.kit.ids import hash_api_key, new_api_key
 from app.tenants.directory import ensure_directory
 
@@ -35,9 +37,17 @@ class TenantSummary:
 
 
 async def create_tenant(
-    pool: asyncpg.Pool, name: str, *, trace_enabled: bool = False, slot_weeks: int = 8
+    pool: asyncpg.Pool,
+    name: str,
+    *,
+    write_statement: WriteStatement,
+    trace_enabled: bool = False,
+    slot_weeks: int = 8,
 ) -> tuple[TenantInfo, str]:
-    """Create a tenant with its canonical directory; return it and its key (shown once)."""
+    """Create a tenant with its canonical directory; return it and its key (shown once).
+
+    `write_statement` is the FHIR write statement the directory goes through
+    (`app.runs.fhir_writes.FHIR_WRITES`, composed above this layer)."""
     key = new_api_key()
     async with pool.acquire() as conn, conn.transaction():
         try:
@@ -50,7 +60,7 @@ async def create_tenant(
         except asyncpg.UniqueViolationError:
             raise Conflict(f"a tenant named '{name}' already exists") from None
         await _insert_key(conn, tenant_id, key)
-        await ensure_directory(conn, tenant_id, weeks=slot_weeks)
+        await ensure_directory(conn, tenant_id, weeks=slot_weeks, write_statement=write_statement)
     return TenantInfo(tenant_id, name, trace_enabled), key
 
 
@@ -77,11 +87,10 @@ async def add_key(pool: asyncpg.Pool, tenant_name: str) -> str:
 
 async def list_tenants(pool: asyncpg.Pool) -> list[TenantSummary]:
     rows = await pool.fetch(
-        """SELECT t.id, t.name, t.created_at,
+        f"""SELECT t.id, t.name, t.created_at,
             (SELECT count(*) FROM api_key k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL)
                 AS keys,
-            (SELECT count(*) FROM fhir_resource r WHERE r.tenant_id = t.id AND NOT r.deleted)
-                AS resources
+            {fhir_service.live_count_sql("t.id")} AS resources
         FROM tenant t ORDER BY t.created_at"""
     )
     return [

@@ -1,7 +1,7 @@
 """Webhook subscriptions and deliveries.
 
 Events are outbox rows written by the same statement as the resource write (see
-`app.fhir.storage`), with one delivery row per matching subscription. After commit the
+`app.fhir.repository`), with one delivery row per matching subscription. After commit the
 writer enqueues a job per delivery; a sweeper re-enqueues any pending delivery whose job
 was lost (a crash between commit and enqueue). A delivery is claimed with a short lease
 (`UPDATE … WHERE status = 'pending' AND lease expired`), sent outside any transaction,
@@ -31,6 +31,7 @@ from standardwebhooks import Webhook
 
 from app.db import Tx
 from app.errors import BadRequest, Issue, NotFound, Unprocessable
+from app.fhir import service as fhir_service
 from app.fhir.validation import _RESOURCE_TYPES as RESOURCE_TYPES
 from app.fhir.validation import is_known_type
 from app.kit import jsontext
@@ -446,7 +447,15 @@ def _backoff(retry_seconds: list[float], attempt: int) -> float | None:
     return base * random.uniform(1 - JITTER, 1 + JITTER)
 
 
-_BATCH_CLAIM_SQL = """
+# The event's resource version, for the payload (the FHIR store owns the SQL).
+_EVENT_VERSION_JOIN = fhir_service.version_join_sql(
+    "h",
+    tenant_id="e.tenant_id",
+    resource_type="e.resource_type",
+    resource_id="e.resource_id",
+    version_id="e.version_id",
+)
+_BATCH_CLAIM_SQL = f"""
 WITH picked AS (
     SELECT d.tenant_id, d.id FROM webhook_delivery d
     WHERE d.tenant_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= $3
@@ -467,8 +476,7 @@ SELECT c.id, c.attempts, c.subscription_id, s.url, s.secret, s.enabled, s.header
 FROM claimed c
 JOIN webhook_event e ON e.tenant_id = c.tenant_id AND e.id = c.event_id
 LEFT JOIN webhook_subscription s ON s.tenant_id = c.tenant_id AND s.id = c.subscription_id
-LEFT JOIN fhir_history h ON h.tenant_id = e.tenant_id AND h.resource_type = e.resource_type
-    AND h.id = e.resource_id AND h.version_id = e.version_id
+{_EVENT_VERSION_JOIN}
 ORDER BY c.seq
 """
 # Deliveries one drain claims at a time, and sends concurrently.

@@ -39,7 +39,7 @@ GLOBAL_LOOKUPS = frozenset(
         # unique lookup runs before any tenant is known. It must be global.
         ("api_key", ("key_hash",)),
         # The search-key GIN indexes: every key in these arrays starts with its tenant
-        # (and type) scope, `app.fhir.storage.key_prefix`, so a lookup only reaches its
+        # (and type) scope, `app.fhir.repository.key_prefix`, so a lookup only reaches its
         # own tenant's postings; a multi-column GIN led by tenant_id would instead scan
         # a posting list as long as the whole tenant on every search. The queries still
         # filter on tenant_id (and tests/tenants/test_isolation.py proves it).

@@ -22,6 +22,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from app.db import Database
 from app.fhir import service as fhir_service
 from app.jobs import connect_jobs
+from app.runs.fhir_writes import FHIR_WRITES
 from app.settings import Settings
 from app.webhooks.service import SWEEP_GRACE_SECONDS
 from app.worker import build_worker
@@ -699,7 +700,10 @@ async def test_the_sweeper_sends_a_delivery_whose_job_was_never_enqueued(
         async with api(tenant) as client:
             sub = await subscribe(client, receiver.url, ["Patient.created"])
             ctx = fhir_service.FhirContext(
-                tenant_id=tenant.id, base_url=tenant.fhir_base, root_url=tenant.server
+                tenant_id=tenant.id,
+                base_url=tenant.fhir_base,
+                root_url=tenant.server,
+                write_statement=FHIR_WRITES,
             )
             async with db.pool.acquire() as conn:
                 result = await fhir_service.create(ctx, conn, "Patient", patient("Orphan"))

@@ -2,7 +2,7 @@
 
 Token, reference and string conditions are array overlaps (`&&`) on the extracted
 key columns, answered by GIN indexes over the key arrays alone: each key embeds its
-tenant and resource type (`storage.key_prefix`), so a lookup reads only its own slice's
+tenant and resource type (`repository.key_prefix`), so a lookup reads only its own slice's
 postings (a multi-column btree_gin index scanned a whole tenant's posting list per
 query), and `tenant_id = $1` stays in every WHERE clause. Date conditions are
 `id IN (…)` over the `fhir_date` side table of half-open UTC ranges [low, high).
@@ -19,8 +19,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from app.fhir.repository import index_keys
 from app.fhir.search.query import AnyDate, ArrayFilter, DateFilter, IdFilter, SearchQuery
-from app.fhir.storage import index_keys
 
 # (resource low, resource high) vs (search low sl, search high sh); ranges are half-open.
 _DATE_SQL = {

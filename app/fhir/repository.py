@@ -1,17 +1,25 @@
-"""Versioned resource storage on asyncpg.
+"""The FHIR store's repository: versioned resource storage on asyncpg, and every SQL
+statement over its tables (`fhir_resource`, `fhir_history`, `fhir_date`); other features
+reach them through `app.fhir.service`.
 
 Every write — one resource or a whole transaction Bundle — is a single statement:
 the new current rows (`fhir_resource`), their history rows, and their date-index rows
 go in together through data-modifying CTEs over `unnest`ed arrays. The upsert is
 guarded by the expected previous version, so two concurrent updates of one resource
 cannot both win: the loser sees fewer rows written and gets a conflict.
+
+The same statement writes other features' rows (run ownership, the usage counter, the
+webhook outbox) so that they commit with the write in one round trip. fhir sits below
+those features and imports none of them: each owner's repository defines its share as
+a `WritePart` (CTE text, its parameters and how to compute them), and the composition
+root builds the statement once with `write_statement` (`app.runs.fhir_writes`) and
+hands it in through `FhirContext.write_statement`.
 """
 
 from __future__ import annotations
 
-import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -75,22 +83,62 @@ class PreparedWrite:
     events: list[str] = field(default_factory=list)  # webhook event types this write emits
 
 
-_WRITE_SQL = f"""
+@dataclass(frozen=True, slots=True)
+class WriteCall:
+    """What the parameters of a statement part are computed from, once per statement."""
+
+    now: datetime  # the moment of the writes (every entry's lastUpdated)
+    count_usage: bool  # whether the writes count toward the tenant's daily quota
+    fhir_root: str  # the API root the client used (for links in webhook payloads)
+
+
+@dataclass(frozen=True, slots=True)
+class WritePart:
+    """Data-modifying CTEs another feature adds to the write statement (fhir imports
+    none of the features whose tables they write; the composition root hands them in).
+
+    `sql` is one or more CTEs, `name AS (...)` separated by commas. It may read `$1` (the
+    tenant), `up` (resource_type, id, version_id: the rows written), `done` (the written
+    entries: rtype, rid, vid, ts, interaction, source, owner — the run each belongs to —
+    and events, the webhook event types it emits joined by `{sep}`, the separator
+    literal), and its own parameters, named in `params` and written `{name}` with their
+    type cast (braces meant literally are doubled). `args` gives their values for each
+    statement, in the order of `params`.
+    `deliveries`, if set, names one of its CTEs whose `id`s are webhook deliveries to
+    enqueue after commit.
+    """
+
+    sql: str
+    params: tuple[str, ...] = ()
+    args: Callable[[WriteCall], tuple[Any, ...]] = field(default=lambda call: ())
+    deliveries: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStatement:
+    """The one statement every write goes through: the store's own rows and the parts
+    the composition root added. Build it once with `write_statement`."""
+
+    sql: str
+    parts: tuple[WritePart, ...]
+
+
+# The statement's own parameters: $1 the tenant, $2-$15 and $21 the entries, $16-$20 their
+# date index rows; the parts' parameters follow.
+_OWN_PARAMS = 21
+
+_HEAD = """
 WITH d AS (
     SELECT * FROM unnest(
         $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::text[], $7::text[],
         $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
-        $14::text[], $15::text[], $25::text[]
+        $14::text[], $15::text[], $21::text[]
     ) AS t(rtype, rid, vid, ts, interaction, body, tokens, refs, strings, all_refs, sort,
            run_id, owner_refs, source, events)
 ), owned AS (
     -- A write belongs to the run whose view it came through, else to the run owning a
-    -- fixture resource it is, or references (run_ref), else to no run.
-    SELECT d.*, coalesce(d.run_id, (
-        SELECT rr.run_id FROM run_ref rr
-        WHERE rr.tenant_id = $1 AND rr.ref = ANY(string_to_array(d.owner_refs, E'{SEP}'))
-        LIMIT 1
-    )) AS owner
+    -- fixture resource it is or references (the run_owner part), else to no run.
+    SELECT d.*, coalesce(d.run_id, {run_owner}) AS owner
     FROM d
 ), up AS (
     INSERT INTO fhir_resource AS r (
@@ -98,8 +146,8 @@ WITH d AS (
         tokens, refs, strings, all_refs, sort, run_id
     )
     SELECT $1, rtype, rid, vid, ts, body IS NULL, body::jsonb,
-        string_to_array(tokens, E'{SEP}'), string_to_array(refs, E'{SEP}'),
-        string_to_array(strings, E'{SEP}'), string_to_array(all_refs, E'{SEP}'),
+        string_to_array(tokens, {sep}), string_to_array(refs, {sep}),
+        string_to_array(strings, {sep}), string_to_array(all_refs, {sep}),
         coalesce(sort::jsonb, '{{}}'::jsonb), owner
     FROM owned
     ON CONFLICT (tenant_id, resource_type, id) DO UPDATE SET
@@ -135,46 +183,49 @@ WITH d AS (
     FROM unnest($16::text[], $17::text[], $18::text[], $19::timestamptz[], $20::timestamptz[])
         AS x(rtype, rid, param, low, high)
     JOIN up ON up.resource_type = x.rtype AND up.id = x.rid
-), usage AS (
-    INSERT INTO usage_counter AS u (tenant_id, day, shard, writes)
-    SELECT $1, $21::date, $22::smallint, count(*) FROM up HAVING $23::bool AND count(*) > 0
-    ON CONFLICT (tenant_id, day, shard) DO UPDATE SET writes = u.writes + excluded.writes
-), touched AS (
-    UPDATE run SET changed_at = $24::timestamptz
-    WHERE tenant_id = $1 AND status = 'live'
-        AND id IN (SELECT DISTINCT owner FROM done WHERE owner IS NOT NULL)
-), ev AS (
-    -- The outbox: events commit with the write, or not at all. Only written while the
-    -- tenant has an enabled subscription (nobody could receive them otherwise).
-    INSERT INTO webhook_event (
-        tenant_id, id, type, resource_type, resource_id, version_id, run_id, occurred_at,
-        fhir_root
-    )
-    SELECT $1, 'evt_' || replace(gen_random_uuid()::text, '-', ''), e.type, d.rtype, d.rid,
-        d.vid, d.owner, d.ts, $26
-    FROM done d CROSS JOIN LATERAL unnest(string_to_array(d.events, E'{SEP}')) AS e(type)
-    WHERE d.events <> '' AND EXISTS (
-        SELECT 1 FROM webhook_subscription s WHERE s.tenant_id = $1 AND s.enabled)
-    RETURNING id, type, resource_type, resource_id, seq
-), dl AS (
-    INSERT INTO webhook_delivery (
-        tenant_id, id, subscription_id, event_id, seq, resource_ref, status, attempts,
-        next_attempt_at, created_at
-    )
-    SELECT $1, 'msg_' || replace(gen_random_uuid()::text, '-', ''), s.id, ev.id, ev.seq,
-        ev.resource_type || '/' || ev.resource_id, 'pending', 0, $24, $24
-    FROM ev JOIN webhook_subscription s ON s.tenant_id = $1 AND s.enabled
-        AND (ev.type = ANY(s.events) OR '*' = ANY(s.events))
-        AND (s.resource_types IS NULL OR ev.resource_type = ANY(s.resource_types))
-    RETURNING id
-)
+)"""
+
+_TAIL = """
 SELECT count(*), array_remove(array_agg(DISTINCT owner), NULL),
-    (SELECT array_agg(id) FROM dl)
+    {deliveries}
 FROM done
 """
 
-# Concurrent writers of one tenant spread their usage increments over this many rows.
-USAGE_SHARDS = 16
+_SEP_LITERAL = f"E'{SEP}'"
+
+
+def write_statement(
+    *, run_owner: str | None = None, parts: Sequence[WritePart] = ()
+) -> WriteStatement:
+    """Compose the write statement from other features' parts.
+
+    `run_owner` is an SQL expression for the run owning an entry written outside any run
+    view, or NULL: it may read `$1` and `{refs}`, the text[] of the entry's own reference
+    and the references it holds. Each part's CTEs follow the store's, in order.
+    """
+    sep = _SEP_LITERAL
+    owner = (
+        "NULL"
+        if run_owner is None
+        else run_owner.format(refs=f"string_to_array(d.owner_refs, {sep})")
+    )
+    sql = _HEAD.format(run_owner=owner, sep=sep)
+    number = _OWN_PARAMS
+    deliveries: list[str] = []
+    for part in parts:
+        names: dict[str, str] = {}
+        for name in part.params:
+            number += 1
+            names[name] = f"${number}"
+        sql += ", " + part.sql.format(sep=sep, **names).strip()
+        if part.deliveries is not None:
+            deliveries.append(part.deliveries)
+    if len(deliveries) > 1:
+        raise ValueError(f"only one part may create deliveries, not {deliveries}")
+    sql += _TAIL.format(
+        deliveries=f"(SELECT array_agg(id) FROM {deliveries[0]})" if deliveries else "NULL"
+    )
+    return WriteStatement(sql, tuple(parts))
 
 
 @dataclass(slots=True)
@@ -191,6 +242,7 @@ async def write_versions(
     conn: Conn,
     tenant_id: uuid.UUID,
     writes: Sequence[PreparedWrite],
+    statement: WriteStatement,
     *,
     count_usage: bool = True,
     fhir_root: str = "",
@@ -200,8 +252,9 @@ async def write_versions(
     Each write's `version_id` must be the current version + 1 (1 for a new resource;
     a conflict on a brand-new id means it already exists). Run inside a transaction
     when writing more than one row, so a conflict rolls back all of them. The same
-    statement counts the writes toward the tenant's daily quota (unless `count_usage`
-    is false) and marks the runs they belong to as changed.
+    statement runs the parts `statement` was composed with (as the server composes it:
+    it counts the writes toward the tenant's daily quota unless `count_usage` is false,
+    marks the runs they belong to as changed and writes the webhook outbox).
     """
     if not writes:
         return WriteOutcome([], [])
@@ -259,8 +312,9 @@ async def write_versions(
             d_low.append(low)
             d_high.append(high)
     now = writes[0].last_updated
+    call = WriteCall(now, count_usage, fhir_root)
     row = await conn.fetchrow(
-        _WRITE_SQL,
+        statement.sql,
         tenant_id,
         rtypes,
         ids,
@@ -281,12 +335,8 @@ async def write_versions(
         d_param,
         d_low,
         d_high,
-        now.date(),
-        random.randrange(USAGE_SHARDS),
-        count_usage,
-        now,
         events,
-        fhir_root,
+        *[arg for part in statement.parts for arg in part.args(call)],
     )
     assert row is not None
     written: int = row[0]
@@ -469,3 +519,145 @@ async def fetch_referencing(
         list(keys),
     )
     return [_stored(r) for r in rows]
+
+
+# --- Reads and deletes other features ask for (through app.fhir.service) -----------------
+
+Queryable = asyncpg.Pool | Conn
+
+
+async def fetch_current_or_deleted(
+    conn: Conn, tenant_id: uuid.UUID, refs: Sequence[tuple[str, str]]
+) -> list[asyncpg.Record]:
+    """(resource_type, id, deleted, resource) of the given (type, id) pairs that exist."""
+    return await conn.fetch(
+        """SELECT r.resource_type, r.id, r.deleted, r.resource FROM fhir_resource r
+        JOIN unnest($2::text[], $3::text[]) AS k(t, i) ON r.resource_type = k.t AND r.id = k.i
+        WHERE r.tenant_id = $1""",
+        tenant_id,
+        [t for t, _ in refs],
+        [i for _, i in refs],
+    )
+
+
+async def fetch_changed_by_run(
+    conn: Conn,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    *,
+    own_types: Sequence[str],
+    tenant_types: Sequence[str],
+    since: datetime,
+) -> list[asyncpg.Record]:
+    """Resources clients wrote (not setup, stimulus or the simulator): the run's own of
+    `own_types`, and of `tenant_types` any since `since` not owned by another run. Each
+    row: resource_type, id, first_at, last_at, created, and the current deleted,
+    resource, all_refs (scoped keys) and run_id."""
+    return await conn.fetch(
+        """WITH h AS (
+            SELECT resource_type, id, min(last_updated) AS first_at,
+                max(last_updated) AS last_at, bool_or(interaction = 'create') AS created
+            FROM fhir_history
+            WHERE tenant_id = $1 AND source IS NULL AND (
+                (run_id = $2 AND resource_type = ANY($3::text[]))
+                OR (resource_type = ANY($4::text[]) AND last_updated >= $5
+                    AND (run_id IS NULL OR run_id = $2))
+            )
+            GROUP BY resource_type, id
+        )
+        SELECT h.*, r.deleted, r.resource, r.all_refs, r.run_id
+        FROM h JOIN fhir_resource r
+            ON r.tenant_id = $1 AND r.resource_type = h.resource_type AND r.id = h.id""",
+        tenant_id,
+        run_id,
+        list(own_types),
+        list(tenant_types),
+        since,
+    )
+
+
+async def delete_run_resources(conn: Conn, tenant_id: uuid.UUID, run_id: str) -> int:
+    """Delete the run's resources with their date index and history; return how many."""
+    await conn.execute(
+        """DELETE FROM fhir_date d USING fhir_resource r
+        WHERE r.tenant_id = $1 AND r.run_id = $2 AND d.tenant_id = $1
+            AND d.resource_type = r.resource_type AND d.id = r.id""",
+        tenant_id,
+        run_id,
+    )
+    await conn.execute(
+        """DELETE FROM fhir_history h USING fhir_resource r
+        WHERE r.tenant_id = $1 AND r.run_id = $2 AND h.tenant_id = $1
+            AND h.resource_type = r.resource_type AND h.id = r.id""",
+        tenant_id,
+        run_id,
+    )
+    status = await conn.execute(
+        "DELETE FROM fhir_resource WHERE tenant_id = $1 AND run_id = $2", tenant_id, run_id
+    )
+    return int(status.split()[-1])
+
+
+async def fetch_written_by_run(
+    db: Queryable, tenant_id: uuid.UUID, run_id: str, resource_types: Sequence[str]
+) -> list[str]:
+    """The current JSON of the live resources of `resource_types` that clients wrote in
+    the run (not setup, stimulus or the simulator), one per resource."""
+    rows = await db.fetch(
+        """SELECT DISTINCT ON (r.resource_type, r.id) r.resource FROM fhir_history h
+        JOIN fhir_resource r ON r.tenant_id = h.tenant_id AND r.resource_type = h.resource_type
+            AND r.id = h.id
+        WHERE h.tenant_id = $1 AND h.run_id = $2 AND h.source IS NULL
+            AND h.resource_type = ANY($3::text[]) AND NOT r.deleted""",
+        tenant_id,
+        run_id,
+        list(resource_types),
+    )
+    return [r["resource"] for r in rows]
+
+
+async def fetch_communications_of(
+    db: Queryable, tenant_id: uuid.UUID, run_id: str, ref: str
+) -> list[asyncpg.Record]:
+    """(id, resource, last_updated) of the run's live Communications referencing `ref`,
+    oldest first."""
+    return await db.fetch(
+        """SELECT id, resource, last_updated FROM fhir_resource
+        WHERE tenant_id = $1 AND resource_type = 'Communication' AND NOT deleted
+            AND run_id = $2 AND all_refs && $3::text[]
+        ORDER BY last_updated, id""",
+        tenant_id,
+        run_id,
+        index_keys(tenant_id, None, [ref]),
+    )
+
+
+async def fetch_ids_like(conn: Conn, tenant_id: uuid.UUID, pattern: str) -> set[tuple[str, str]]:
+    """(resource_type, id) of the tenant's resources (deleted ones too) whose id is LIKE
+    `pattern`."""
+    rows = await conn.fetch(
+        "SELECT resource_type, id FROM fhir_resource WHERE tenant_id = $1 AND id LIKE $2",
+        tenant_id,
+        pattern,
+    )
+    return {(r["resource_type"], r["id"]) for r in rows}
+
+
+def live_count_sql(tenant_id: str) -> str:
+    """A scalar subquery for another feature's statement: how many live resources the
+    tenant whose id is the SQL expression `tenant_id` holds."""
+    return (
+        f"(SELECT count(*) FROM fhir_resource r WHERE r.tenant_id = {tenant_id} AND NOT r.deleted)"
+    )
+
+
+def version_join_sql(
+    alias: str, *, tenant_id: str, resource_type: str, resource_id: str, version_id: str
+) -> str:
+    """A LEFT JOIN for another feature's statement: `{alias}.resource` is the JSON of the
+    version the SQL expressions name (NULL for a delete or an unknown version)."""
+    return (
+        f"LEFT JOIN fhir_history {alias} ON {alias}.tenant_id = {tenant_id} "
+        f"AND {alias}.resource_type = {resource_type}\n"
+        f"    AND {alias}.id = {resource_id} AND {alias}.version_id = {version_id}"
+    )
