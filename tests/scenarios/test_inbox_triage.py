@@ -109,8 +109,10 @@ async def two_tasks(run: Run) -> None:
 
 
 async def plus_a_routine_task(run: Run) -> None:
-    await right(run)
+    # The extra Task first: written after the right work, it could land after the worker
+    # had already passed the run (a run passes as soon as every required check holds).
     await run.post(run.task(priority="routine", description="Discuss at next check-up."))
+    await right(run)
 
 
 async def no_reply(run: Run) -> None:
