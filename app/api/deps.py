@@ -1,15 +1,18 @@
-"""The auth dependency shared by every router: the tenant from the bearer key.
+"""What every router shares: the tenant from the bearer key (the auth dependency), the
+request's database, scopes and limits, and the shape of request bodies.
 
-It also tells the trace middleware whether to record the request (the tenant records
-everything, or has a live run) and how to attribute it to a run.
+The auth dependency also tells the trace middleware whether to record the request (the
+tenant records everything, or has a live run) and how to attribute it to a run.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import asyncpg
 from fastapi import Depends, Request
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 
 from app.db import Scopes
 from app.runs.live import LiveRuns
@@ -55,3 +58,23 @@ async def tenant_of(request: Request) -> TenantInfo:
 
 
 Tenant = Annotated[TenantInfo, Depends(tenant_of)]
+
+
+class RequestBody(BaseModel):
+    """A JSON request body: camelCase on the wire (snake_case accepted), unknown fields
+    refused. Subclasses add their own `model_config` (examples), merged with this one."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+# `timeoutSeconds` wherever runs are started (a run, each run of an eval).
+TIMEOUT_FIELD: dict[str, Any] = {
+    "description": "30 to 1800 seconds per run; 0 or null: the scenario's own",
+    "json_schema_extra": {
+        "anyOf": [
+            {"type": "integer", "minimum": 30, "maximum": 1800},
+            {"const": 0},
+            {"type": "null"},
+        ]
+    },
+}

@@ -5,21 +5,17 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field
 
-from app.api.deps import Tenant, pool_of, root_url, scopes_of
+from app.api.deps import TIMEOUT_FIELD, RequestBody, Tenant, pool_of, root_url, scopes_of
 from app.contract.evals import Comparison, EvalList, EvalView
 from app.evals import service
 
 router = APIRouter(prefix="/api/testing/evals", tags=["Evals"])
 
 
-class EvalBody(BaseModel):
+class EvalBody(RequestBody):
     model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
         json_schema_extra={
             "examples": [
                 {
@@ -54,17 +50,7 @@ class EvalBody(BaseModel):
     personas: str | list[str] = Field(
         default="baseline", description="'baseline', 'all' (baseline + every variant) or names"
     )
-    timeout_seconds: int | None = Field(
-        default=None,
-        description="30 to 1800 per run; 0 or null: each scenario's own",
-        json_schema_extra={
-            "anyOf": [
-                {"type": "integer", "minimum": 30, "maximum": 1800},
-                {"const": 0},
-                {"type": "null"},
-            ]
-        },
-    )
+    timeout_seconds: int | None = Field(default=None, **TIMEOUT_FIELD)
 
 
 @router.post("", status_code=201, summary="Start an eval (runs beyond the live limit queue)")

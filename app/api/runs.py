@@ -7,10 +7,9 @@ import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field, JsonValue
 
-from app.api.deps import Tenant, limits_of, pool_of, root_url, scopes_of
+from app.api.deps import TIMEOUT_FIELD, RequestBody, Tenant, limits_of, pool_of, root_url, scopes_of
 from app.contract.runs import (
     FinalRunView,
     LiveRunView,
@@ -35,11 +34,8 @@ MAX_LIST = 500
 MODES: list[JsonValue] = ["agent", "workflow"]
 
 
-class StartRunBody(BaseModel):
+class StartRunBody(RequestBody):
     model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
         json_schema_extra={
             "examples": [
                 {"scenarioId": "scheduling.book-named-practitioner"},
@@ -66,17 +62,7 @@ class StartRunBody(BaseModel):
     )
     variant: str | None = Field(default=None, description="A persona variant of the scenario")
     label: str | None = Field(default=None, max_length=200)
-    timeout_seconds: int | None = Field(
-        default=None,
-        description="30 to 1800; 0 or null: the scenario's own",
-        json_schema_extra={
-            "anyOf": [
-                {"type": "integer", "minimum": 30, "maximum": 1800},
-                {"const": 0},
-                {"type": "null"},
-            ]
-        },
-    )
+    timeout_seconds: int | None = Field(default=None, **TIMEOUT_FIELD)
 
 
 async def _flush_trace(request: Request) -> None:

@@ -6,67 +6,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
 
 from app.api.deps import Tenant, limits_of, pool_of, root_url, scopes_of
-from app.contract.scenarios import ScenarioList
+from app.contract.scenarios import CheckReportOut, ImportedOut, ScenarioInvalidOut, ScenarioList
 from app.fhir.service import parse_body
 from app.kit import jsontext
 from app.orchestration import check
 from app.scenarios import service
 
 router = APIRouter(prefix="/api/testing/scenarios", tags=["Testing"])
-
-
-class ProblemOut(BaseModel):
-    path: str = Field(description="JSON pointer into the scenario document; '' is the whole")
-    message: str
-
-
-class ImportedOut(BaseModel):
-    """An imported (201) or dry-run validated (200) scenario."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-    id: str
-    title: str
-    category: str
-    modes: list[str]
-    summary: str
-    personas: list[str]
-    builtin: bool
-    version: int = Field(description="the new version; 0 for a dry run")
-    hash: str
-    dry_run: bool
-    valid: bool
-    warnings: list[ProblemOut] = Field(
-        description="legal but often a slip (a symbol nothing mentions); never blocks import"
-    )
-
-
-class ScenarioInvalidOut(BaseModel):
-    """problem+json: every problem at once (`errors`), and the warnings beside them."""
-
-    title: str
-    status: int
-    detail: str | None = None
-    errors: list[ProblemOut] = Field(default_factory=list)
-    warnings: list[ProblemOut] = Field(default_factory=list)
-
-
-class CheckReportOut(BaseModel):
-    """The scenario check's report; `warnings` are never a failure."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-    scenario_id: str
-    ok: bool
-    valid: bool
-    problems: list[str]
-    warnings: list[str]
-    mutant_kinds: dict[str, int]
-    variants: list[dict[str, Any]]
 
 
 def _problems(problems: list[Any]) -> list[dict[str, str]]:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
-from app.api.deps import Tenant, pool_of, scopes_of
+from app.api.deps import RequestBody, Tenant, pool_of, scopes_of
 from app.webhooks import service
 
 router = APIRouter(prefix="/api/webhooks", tags=["Webhooks"])
@@ -46,11 +46,8 @@ ResourceTypeName = Annotated[
 ]
 
 
-class SubscriptionBody(BaseModel):
+class SubscriptionBody(RequestBody):
     model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
         json_schema_extra={
             "examples": [
                 {
