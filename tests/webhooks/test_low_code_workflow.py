@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from tests.conftest import TenantHandle
 from tests.fhir.test_negotiation import json_only
@@ -26,14 +23,6 @@ from tests.webhooks.test_workflow_runs import (
 )
 
 TOKEN = "lowcode-7d1e5f0a9c3b42e8"
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    r.start()
-    yield r
-    r.stop()
 
 
 async def test_a_header_auth_json_only_workflow_routes_the_critical_result(

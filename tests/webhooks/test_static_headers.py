@@ -4,7 +4,6 @@ afterwards; checked (HTTP tokens, no CR/LF/NUL, limits, nothing the delivery set
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,14 +28,6 @@ from tests.webhooks.test_webhooks import (
 
 TOKEN = "lowcode-header-auth-7f3c9a1b2d4e"
 STATIC = {"Authorization": f"Bearer {TOKEN}", "X-Workflow": "lab-orders"}
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    r.start()
-    yield r
-    r.stop()
 
 
 def carries_static_headers(got: Received) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -30,14 +30,6 @@ from tests.conftest import TenantHandle, make_tenant
 from tests.webhooks.receiver import Received, Receiver
 
 PAYLOAD_FIELDS = {"id", "eventId", "type", "occurredAt", "tenant", "runId", "fhirBase", "resource"}
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    r.start()
-    yield r
-    r.stop()
 
 
 def api(tenant: TenantHandle) -> httpx.AsyncClient:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
@@ -26,14 +25,6 @@ CLINIC = "Organization/demo-canonical-org"
 CRITICAL = {"HH", "LL", "AA"}
 
 Handler = Callable[[httpx.AsyncClient, dict[str, Any]], Awaitable[None]]
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    r.start()
-    yield r
-    r.stop()
 
 
 def api(tenant: TenantHandle) -> httpx.AsyncClient:
