@@ -33,13 +33,12 @@ item is an error (FHIRPath's singleton rule), which grading reports with the cla
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Final
 
-# Arguments arrive as fhirpathpy nodes; get_data unwraps them as it does the input.
-from fhirpathpy.engine.util import get_data
+from fhirpathpy.engine.util import get_data as _untyped_get_data
 
 __all__ = [
     "USER_FUNCTIONS",
@@ -56,6 +55,10 @@ _MOMENT_RE: Final = re.compile(
     r"(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}:\d{2})?)?)?)?$",
     re.ASCII,
 )
+
+
+# Arguments arrive as fhirpathpy nodes; get_data unwraps them as it does the input.
+_get_data: Final[Callable[[Any], Any]] = _untyped_get_data
 
 
 def _text(value: Any) -> str | None:
@@ -136,7 +139,7 @@ def minutes_until(inputs: list[Any], other: list[Any]) -> list[int | Decimal]:
     """Minutes from the input's start to `other`'s start; whole minutes as an Integer,
     otherwise a Decimal (to the millisecond)."""
     value = _single(inputs, "minutesUntil()")
-    target = _single([get_data(item) for item in other], "minutesUntil() argument")
+    target = _single([_get_data(item) for item in other], "minutesUntil() argument")
     if value is None or target is None:
         return []
     start, end = start_moment(value), start_moment(target)
