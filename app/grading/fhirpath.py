@@ -12,7 +12,8 @@ so the snapshot's resources are never touched (fhirpathpy annotates what it is g
 Known limits, left alone because scenario authors write `%runStart`-relative times:
 comparing with a `@…` literal of second precision that is equal to the second is empty
 (fhirpathpy treats seconds and milliseconds as different precisions); a date-only value
-compared with a date-time compares as a string.
+compared with a date-time compares as a string (`x.startInstant()` reads it as its first
+moment in the comparable form; see app/scenarios/fhirpath_helpers for our functions).
 
 fhirpathpy keeps some global state per evaluation (`constants.reset()`), so grading is
 single-threaded, as it is in the worker.

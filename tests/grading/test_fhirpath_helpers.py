@@ -153,6 +153,7 @@ def test_the_scenarios_weekday_clauses_read_as_python_does(
 
 SR = {"resourceType": "ServiceRequest", "status": "active"}
 OBS = {"resourceType": "Observation", "status": "final"}
+APPT = {"resourceType": "Appointment", "status": "booked"}
 
 
 @pytest.mark.parametrize(
@@ -343,3 +344,19 @@ def test_static_check_accepts_the_helpers(expression: str) -> None:
 def test_static_check_rejects_wrong_arity_and_unknown_names(expression: str, words: str) -> None:
     error = syntax_error(expression)
     assert error is not None and words in error
+
+
+def test_helpers_inside_where_read_each_item() -> None:
+    """An argument is evaluated on the item `where` is at, and many items take select()."""
+    bundle = {
+        "resourceType": "Bundle",
+        "entry": [
+            {"resource": {**APPT, "start": "2025-03-07T09:00:00Z", "end": "2025-03-07T09:30:00Z"}},
+            {"resource": {**APPT, "start": "2025-03-08T09:00:00Z", "end": "2025-03-08T10:00:00Z"}},
+        ],
+    }
+    half_hour = "entry.resource.where(start.minutesUntil(end) = 30).start"
+    assert evaluate(half_hour, bundle, VARIABLES) == ["2025-03-07T09:00:00.000+00:00"]
+    weekend = "entry.resource.where(start.weekday() > 5).start"
+    assert evaluate(weekend, bundle, VARIABLES) == ["2025-03-08T09:00:00.000+00:00"]
+    assert evaluate("entry.resource.start.select(weekday())", bundle, VARIABLES) == [5, 6]
