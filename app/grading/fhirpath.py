@@ -12,7 +12,8 @@ so the snapshot's resources are never touched (fhirpathpy annotates what it is g
 Known limits, left alone because scenario authors write `%runStart`-relative times:
 comparing with a `@…` literal of second precision that is equal to the second is empty
 (fhirpathpy treats seconds and milliseconds as different precisions); a date-only value
-compared with a date-time compares as a string.
+compared with a date-time compares as a string (`x.startInstant()` reads it as its first
+moment in the comparable form; see app/scenarios/fhirpath_helpers for our functions).
 
 fhirpathpy keeps some global state per evaluation (`constants.reset()`), so grading is
 single-threaded, as it is in the worker.
@@ -32,8 +33,11 @@ import fhirpathpy
 from fhirpathpy.models import models as fhirpath_models
 
 from app.grading.snapshot import RunSnapshot
+from app.scenarios.fhirpath_helpers import USER_FUNCTIONS
 
 R4_MODEL: dict[str, Any] = fhirpath_models["r4"]
+# Our functions (weekday(), startInstant(), minutesUntil()): see app/scenarios/fhirpath_helpers.
+_OPTIONS: dict[str, Any] = {"userInvocationTable": dict(USER_FUNCTIONS)}
 
 # Distinct expressions across all loaded scenarios fit easily; the bound only guards
 # against a tenant submitting endless ad-hoc scenarios.
@@ -88,7 +92,7 @@ def _compile(expression: str) -> Compiled | str:
     # A failure is cached as its message so a broken expression is not re-parsed on
     # every grading pass.
     try:
-        compiled: Compiled = fhirpathpy.compile(expression, R4_MODEL)
+        compiled: Compiled = fhirpathpy.compile(expression, R4_MODEL, _OPTIONS)
     except Exception as exc:
         return f"does not compile: {_error_text(exc)}"
     return compiled

@@ -20,6 +20,8 @@ from fhirpathpy.parser.generated.FHIRPathLexer import FHIRPathLexer
 from fhirpathpy.parser.generated.FHIRPathListener import FHIRPathListener
 from fhirpathpy.parser.generated.FHIRPathParser import FHIRPathParser
 
+from app.scenarios.fhirpath_helpers import USER_FUNCTIONS
+
 __all__ = [
     "MAX_EXPRESSION_LENGTH",
     "NAMESPACED_VARIABLES",
@@ -96,7 +98,8 @@ def _function_problem(name: str, params: int) -> str | None:
     wrong number of arguments (`not(x)` instead of `x.not()`). fhirpathpy only finds
     these while evaluating, and the grader then reads the clause as false — a guard that
     could never fire. So they are syntax errors here."""
-    invocation: Any = invocation_registry.get(name)  # fhirpathpy's table is untyped
+    # Ours first, as fhirpathpy merges them over its own when evaluating.
+    invocation: Any = USER_FUNCTIONS.get(name) or invocation_registry.get(name)
     if invocation is None or "fn" not in invocation:
         return f"unknown function '{name}()'"
     if "variadic" in invocation:
