@@ -39,7 +39,7 @@ from app.contract.evals import (
     Rate,
 )
 from app.db import Conn, Scopes, Tx
-from app.errors import AppError, Unprocessable
+from app.errors import AppError, Issue, Unprocessable
 from app.evals import repository
 from app.evals.errors import EvalNotFound
 from app.fhir.errors import VersionConflict
@@ -49,6 +49,7 @@ from app.runs import service as runs_service
 from app.runs.errors import LiveRunLimit
 from app.scenarios import service as scenarios_service
 from app.scenarios.errors import ScenarioNotFound
+from app.scenarios.schema import TIMEOUT_MAX, TIMEOUT_MIN
 from app.tenants.quota import RunLimits
 
 MAX_RUNS = 100
@@ -80,6 +81,13 @@ async def create_eval(tx: Tx, tenant_id: uuid.UUID, request: EvalRequest, *, roo
         raise Unprocessable(f"mode must be 'agent' or 'workflow', not '{request.mode}'")
     if not 1 <= request.repeats <= MAX_REPEATS:
         raise Unprocessable(f"repeats must be 1 to {MAX_REPEATS}, not {request.repeats}")
+    timeout = request.timeout_seconds
+    if timeout is not None and not TIMEOUT_MIN <= timeout <= TIMEOUT_MAX:
+        # Checked here, not only as each run starts: a value past int32 failed the insert.
+        raise Unprocessable(
+            f"timeoutSeconds must be {TIMEOUT_MIN} to {TIMEOUT_MAX}, not {timeout}",
+            [Issue(f"must be {TIMEOUT_MIN} to {TIMEOUT_MAX}", expression="timeoutSeconds")],
+        )
     available = await scenarios_service.list_scenarios(conn, tenant_id)
     by_id = {s.scenario.id: s for s in available}
     if request.scenarios is None:
