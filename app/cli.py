@@ -66,7 +66,7 @@ async def _dev_key(settings: Settings) -> str:
 async def _tenant_key(settings: Settings, tenant_name: str, file_name: str) -> str:
     """A key of the tenant, kept in the data directory under `file_name`; the tenant and
     the key are created when missing or no longer valid."""
-    from app.db import open_database
+    from app.db import Scopes, open_database
     from app.errors import Unauthorized
     from app.runs.fhir_writes import FHIR_WRITES
     from app.tenants import service as tenants
@@ -84,15 +84,17 @@ async def _tenant_key(settings: Settings, tenant_name: str, file_name: str) -> s
                 pass
         names = {t.name for t in await tenants.list_tenants(db.pool)}
         if tenant_name in names:
-            key = await tenants.add_key(db.pool, tenant_name)
+            async with Scopes(db.pool).transaction() as tx:
+                key = await tenants.add_key(tx, tenant_name)
         else:
-            _, key = await tenants.create_tenant(
-                db.pool,
-                tenant_name,
-                write_statement=FHIR_WRITES,
-                trace_enabled=settings.trace_default,
-                slot_weeks=settings.slot_weeks,
-            )
+            async with Scopes(db.pool).transaction() as tx:
+                _, key = await tenants.create_tenant(
+                    tx,
+                    tenant_name,
+                    write_statement=FHIR_WRITES,
+                    trace_enabled=settings.trace_default,
+                    slot_weeks=settings.slot_weeks,
+                )
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         key_file.write_text(key + "\n")
         key_file.chmod(0o600)
@@ -225,10 +227,10 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_tenants_create(args: argparse.Namespace) -> int:
-    from app.db import open_database
-    from app.errors import AppError
+    from app.db import Scopes, open_database
     from app.runs.fhir_writes import FHIR_WRITES
     from app.tenants import service as tenants
+    from app.tenants.errors import TenantNameTaken
 
     settings, endpoints = _endpoints(Settings(), quiet=True)
 
@@ -236,14 +238,15 @@ def cmd_tenants_create(args: argparse.Namespace) -> int:
         assert settings.database_url is not None
         db = await open_database(settings.database_url, pool_size=2)
         try:
-            tenant, key = await tenants.create_tenant(
-                db.pool,
-                args.name,
-                write_statement=FHIR_WRITES,
-                trace_enabled=settings.trace_default,
-                slot_weeks=settings.slot_weeks,
-            )
-        except AppError as exc:
+            async with Scopes(db.pool).transaction() as tx:
+                tenant, key = await tenants.create_tenant(
+                    tx,
+                    args.name,
+                    write_statement=FHIR_WRITES,
+                    trace_enabled=settings.trace_default,
+                    slot_weeks=settings.slot_weeks,
+                )
+        except TenantNameTaken as exc:
             print(f"understudy: {exc.message}", file=sys.stderr)
             return 1
         finally:
@@ -287,8 +290,9 @@ def cmd_tenants_list(args: argparse.Namespace) -> int:
 
 
 def cmd_tenants_trace(args: argparse.Namespace) -> int:
-    from app.db import open_database
+    from app.db import Scopes, open_database
     from app.tenants import service as tenants
+    from app.tenants.errors import TenantNotFound
 
     settings, endpoints = _endpoints(Settings(), quiet=True)
 
@@ -296,12 +300,14 @@ def cmd_tenants_trace(args: argparse.Namespace) -> int:
         assert settings.database_url is not None
         db = await open_database(settings.database_url, pool_size=2)
         try:
-            changed = await tenants.set_trace_by_name(db.pool, args.name, args.state == "on")
+            # One statement: no BEGIN/COMMIT around it.
+            async with Scopes(db.pool).transaction(autocommit=True) as tx:
+                await tenants.set_trace_by_name(tx, args.name, args.state == "on")
+        except TenantNotFound as exc:
+            print(f"understudy: {exc.message}", file=sys.stderr)
+            return 1
         finally:
             await db.close()
-        if not changed:
-            print(f"understudy: no tenant named '{args.name}'", file=sys.stderr)
-            return 1
         when = "always" if args.state == "on" else "only while one of its runs is live"
         print(f"tenant {args.name}: request trace recorded {when}")
         return 0
@@ -381,7 +387,9 @@ async def _check_scenarios(
         if not paths:
             paths = sorted(scenarios_service.builtin_dir().glob("*.json"))
         for path in paths:
-            found = await _load_for_check(pool, tenant.id, path, *_read_scenario_file(path))
+            found = await _load_for_check(
+                app.state.scopes, tenant.id, path, *_read_scenario_file(path)
+            )
             if isinstance(found, check.ScenarioReport):
                 out.append(found)
             else:
@@ -414,7 +422,7 @@ def _read_scenario_file(path: Path) -> tuple[Any, str | None, bool]:
 
 
 async def _load_for_check(
-    pool: Any, tenant_id: Any, path: Path, document: Any, error: str | None, in_library: bool
+    scopes: Any, tenant_id: Any, path: Path, document: Any, error: str | None, in_library: bool
 ) -> Any:
     """The scenario at `path`: the built-in one when the file is in scenarios/, else
     imported into the check tenant as a custom scenario; a report when it cannot be."""
@@ -439,7 +447,8 @@ async def _load_for_check(
         return check.ScenarioReport(
             scenario.id, problems=[f"id '{scenario.id}' is a built-in scenario's: rename it"]
         )
-    imported = await scenarios_service.import_scenario(pool, tenant_id, document, dry_run=False)
+    async with scopes.transaction() as tx:
+        imported = await scenarios_service.import_scenario(tx, tenant_id, document, dry_run=False)
     return imported.loaded
 
 

@@ -33,8 +33,8 @@ from app.runs import service as runs_service
 from app.runs.fhir_writes import FHIR_WRITES
 from app.settings import Settings
 from app.tenants import service as tenants_service
-from app.tenants.directory import ensure_directory
 from app.tenants.quota import QuotaGuard, RunLimits
+from app.trace import service as trace_service
 from app.webhooks import service as webhooks_service
 
 log = logging.getLogger("understudy.worker")
@@ -52,48 +52,32 @@ TICK_CONCURRENCY = 8
 async def roll_directory(ctx: dict[str, Any]) -> int:
     """Keep every tenant's canonical Slots filled for the coming weeks."""
     db: Database = ctx["db"]
+    scopes: Scopes = ctx["scopes"]
     settings: Settings = ctx["settings"]
     written = 0
     for tenant_id in await tenants_service.all_tenant_ids(db.pool):
-        async with db.pool.acquire() as conn:
-            written += await ensure_directory(
-                conn, tenant_id, weeks=settings.slot_weeks, write_statement=FHIR_WRITES
+        # One unit per tenant; the directory's writes open their own transaction.
+        async with scopes.transaction(autocommit=True) as tx:
+            written += await tenants_service.roll_directory(
+                tx, tenant_id, weeks=settings.slot_weeks, write_statement=FHIR_WRITES
             )
     log.info("directory_rolled written=%d", written)
     return written
 
 
 async def purge_trace(ctx: dict[str, Any]) -> int:
-    db: Database = ctx["db"]
-    status = await db.pool.execute(
-        "DELETE FROM trace_call WHERE at < $1", utcnow() - TRACE_RETENTION
-    )
-    deleted = int(status.split()[-1])
+    scopes: Scopes = ctx["scopes"]
+    async with scopes.transaction(autocommit=True) as tx:
+        deleted = await trace_service.purge_calls(tx, utcnow() - TRACE_RETENTION)
     log.info("trace_purged deleted=%d", deleted)
     return deleted
 
 
 async def purge_deliveries(ctx: dict[str, Any]) -> int:
     """Finished webhook deliveries, their attempts and events are kept 7 days."""
-    db: Database = ctx["db"]
-    cutoff = utcnow() - TRACE_RETENTION
-    async with db.pool.acquire() as conn, conn.transaction():
-        await conn.execute(
-            """DELETE FROM webhook_attempt a USING webhook_delivery d
-            WHERE a.tenant_id = d.tenant_id AND a.delivery_id = d.id
-                AND d.status <> 'pending' AND d.created_at < $1""",
-            cutoff,
-        )
-        status = await conn.execute(
-            "DELETE FROM webhook_delivery WHERE status <> 'pending' AND created_at < $1", cutoff
-        )
-        await conn.execute(
-            """DELETE FROM webhook_event e WHERE e.occurred_at < $1 AND NOT EXISTS (
-                SELECT 1 FROM webhook_delivery d
-                WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id)""",
-            cutoff,
-        )
-    return int(status.split()[-1])
+    scopes: Scopes = ctx["scopes"]
+    async with scopes.transaction() as tx:
+        return await webhooks_service.purge_deliveries(tx, utcnow() - TRACE_RETENTION)
 
 
 async def refresh_statistics(ctx: dict[str, Any]) -> int:
@@ -155,12 +139,11 @@ async def grade_live_runs(ctx: dict[str, Any]) -> int:
 async def deliver_webhook(ctx: dict[str, Any], tenant_id: str) -> int:
     """Send a tenant's due webhook deliveries; schedule the next drain for retries (or
     for deliveries still waiting behind an earlier one for the same resource)."""
-    db: Database = ctx["db"]
     settings: Settings = ctx["settings"]
     scopes: Scopes = ctx["scopes"]
     tenant = uuid.UUID(tenant_id)
     result = await webhooks_service.drain_deliveries(
-        db.pool,
+        scopes,
         ctx["http"],
         tenant,
         retry_seconds=settings.webhook_retry_seconds,

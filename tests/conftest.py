@@ -18,7 +18,7 @@ import pytest
 import uvicorn
 
 from app.cli import migrate
-from app.db import Database, open_database
+from app.db import Database, Scopes, open_database
 from app.main import create_app
 from app.runs.fhir_writes import FHIR_WRITES
 from app.settings import Settings
@@ -142,9 +142,10 @@ class TenantHandle:
 
 async def make_tenant(db: Database, server_url: str, prefix: str = "t") -> TenantHandle:
     name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-    info, key = await tenants.create_tenant(
-        db.pool, name, slot_weeks=TEST_SLOT_WEEKS, write_statement=FHIR_WRITES
-    )
+    async with Scopes(db.pool).transaction() as tx:
+        info, key = await tenants.create_tenant(
+            tx, name, slot_weeks=TEST_SLOT_WEEKS, write_statement=FHIR_WRITES
+        )
     return TenantHandle(info.id, name, key, server_url)
 
 

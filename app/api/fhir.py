@@ -14,13 +14,14 @@ from fastapi import APIRouter, Request, Response
 
 from app.api.deps import Tenant, pool_of, root_url, scopes_of
 from app.db import Conn
-from app.errors import NotFound, PayloadTooLarge, UnsupportedMediaType
+from app.errors import PayloadTooLarge, UnsupportedMediaType
 from app.fhir import bundles, operations, service
 from app.fhir.capability import capability_statement
 from app.fhir.outcomes import operation_outcome
 from app.fhir.search.query import has_criteria
 from app.kit import jsontext
 from app.kit.urls import fhir_base
+from app.runs import service as runs_service
 from app.runs.fhir_writes import FHIR_WRITES
 from app.tenants.quota import QuotaGuard
 from app.tenants.service import TenantInfo
@@ -51,11 +52,7 @@ async def context(request: Request, tenant: TenantInfo) -> service.FhirContext:
     """The interaction's context: the tenant base, or a run's view (which must exist)."""
     run_id: str | None = request.path_params.get("run_id")
     if run_id is not None:
-        known = await pool_of(request).fetchval(
-            "SELECT 1 FROM run WHERE tenant_id = $1 AND id = $2", tenant.id, run_id
-        )
-        if known is None:
-            raise NotFound(f"no run '{run_id}'")
+        await runs_service.check_run_exists(pool_of(request), tenant.id, run_id)
     ctx = service.FhirContext(
         tenant_id=tenant.id,
         base_url=base_url(request),

@@ -67,9 +67,9 @@ async def import_scenario(
 ) -> Any:
     document = parse_body(await request.body())
     try:
-        imported = await service.import_scenario(
-            pool_of(request), tenant.id, document, dry_run=dry_run
-        )
+        # A dry run writes nothing: no transaction for it.
+        async with scopes_of(request).transaction(autocommit=dry_run) as tx:
+            imported = await service.import_scenario(tx, tenant.id, document, dry_run=dry_run)
     except service.ScenarioInvalid as exc:
         return JSONResponse(
             {

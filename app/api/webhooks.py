@@ -126,17 +126,19 @@ def _client(request: Request) -> httpx.AsyncClient:
     response_model=CreatedSubscription,
 )
 async def create(request: Request, tenant: Tenant, body: SubscriptionBody) -> dict[str, Any]:
-    subscription, secret = await service.create_subscription(
-        pool_of(request),
-        tenant.id,
-        url=body.url,
-        events=body.events,
-        resource_types=body.resource_types,
-        secret=body.secret,
-        enabled=body.enabled,
-        allow_private=request.app.state.settings.webhook_allow_private,
-        headers=body.headers,
-    )
+    # One statement: no BEGIN/COMMIT around it.
+    async with scopes_of(request).transaction(autocommit=True) as tx:
+        subscription, secret = await service.create_subscription(
+            tx,
+            tenant.id,
+            url=body.url,
+            events=body.events,
+            resource_types=body.resource_types,
+            secret=body.secret,
+            enabled=body.enabled,
+            allow_private=request.app.state.settings.webhook_allow_private,
+            headers=body.headers,
+        )
     return {**subscription.view(reveal_headers=True), "secret": secret}
 
 
@@ -153,7 +155,8 @@ async def get_one(request: Request, tenant: Tenant, webhook_id: str) -> dict[str
 
 @router.delete("/{webhook_id}", status_code=204, summary="Delete a subscription")
 async def delete(request: Request, tenant: Tenant, webhook_id: str) -> None:
-    await service.delete_subscription(pool_of(request), tenant.id, webhook_id)
+    async with scopes_of(request).transaction(autocommit=True) as tx:
+        await service.delete_subscription(tx, tenant.id, webhook_id)
 
 
 @router.get("/{webhook_id}/deliveries", summary="Deliveries with every attempt, newest first")

@@ -39,7 +39,8 @@ from app.contract.evals import (
     Rate,
 )
 from app.db import Conn, Scopes, Tx
-from app.errors import AppError, Issue, NotFound, Unprocessable
+from app.errors import AppError, Issue, Unprocessable
+from app.evals import repository
 from app.evals.errors import EvalNotFound
 from app.fhir.errors import VersionConflict
 from app.kit.clock import utcnow
@@ -47,6 +48,7 @@ from app.kit.urls import run_view_base
 from app.runs import service as runs_service
 from app.runs.errors import LiveRunLimit
 from app.scenarios import service as scenarios_service
+from app.scenarios.errors import ScenarioNotFound
 from app.scenarios.schema import TIMEOUT_MAX, TIMEOUT_MIN
 from app.tenants.quota import RunLimits
 
@@ -101,7 +103,7 @@ async def create_eval(tx: Tx, tenant_id: uuid.UUID, request: EvalRequest, *, roo
     else:
         unknown = [i for i in request.scenarios if i not in by_id]
         if unknown:
-            raise NotFound(f"unknown scenario(s): {', '.join(unknown)}")
+            raise ScenarioNotFound(f"unknown scenario(s): {', '.join(unknown)}")
         chosen = [by_id[i] for i in request.scenarios]
         wrong_mode = [
             s.scenario.id for s in chosen if request.mode not in [str(m) for m in s.scenario.modes]
@@ -146,15 +148,14 @@ async def create_eval(tx: Tx, tenant_id: uuid.UUID, request: EvalRequest, *, roo
             (r, item) for r in range(request.repeats) for item in plan
         )
     ]
-    await conn.execute(
-        """INSERT INTO eval (tenant_id, id, label, mode, repeats, request, timeout_seconds,
-            root_url, created_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9)""",
-        tenant_id,
-        eval_id,
-        request.label,
-        request.mode,
-        request.repeats,
-        orjson.dumps(
+    await repository.insert_eval(
+        conn,
+        tenant_id=tenant_id,
+        eval_id=eval_id,
+        label=request.label,
+        mode=request.mode,
+        repeats=request.repeats,
+        request_json=orjson.dumps(
             {
                 "scenarios": request.scenarios,
                 "personas": request.personas,
@@ -162,24 +163,11 @@ async def create_eval(tx: Tx, tenant_id: uuid.UUID, request: EvalRequest, *, roo
                 "timeoutSeconds": request.timeout_seconds,
             }
         ).decode(),
-        request.timeout_seconds,
-        root_url,
-        now,
+        timeout_seconds=request.timeout_seconds,
+        root_url=root_url,
+        created_at=now,
     )
-    await conn.copy_records_to_table(
-        "eval_item",
-        records=rows,
-        columns=(
-            "tenant_id",
-            "eval_id",
-            "position",
-            "scenario_id",
-            "persona",
-            "repeat_index",
-            "state",
-            "queued_at",
-        ),
-    )
+    await repository.insert_items(conn, rows)
     tx.after.promote(tenant_id)
     return eval_id
 
@@ -190,18 +178,12 @@ async def promote(scopes: Scopes, tenant_id: uuid.UUID, *, limits: RunLimits) ->
     started."""
     now = utcnow()
     async with scopes.transaction() as tx:
-        await tx.conn.execute(
-            """UPDATE eval_item SET state = 'cancelled', note = 'not started within 24 hours'
-            WHERE tenant_id = $1 AND state = 'queued' AND queued_at < $2""",
-            tenant_id,
-            now - QUEUE_EXPIRY,
+        await repository.expire_queued(
+            tx.conn, tenant_id=tenant_id, queued_before=now - QUEUE_EXPIRY
         )
         # Items claimed as 'starting' by an earlier version of this code and left behind.
-        await tx.conn.execute(
-            """UPDATE eval_item SET state = 'queued', claimed_at = NULL
-            WHERE tenant_id = $1 AND state = 'starting' AND claimed_at < $2""",
-            tenant_id,
-            now - CLAIM_EXPIRY,
+        await repository.release_stale_claims(
+            tx.conn, tenant_id=tenant_id, claimed_before=now - CLAIM_EXPIRY
         )
     started: list[str] = []
     while True:
@@ -231,15 +213,7 @@ async def _start_next(tx: Tx, tenant_id: uuid.UUID, *, limits: RunLimits) -> str
     await runs_service.lock_starts(conn, tenant_id)
     if await runs_service.count_live(conn, tenant_id) >= limits.max_live:
         return None
-    item = await conn.fetchrow(
-        """SELECT i.eval_id, i.position, i.scenario_id, i.persona, e.mode, e.label,
-            e.timeout_seconds, e.root_url
-        FROM eval_item i JOIN eval e ON e.tenant_id = i.tenant_id AND e.id = i.eval_id
-        WHERE i.tenant_id = $1 AND i.state = 'queued' AND e.cancelled_at IS NULL
-        ORDER BY e.created_at, i.position LIMIT 1
-        FOR UPDATE OF i SKIP LOCKED FOR SHARE OF e SKIP LOCKED""",
-        tenant_id,
-    )
+    item = await repository.lock_next_queued(conn, tenant_id=tenant_id)
     if item is None:
         return None
     try:
@@ -264,13 +238,12 @@ async def _start_next(tx: Tx, tenant_id: uuid.UUID, *, limits: RunLimits) -> str
         # The start failed for good (the scenario changed, the write quota is used up):
         # its writes rolled back to start_run's savepoint; the item is cancelled with the
         # reason in this same transaction.
-        await conn.execute(
-            """UPDATE eval_item SET state = 'cancelled', note = $4, claimed_at = NULL
-            WHERE tenant_id = $1 AND eval_id = $2 AND position = $3 AND state = 'queued'""",
-            tenant_id,
-            item["eval_id"],
-            item["position"],
-            exc.message,
+        await repository.cancel_queued_item(
+            conn,
+            tenant_id=tenant_id,
+            eval_id=item["eval_id"],
+            position=item["position"],
+            note=exc.message,
         )
         return _SKIPPED
     await _set_item(conn, tenant_id, item, "started", run.id, None)
@@ -285,23 +258,19 @@ async def _set_item(
     run_id: str | None,
     note: str | None,
 ) -> None:
-    await conn.execute(
-        """UPDATE eval_item SET state = $4, run_id = $5, note = $6, claimed_at = NULL
-        WHERE tenant_id = $1 AND eval_id = $2 AND position = $3""",
-        tenant_id,
-        item["eval_id"],
-        item["position"],
-        state,
-        run_id,
-        note,
+    await repository.set_item(
+        conn,
+        tenant_id=tenant_id,
+        eval_id=item["eval_id"],
+        position=item["position"],
+        state=state,
+        run_id=run_id,
+        note=note,
     )
 
 
 async def tenants_with_queued(pool: asyncpg.Pool) -> list[uuid.UUID]:
-    rows = await pool.fetch(
-        "SELECT DISTINCT tenant_id FROM eval_item WHERE state IN ('queued', 'starting')"
-    )
-    return [r["tenant_id"] for r in rows]
+    return await repository.tenants_with_queued(pool)
 
 
 async def cancel_eval(tx: Tx, tenant_id: uuid.UUID, eval_id: str) -> list[str]:
@@ -311,43 +280,16 @@ async def cancel_eval(tx: Tx, tenant_id: uuid.UUID, eval_id: str) -> list[str]:
     conn = tx.conn
     if not conn.is_in_transaction():
         raise RuntimeError("cancel_eval runs inside the caller's transaction")
-    cancelled: list[str] = []
-    row = await conn.fetchrow(
-        "SELECT id FROM eval WHERE tenant_id = $1 AND id = $2 FOR UPDATE", tenant_id, eval_id
-    )
-    if row is None:
+    if not await repository.lock_eval(conn, tenant_id=tenant_id, eval_id=eval_id):
         raise EvalNotFound(f"no eval '{eval_id}'")
-    await conn.execute(
-        """UPDATE eval SET cancelled_at = coalesce(cancelled_at, $3)
-        WHERE tenant_id = $1 AND id = $2""",
-        tenant_id,
-        eval_id,
-        utcnow(),
+    run_ids = await repository.mark_cancelled(
+        conn, tenant_id=tenant_id, eval_id=eval_id, at=utcnow()
     )
-    await conn.execute(
-        """UPDATE eval_item SET state = 'cancelled', note = 'eval cancelled'
-        WHERE tenant_id = $1 AND eval_id = $2 AND state IN ('queued', 'starting')""",
-        tenant_id,
-        eval_id,
-    )
-    live = await conn.fetch(
-        """SELECT i.run_id FROM eval_item i JOIN run r
-            ON r.tenant_id = i.tenant_id AND r.id = i.run_id
-        WHERE i.tenant_id = $1 AND i.eval_id = $2 AND r.status = 'live'
-        FOR UPDATE OF r""",
-        tenant_id,
-        eval_id,
-    )
-    for item in live:
-        await runs_service.cancel_run(tx, tenant_id, item["run_id"])
-        cancelled.append(item["run_id"])
-    return cancelled
+    return await runs_service.cancel_live_runs(tx, tenant_id, run_ids)
 
 
 async def _eval_row(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str) -> asyncpg.Record:
-    row = await pool.fetchrow(
-        "SELECT * FROM eval WHERE tenant_id = $1 AND id = $2", tenant_id, eval_id
-    )
+    row = await repository.eval_row(pool, tenant_id=tenant_id, eval_id=eval_id)
     if row is None:
         raise EvalNotFound(f"no eval '{eval_id}'")
     return row
@@ -378,30 +320,22 @@ class Item:
 
 
 async def _items(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str) -> list[Item]:
-    rows = await pool.fetch(
-        """SELECT i.position AS i_position, i.scenario_id AS i_scenario_id,
-            i.persona AS i_persona, i.repeat_index AS i_repeat, i.state AS i_state,
-            i.note AS i_note, r.*
-        FROM eval_item i LEFT JOIN run r ON r.tenant_id = i.tenant_id AND r.id = i.run_id
-        WHERE i.tenant_id = $1 AND i.eval_id = $2 ORDER BY i.position""",
-        tenant_id,
-        eval_id,
+    rows = await repository.items(pool, tenant_id=tenant_id, eval_id=eval_id)
+    runs = await runs_service.runs_by_id(
+        pool, tenant_id, [r["run_id"] for r in rows if r["run_id"] is not None]
     )
-    out = []
-    for r in rows:
-        run = runs_service.RunRow.from_record(r) if r["id"] is not None else None
-        out.append(
-            Item(
-                r["i_position"],
-                r["i_scenario_id"],
-                r["i_persona"],
-                r["i_repeat"],
-                r["i_state"],
-                r["i_note"],
-                run,
-            )
+    return [
+        Item(
+            r["position"],
+            r["scenario_id"],
+            r["persona"],
+            r["repeat_index"],
+            r["state"],
+            r["note"],
+            runs.get(r["run_id"]) if r["run_id"] is not None else None,
         )
-    return out
+        for r in rows
+    ]
 
 
 def _status(row: asyncpg.Record, items: list[Item]) -> str:
@@ -536,16 +470,15 @@ async def eval_view(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str, root
 async def list_evals(
     pool: asyncpg.Pool, tenant_id: uuid.UUID, label_prefix: str | None, limit: int
 ) -> list[EvalListItem]:
-    rows = await pool.fetch(
-        """SELECT * FROM eval WHERE tenant_id = $1 AND ($2::text IS NULL OR label LIKE $2 || '%')
-        ORDER BY created_at DESC LIMIT $3""",
-        tenant_id,
-        (
+    rows = await repository.evals(
+        pool,
+        tenant_id=tenant_id,
+        label_like=(
             label_prefix.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
             if label_prefix
             else None
         ),
-        limit,
+        limit=limit,
     )
     out = []
     for row in rows:

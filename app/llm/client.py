@@ -25,6 +25,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from app.kit.clock import utcnow
+from app.llm import repository
 from app.settings import Settings
 
 log = logging.getLogger("understudy.llm")
@@ -89,12 +90,9 @@ class LlmClient:
         return bool(self._settings.llm_base_url and self._settings.llm_model)
 
     async def calls_last_hour(self, tenant_id: uuid.UUID) -> int:
-        count = await self._pool.fetchval(
-            "SELECT count(*) FROM llm_call WHERE tenant_id = $1 AND at > $2",
-            tenant_id,
-            utcnow() - ALLOWANCE_WINDOW,
+        return await repository.calls_since(
+            self._pool, tenant_id=tenant_id, since=utcnow() - ALLOWANCE_WINDOW
         )
-        return int(count)
 
     async def complete_json(
         self,
@@ -208,20 +206,20 @@ class LlmClient:
         outcome: LlmOutcome,
         error: str | None,
     ) -> None:
-        await self._pool.execute(
-            "INSERT INTO llm_call (tenant_id, run_id, purpose, model, at, prompt_tokens,"
-            " completion_tokens, latency_ms, outcome, error)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            tenant_id,
-            run_id,
-            purpose,
-            model,
-            at,
-            prompt_tokens,
-            completion_tokens,
-            latency_ms,
-            outcome.value,
-            error,
+        # Its own statement, right after the provider answered: no transaction is held
+        # across a model call, and the allowance counts the call at once.
+        await repository.insert_call(
+            self._pool,
+            tenant_id=tenant_id,
+            run_id=run_id,
+            purpose=purpose,
+            model=model,
+            at=at,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            latency_ms=latency_ms,
+            outcome=outcome.value,
+            error=error,
         )
 
 

@@ -48,6 +48,7 @@ from app.mcp.schemas import (
     Thread,
     WriteOutcome,
 )
+from app.patient_sim import service as patient_sim_service
 from app.scenarios import service as scenarios_service
 from app.scenarios.schema import symbol_name
 from app.settings import Settings
@@ -496,16 +497,7 @@ async def _read_thread(call: _Call, run: str, patient_ref: str) -> list[Message]
 async def _answered(call: _Call, run: str, message_id: str) -> tuple[bool, str | None]:
     """Whether the simulated patient has dealt with a message, and any note."""
     pool = call.caller.app.state.db.pool
-    row = await pool.fetchrow(
-        "SELECT reply_id, note FROM sim_reply WHERE tenant_id = $1 AND run_id = $2 "
-        "AND message_id = $3",
-        call.tenant_id,
-        run,
-        message_id,
-    )
-    if row is None:
-        return False, None
-    return True, None if row["reply_id"] is not None else row["note"]
+    return await patient_sim_service.answer_to(pool, call.tenant_id, run, message_id)
 
 
 async def get_patient_messages(

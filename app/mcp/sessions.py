@@ -29,6 +29,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from app.runs import service as runs_service
+
 log = logging.getLogger("understudy.mcp")
 
 KEY_PREFIX = "understudy:mcp:"
@@ -170,9 +172,5 @@ class CurrentRuns:
     async def live(self, tenant_id: uuid.UUID) -> list[LiveRun]:
         """The tenant's live runs, oldest first, read from the database (not the
         per-process live-run cache, which another process's start leaves stale)."""
-        rows = await self._pool.fetch(
-            "SELECT id, scenario_id, started_at FROM run WHERE tenant_id = $1 "
-            "AND status = 'live' ORDER BY started_at, id",
-            tenant_id,
-        )
-        return [LiveRun(r["id"], r["scenario_id"], r["started_at"]) for r in rows]
+        found = await runs_service.live_runs(self._pool, tenant_id)
+        return [LiveRun(r.run_id, r.scenario_id, r.started_at) for r in found]

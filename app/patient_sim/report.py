@@ -7,18 +7,14 @@ import uuid
 import asyncpg
 
 from app.contract.runs import SimulatedReply, SimulatorIssue
+from app.patient_sim import repository
 
 
 async def simulator_report(
     pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str
 ) -> tuple[list[SimulatedReply], list[SimulatorIssue]]:
     """What the verdict says about the simulator: engines used and fidelity issues."""
-    rows = await pool.fetch(
-        """SELECT message_id, reply_id, turn, engine, model, prompt_version, note, issues
-        FROM sim_reply WHERE tenant_id = $1 AND run_id = $2 ORDER BY turn""",
-        tenant_id,
-        run_id,
-    )
+    rows = await repository.replies_of_run(pool, tenant_id=tenant_id, run_id=run_id)
     issues = [
         SimulatorIssue(message=f"Communication/{r['message_id']}", issue=issue)
         for r in rows

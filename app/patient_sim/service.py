@@ -24,11 +24,12 @@ from app.db import Scopes
 from app.fhir import service as fhir_service
 from app.kit.clock import fhir_instant, utcnow
 from app.llm.client import LlmClient, LlmUnavailable
-from app.patient_sim import engine
+from app.patient_sim import engine, repository
 from app.runs import service as runs_service
 from app.runs.fhir_writes import FHIR_WRITES
 from app.scenarios import service as scenarios_service
 from app.scenarios.schema import PatientSim, Scenario, Variant, symbol_name
+from app.webhooks import service as webhooks_service
 
 log = logging.getLogger("understudy.patient_sim")
 
@@ -87,14 +88,7 @@ async def reply_to_messages(
     if patient_ref is None:
         return outcome
     rows = await fhir_service.communications_of(pool, tenant_id, run_id, patient_ref)
-    answered = {
-        r["message_id"]
-        for r in await pool.fetch(
-            "SELECT message_id FROM sim_reply WHERE tenant_id = $1 AND run_id = $2",
-            tenant_id,
-            run_id,
-        )
-    }
+    answered = await repository.answered_messages(pool, tenant_id=tenant_id, run_id=run_id)
     thread: list[engine.Turn] = []
     replies_so_far = len(answered)
     for row in rows:
@@ -148,16 +142,13 @@ async def _answer(
     now = utcnow()
     if engine.turns_left(sim, replies_so_far) <= 0:
         async with scopes.transaction(autocommit=True) as tx:
-            await tx.conn.execute(
-                """INSERT INTO sim_reply (tenant_id, run_id, message_id, turn, engine, note,
-                    at)
-                VALUES ($1, $2, $3, $4, 'none', 'the patient stopped replying: turn cap', $5)
-                ON CONFLICT DO NOTHING""",
-                run.tenant_id,
-                run.id,
-                message_id,
-                replies_so_far + 1,
-                now,
+            await repository.insert_silenced(
+                tx.conn,
+                tenant_id=run.tenant_id,
+                run_id=run.id,
+                message_id=message_id,
+                turn=replies_so_far + 1,
+                at=now,
             )
         return None
     seed = _seed(run.id, message_id)
@@ -191,12 +182,7 @@ async def _answer(
     }
     if isinstance(sender, dict) and sender.get("reference"):
         communication["recipient"] = [{"reference": sender["reference"]}]
-    root = await pool.fetchval(
-        """SELECT fhir_root FROM webhook_event WHERE tenant_id = $1 AND run_id = $2
-        ORDER BY seq DESC LIMIT 1""",
-        run.tenant_id,
-        run.id,
-    )
+    root = await webhooks_service.run_fhir_root(pool, run.tenant_id, run.id)
     ctx = fhir_service.FhirContext(
         tenant_id=run.tenant_id,
         base_url="",
@@ -207,36 +193,43 @@ async def _answer(
     )
     async with scopes.transaction() as tx:
         conn = tx.conn
-        claimed = await conn.fetchval(
-            """INSERT INTO sim_reply (tenant_id, run_id, message_id, turn, engine, model,
-                prompt_version, temperature, seed, note, issues, at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-            ON CONFLICT DO NOTHING RETURNING 1""",
-            run.tenant_id,
-            run.id,
-            message_id,
-            replies_so_far + 1,
-            engine_name,
-            model,
-            prompt_version,
-            TEMPERATURE if engine_name == "llm" else None,
-            seed if engine_name == "llm" else None,
-            note,
-            "\n".join(issues) or None,
-            now,
+        claimed = await repository.claim_reply(
+            conn,
+            tenant_id=run.tenant_id,
+            run_id=run.id,
+            message_id=message_id,
+            turn=replies_so_far + 1,
+            engine=engine_name,
+            model=model,
+            prompt_version=prompt_version,
+            temperature=TEMPERATURE if engine_name == "llm" else None,
+            seed=seed if engine_name == "llm" else None,
+            note=note,
+            issues="\n".join(issues) or None,
+            at=now,
         )
-        if claimed is None:
+        if not claimed:
             return None  # another worker answered it
         result_write = await fhir_service.create(ctx, conn, "Communication", communication)
-        await conn.execute(
-            """UPDATE sim_reply SET reply_id = $4
-            WHERE tenant_id = $1 AND run_id = $2 AND message_id = $3""",
-            run.tenant_id,
-            run.id,
-            message_id,
-            result_write.id,
+        await repository.set_reply_id(
+            conn,
+            tenant_id=run.tenant_id,
+            run_id=run.id,
+            message_id=message_id,
+            reply_id=result_write.id,
         )
         tx.after.wrote(run.tenant_id, ctx.writes)
         if ctx.deliveries:
             tx.after.deliver(run.tenant_id)
     return ctx.deliveries
+
+
+async def answer_to(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str, message_id: str
+) -> tuple[bool, str | None]:
+    """Whether the simulated patient has dealt with a message, and the note of a turn it
+    did not answer (None once it replied)."""
+    row = await repository.reply_to(pool, tenant_id=tenant_id, run_id=run_id, message_id=message_id)
+    if row is None:
+        return False, None
+    return True, None if row["reply_id"] is not None else row["note"]

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from app.runs import repository
+
 TTL_SECONDS = 1.0
 
 
@@ -46,12 +48,7 @@ class LiveRuns:
         hit = self._cache.get(tenant_id)
         if hit is not None and hit[0] > now:
             return hit[1]
-        rows = await self._pool.fetch(
-            """SELECT r.id, rr.ref FROM run r LEFT JOIN run_ref rr
-                ON rr.tenant_id = r.tenant_id AND rr.run_id = r.id
-            WHERE r.tenant_id = $1 AND r.status = 'live'""",
-            tenant_id,
-        )
+        rows = await repository.live_runs_with_refs(self._pool, tenant_id=tenant_id)
         info = (
             LiveInfo(
                 frozenset(r["id"] for r in rows),

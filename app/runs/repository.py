@@ -1,7 +1,18 @@
-"""The runs feature's SQL."""
+"""The SQL of `run` and `run_ref`. Every function takes the connection it runs on and
+the tenant explicitly; the worker's sweeps span tenants and say so.
+
+At the top, this feature's parts of the FHIR write statement (composed by
+`app.runs.fhir_writes`); below, its own queries.
+"""
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
+
+import asyncpg
+
+from app.db import Conn
 from app.fhir.repository import WriteCall, WritePart
 
 # --- Parts of the FHIR write statement ----------------------------------------------------
@@ -31,3 +42,246 @@ TOUCH_LIVE_RUNS = WritePart(
     params=("now",),
     args=_now,
 )
+
+
+# asyncpg's pool speaks the same query API as a connection: reads take either.
+Reader = Conn | asyncpg.Pool
+
+# --- runs -------------------------------------------------------------------------------
+
+
+async def run(conn: Reader, *, tenant_id: uuid.UUID, run_id: str) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        "SELECT * FROM run WHERE tenant_id = $1 AND id = $2", tenant_id, run_id
+    )
+
+
+async def run_exists(conn: Reader, *, tenant_id: uuid.UUID, run_id: str) -> bool:
+    known = await conn.fetchval(
+        "SELECT 1 FROM run WHERE tenant_id = $1 AND id = $2", tenant_id, run_id
+    )
+    return known is not None
+
+
+async def runs_by_id(
+    conn: Reader, *, tenant_id: uuid.UUID, run_ids: list[str]
+) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        "SELECT * FROM run WHERE tenant_id = $1 AND id = ANY($2::text[])", tenant_id, run_ids
+    )
+
+
+async def runs(
+    conn: Reader,
+    *,
+    tenant_id: uuid.UUID,
+    label: str | None,
+    status: str | None,
+    scenario_id: str | None,
+    limit: int,
+) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        """SELECT * FROM run WHERE tenant_id = $1
+        AND ($2::text IS NULL OR label = $2) AND ($3::text IS NULL OR status = $3)
+        AND ($4::text IS NULL OR scenario_id = $4)
+        ORDER BY started_at DESC LIMIT $5""",
+        tenant_id,
+        label,
+        status,
+        scenario_id,
+        limit,
+    )
+
+
+async def live_runs(conn: Reader, *, tenant_id: uuid.UUID) -> list[asyncpg.Record]:
+    """The tenant's live runs, oldest first: id, scenario_id, started_at."""
+    return await conn.fetch(
+        "SELECT id, scenario_id, started_at FROM run WHERE tenant_id = $1 "
+        "AND status = 'live' ORDER BY started_at, id",
+        tenant_id,
+    )
+
+
+async def live_runs_with_refs(conn: Reader, *, tenant_id: uuid.UUID) -> list[asyncpg.Record]:
+    """Each live run with each of its refs (a run without refs: one row, ref NULL)."""
+    return await conn.fetch(
+        """SELECT r.id, rr.ref FROM run r LEFT JOIN run_ref rr
+                ON rr.tenant_id = r.tenant_id AND rr.run_id = r.id
+            WHERE r.tenant_id = $1 AND r.status = 'live'""",
+        tenant_id,
+    )
+
+
+async def lock_live_runs(conn: Conn, *, tenant_id: uuid.UUID, run_ids: list[str]) -> list[str]:
+    """Lock those of the runs that are live, until the caller's transaction ends."""
+    rows = await conn.fetch(
+        """SELECT id FROM run WHERE tenant_id = $1 AND id = ANY($2::text[]) AND status = 'live'
+        ORDER BY id FOR UPDATE""",
+        tenant_id,
+        run_ids,
+    )
+    return [r["id"] for r in rows]
+
+
+async def lock_starts(conn: Conn, *, tenant_id: uuid.UUID) -> None:
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"runs:{tenant_id}")
+
+
+async def count_live(conn: Reader, *, tenant_id: uuid.UUID) -> int:
+    live: int = await conn.fetchval(
+        "SELECT count(*) FROM run WHERE tenant_id = $1 AND status = 'live'", tenant_id
+    )
+    return live
+
+
+async def insert_refs(conn: Conn, *, tenant_id: uuid.UUID, run_id: str, refs: list[str]) -> None:
+    await conn.execute(
+        "INSERT INTO run_ref (tenant_id, ref, run_id) SELECT $1, unnest($2::text[]), $3",
+        tenant_id,
+        refs,
+        run_id,
+    )
+
+
+async def insert_run(
+    conn: Conn,
+    *,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    scenario_id: str,
+    scenario_version: int,
+    scenario_hash: str,
+    builtin: bool,
+    mode: str,
+    variant: str | None,
+    label: str | None,
+    brief: str | None,
+    fixture_json: str,
+    expectations_json: str,
+    started_at: datetime,
+    deadline: datetime,
+) -> asyncpg.Record:
+    row = await conn.fetchrow(
+        """INSERT INTO run (tenant_id, id, scenario_id, scenario_version, scenario_hash,
+                builtin, mode, variant, label, status, brief, fixture, expectations,
+                started_at, deadline, changed_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'live', $10, $11::jsonb, $12::jsonb,
+                $13, $14, $13)
+            RETURNING *""",
+        tenant_id,
+        run_id,
+        scenario_id,
+        scenario_version,
+        scenario_hash,
+        builtin,
+        mode,
+        variant,
+        label,
+        brief,
+        fixture_json,
+        expectations_json,
+        started_at,
+        deadline,
+    )
+    assert row is not None
+    return row
+
+
+async def end_live_run(
+    conn: Conn,
+    *,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    status: str,
+    verdict_json: str,
+    at: datetime,
+    seen_change: datetime,
+) -> asyncpg.Record | None:
+    """End the run with its verdict if it is still live (None: it had ended)."""
+    return await conn.fetchrow(
+        """UPDATE run SET status = $3, verdict = $4::jsonb, finished_at = $5,
+                    graded_at = $5, graded_change_at = $6
+                WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
+        tenant_id,
+        run_id,
+        status,
+        verdict_json,
+        at,
+        seen_change,
+    )
+
+
+async def set_progress(
+    conn: Conn,
+    *,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    progress_json: str,
+    at: datetime,
+    seen_change: datetime,
+) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        """UPDATE run SET progress = $3::jsonb, graded_at = $4, graded_change_at = $5
+            WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
+        tenant_id,
+        run_id,
+        progress_json,
+        at,
+        seen_change,
+    )
+
+
+async def cancel_live_run(
+    conn: Conn, *, tenant_id: uuid.UUID, run_id: str, at: datetime
+) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        """UPDATE run SET status = 'cancelled', finished_at = $3,
+            verdict = '{"passed": false, "score": 0, "expectations": [],
+                        "note": "cancelled before a verdict"}'::jsonb
+        WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
+        tenant_id,
+        run_id,
+        at,
+    )
+
+
+async def runs_due_grading(conn: Reader, *, now: datetime) -> list[asyncpg.Record]:
+    """Every tenant's live runs with news since their last grading, or past deadline."""
+    return await conn.fetch(
+        """SELECT tenant_id, id FROM run WHERE status = 'live' AND (
+            graded_change_at IS NULL OR changed_at > graded_change_at OR deadline <= $1)""",
+        now,
+    )
+
+
+async def mark_changed(
+    conn: Conn,
+    *,
+    tenant_ids: list[uuid.UUID],
+    run_ids: list[str],
+    shared_tenants: list[uuid.UUID],
+    at: datetime,
+) -> list[asyncpg.Record]:
+    """Across tenants: the live runs named by (tenant, id) pairs, and every live run of
+    `shared_tenants`, marked changed at `at`."""
+    return await conn.fetch(
+        """UPDATE run SET changed_at = $4 WHERE status = 'live' AND (
+            (tenant_id, id) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
+            OR tenant_id = ANY($3::uuid[]))
+        RETURNING tenant_id, id""",
+        tenant_ids,
+        run_ids,
+        shared_tenants,
+        at,
+    )
+
+
+async def mark_runs_changed(
+    conn: Conn, *, tenant_id: uuid.UUID, run_ids: list[str]
+) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        """UPDATE run SET changed_at = now()
+        WHERE tenant_id = $1 AND id = ANY($2::text[]) AND status = 'live' RETURNING id""",
+        tenant_id,
+        run_ids,
+    )

@@ -42,12 +42,14 @@ from app.kit.clock import utcnow
 from app.kit.urls import FHIR_PREFIX, RUNS_PREFIX, run_view_base
 from app.llm.client import LlmClient
 from app.patient_sim.report import simulator_report
+from app.runs import repository
 from app.runs.errors import LiveRunLimit, RunNotFound, RunNotLive, RunStillLive
 from app.runs.fhir_writes import FHIR_WRITES
 from app.scenarios import service as scenarios_service
 from app.scenarios.expansion import ExpansionError, apply_variant, expand_scenario
 from app.scenarios.schema import TIMEOUT_MAX, TIMEOUT_MIN, Expectation, Scenario
 from app.tenants.quota import RunLimits
+from app.trace import service as trace_service
 from app.webhooks import service as webhooks_service
 
 _ALPHABET = string.ascii_lowercase + string.digits
@@ -162,11 +164,8 @@ class RunRow:
         return Verdict.model_validate(self.verdict)
 
 
-_SELECT = "SELECT * FROM run WHERE tenant_id = $1 AND id = $2"
-
-
 async def get_run(conn: Conn, tenant_id: uuid.UUID, run_id: str) -> RunRow:
-    row = await conn.fetchrow(_SELECT, tenant_id, run_id)
+    row = await repository.run(conn, tenant_id=tenant_id, run_id=run_id)
     if row is None:
         raise RunNotFound(f"no run '{run_id}'")
     return RunRow.from_record(row)
@@ -181,18 +180,49 @@ async def list_runs(
     scenario_id: str | None,
     limit: int,
 ) -> list[RunRow]:
-    rows = await pool.fetch(
-        """SELECT * FROM run WHERE tenant_id = $1
-        AND ($2::text IS NULL OR label = $2) AND ($3::text IS NULL OR status = $3)
-        AND ($4::text IS NULL OR scenario_id = $4)
-        ORDER BY started_at DESC LIMIT $5""",
-        tenant_id,
-        label,
-        status,
-        scenario_id,
-        limit,
+    rows = await repository.runs(
+        pool, tenant_id=tenant_id, label=label, status=status, scenario_id=scenario_id, limit=limit
     )
     return [RunRow.from_record(r) for r in rows]
+
+
+async def check_run_exists(conn: Conn | asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> None:
+    """Raise RunNotFound unless the tenant has that run."""
+    if not await repository.run_exists(conn, tenant_id=tenant_id, run_id=run_id):
+        raise RunNotFound(f"no run '{run_id}'")
+
+
+async def runs_by_id(
+    conn: Conn | asyncpg.Pool, tenant_id: uuid.UUID, run_ids: list[str]
+) -> dict[str, RunRow]:
+    """The tenant's runs among `run_ids`, by id (unknown ids are left out)."""
+    if not run_ids:
+        return {}
+    rows = await repository.runs_by_id(conn, tenant_id=tenant_id, run_ids=run_ids)
+    return {r["id"]: RunRow.from_record(r) for r in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRunRef:
+    run_id: str
+    scenario_id: str
+    started_at: datetime
+
+
+async def live_runs(conn: Conn | asyncpg.Pool, tenant_id: uuid.UUID) -> list[LiveRunRef]:
+    """The tenant's live runs, oldest first, as the database has them now."""
+    rows = await repository.live_runs(conn, tenant_id=tenant_id)
+    return [LiveRunRef(r["id"], r["scenario_id"], r["started_at"]) for r in rows]
+
+
+async def cancel_live_runs(tx: Tx, tenant_id: uuid.UUID, run_ids: list[str]) -> list[str]:
+    """Cancel those of the runs still live, in the caller's transaction (locked first, so
+    a concurrent finish or grading waits). Returns the runs cancelled."""
+    cancelled: list[str] = []
+    for run_id in await repository.lock_live_runs(tx.conn, tenant_id=tenant_id, run_ids=run_ids):
+        await cancel_run(tx, tenant_id, run_id)
+        cancelled.append(run_id)
+    return cancelled
 
 
 @dataclass
@@ -207,14 +237,11 @@ class StartRequest:
 async def lock_starts(conn: Conn, tenant_id: uuid.UUID) -> None:
     """One start at a time per tenant, until the caller's transaction ends, so the
     live-run limit holds under concurrency (re-entrant within one transaction)."""
-    await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"runs:{tenant_id}")
+    await repository.lock_starts(conn, tenant_id=tenant_id)
 
 
 async def count_live(conn: Conn, tenant_id: uuid.UUID) -> int:
-    live: int = await conn.fetchval(
-        "SELECT count(*) FROM run WHERE tenant_id = $1 AND status = 'live'", tenant_id
-    )
-    return live
+    return await repository.count_live(conn, tenant_id=tenant_id)
 
 
 async def start_run(
@@ -271,12 +298,7 @@ async def start_run(
                 "cancel one first"
             )
         refs = sorted(set(expanded.refs.values()))
-        await conn.execute(
-            "INSERT INTO run_ref (tenant_id, ref, run_id) SELECT $1, unnest($2::text[]), $3",
-            tenant_id,
-            refs,
-            run_id,
-        )
+        await repository.insert_refs(conn, tenant_id=tenant_id, run_id=run_id, refs=refs)
         versions = await _write_setup(conn, tenant_id, run_id, expanded.fixture, loaded.builtin)
         deliveries = await _write_stimulus(
             conn, tenant_id, run_id, expanded.stimulus, versions, root_url
@@ -285,29 +307,23 @@ async def start_run(
             e.model_dump(mode="json", by_alias=True, exclude_none=True)
             for e in scenario.expectations
         ]
-        row = await conn.fetchrow(
-            """INSERT INTO run (tenant_id, id, scenario_id, scenario_version, scenario_hash,
-                builtin, mode, variant, label, status, brief, fixture, expectations,
-                started_at, deadline, changed_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'live', $10, $11::jsonb, $12::jsonb,
-                $13, $14, $13)
-            RETURNING *""",
-            tenant_id,
-            run_id,
-            scenario.id,
-            loaded.version,
-            loaded.hash,
-            loaded.builtin,
-            mode,
-            request.variant,
-            request.label,
-            expanded.brief if mode == "agent" else None,
-            jsontext.dumps(expanded.refs),
-            jsontext.dumps(expectations),
-            started,
-            started + timedelta(seconds=timeout),
+        row = await repository.insert_run(
+            conn,
+            tenant_id=tenant_id,
+            run_id=run_id,
+            scenario_id=scenario.id,
+            scenario_version=loaded.version,
+            scenario_hash=loaded.hash,
+            builtin=loaded.builtin,
+            mode=mode,
+            variant=request.variant,
+            label=request.label,
+            brief=expanded.brief if mode == "agent" else None,
+            fixture_json=jsontext.dumps(expanded.refs),
+            expectations_json=jsontext.dumps(expectations),
+            started_at=started,
+            deadline=started + timedelta(seconds=timeout),
         )
-    assert row is not None
     # Noted only once every write succeeded: a failed start (rolled back to the
     # savepoint) leaves nothing to send.
     tx.after.wrote(tenant_id, counted)
@@ -440,14 +456,8 @@ async def build_snapshot(
             transport=c["transport"],
             refs=tuple(c["refs"] or ()),
         )
-        for c in await conn.fetch(
-            """SELECT at, method, path, query, status, transport, refs FROM trace_call
-            WHERE tenant_id = $1 AND (run_id = $2 OR (run_id IS NULL AND at >= $3 AND at <= $4))
-            ORDER BY at""",
-            run.tenant_id,
-            run.id,
-            run.started_at,
-            now,
+        for c in await trace_service.calls_for_grading(
+            conn, tenant_id=run.tenant_id, run_id=run.id, since=run.started_at, until=now
         )
     ]
     deliveries = [
@@ -559,16 +569,14 @@ async def grade_run(
             ended_verdict.simulated_patient = replies
             ended_verdict.simulator_issues = issues
         async with scopes.transaction(autocommit=True) as tx:
-            ended = await tx.conn.fetchrow(
-                """UPDATE run SET status = $3, verdict = $4::jsonb, finished_at = $5,
-                    graded_at = $5, graded_change_at = $6
-                WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
-                tenant_id,
-                run_id,
-                str(status),
-                jsontext.dumps(ended_verdict.wire()),
-                now,
-                seen_change,
+            ended = await repository.end_live_run(
+                tx.conn,
+                tenant_id=tenant_id,
+                run_id=run_id,
+                status=str(status),
+                verdict_json=jsontext.dumps(ended_verdict.wire()),
+                at=now,
+                seen_change=seen_change,
             )
             if ended is not None:
                 _slot_freed(tx, tenant_id)
@@ -580,14 +588,13 @@ async def grade_run(
         "lastGradedAt": now.isoformat(),
     }
     async with scopes.transaction(autocommit=True) as tx:
-        updated = await tx.conn.fetchrow(
-            """UPDATE run SET progress = $3::jsonb, graded_at = $4, graded_change_at = $5
-            WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
-            tenant_id,
-            run_id,
-            jsontext.dumps(progress),
-            now,
-            seen_change,
+        updated = await repository.set_progress(
+            tx.conn,
+            tenant_id=tenant_id,
+            run_id=run_id,
+            progress_json=jsontext.dumps(progress),
+            at=now,
+            seen_change=seen_change,
         )
         if updated is None:
             return await get_run(tx.conn, tenant_id, run_id)
@@ -601,15 +608,7 @@ def _slot_freed(tx: Tx, tenant_id: uuid.UUID) -> None:
 
 async def cancel_run(tx: Tx, tenant_id: uuid.UUID, run_id: str) -> RunRow:
     conn = tx.conn
-    row = await conn.fetchrow(
-        """UPDATE run SET status = 'cancelled', finished_at = $3,
-            verdict = '{"passed": false, "score": 0, "expectations": [],
-                        "note": "cancelled before a verdict"}'::jsonb
-        WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
-        tenant_id,
-        run_id,
-        utcnow(),
-    )
+    row = await repository.cancel_live_run(conn, tenant_id=tenant_id, run_id=run_id, at=utcnow())
     if row is None:
         run = await get_run(conn, tenant_id, run_id)
         raise RunNotLive(f"run '{run_id}' already ended as {run.status}")
@@ -635,14 +634,8 @@ async def delete_run_data(tx: Tx, tenant_id: uuid.UUID, run_id: str) -> int:
 
 async def run_trace(pool: asyncpg.Pool, run: RunRow) -> list[TraceCall]:
     end = run.finished_at or utcnow()
-    rows = await pool.fetch(
-        """SELECT at, method, path, query, status, duration_ms, transport, refs, run_id
-        FROM trace_call WHERE tenant_id = $1
-        AND (run_id = $2 OR (run_id IS NULL AND at >= $3 AND at <= $4)) ORDER BY at""",
-        run.tenant_id,
-        run.id,
-        run.started_at,
-        end,
+    rows = await trace_service.calls_of_run(
+        pool, tenant_id=run.tenant_id, run_id=run.id, since=run.started_at, until=end
     )
     return [
         TraceCall(
@@ -662,11 +655,7 @@ async def run_trace(pool: asyncpg.Pool, run: RunRow) -> list[TraceCall]:
 
 async def runs_needing_grades(pool: asyncpg.Pool) -> list[tuple[uuid.UUID, str]]:
     """Live runs with something new since their last grading, or past their deadline."""
-    rows = await pool.fetch(
-        """SELECT tenant_id, id FROM run WHERE status = 'live' AND (
-            graded_change_at IS NULL OR changed_at > graded_change_at OR deadline <= $1)""",
-        utcnow(),
-    )
+    rows = await repository.runs_due_grading(pool, now=utcnow())
     return [(r["tenant_id"], r["id"]) for r in rows]
 
 
@@ -677,15 +666,12 @@ async def mark_changed(
     of its tenant) as changed, to be regraded soon."""
     if not attributed and not shared_tenants:
         return
-    rows = await tx.conn.fetch(
-        """UPDATE run SET changed_at = $4 WHERE status = 'live' AND (
-            (tenant_id, id) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
-            OR tenant_id = ANY($3::uuid[]))
-        RETURNING tenant_id, id""",
-        [t for t, _ in attributed],
-        [r for _, r in attributed],
-        list(shared_tenants),
-        utcnow(),
+    rows = await repository.mark_changed(
+        tx.conn,
+        tenant_ids=[t for t, _ in attributed],
+        run_ids=[r for _, r in attributed],
+        shared_tenants=list(shared_tenants),
+        at=utcnow(),
     )
     for r in rows:
         tx.after.grade(r["tenant_id"], r["id"])
@@ -694,12 +680,7 @@ async def mark_changed(
 async def mark_runs_changed(tx: Tx, tenant_id: uuid.UUID, run_ids: set[str]) -> None:
     """Something the runs' expectations watch changed outside their FHIR writes (a webhook
     delivery ended): have the live ones regraded soon."""
-    rows = await tx.conn.fetch(
-        """UPDATE run SET changed_at = now()
-        WHERE tenant_id = $1 AND id = ANY($2::text[]) AND status = 'live' RETURNING id""",
-        tenant_id,
-        sorted(run_ids),
-    )
+    rows = await repository.mark_runs_changed(tx.conn, tenant_id=tenant_id, run_ids=sorted(run_ids))
     for r in rows:
         tx.after.grade(tenant_id, r["id"])
 

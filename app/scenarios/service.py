@@ -12,9 +12,11 @@ from typing import Any
 import asyncpg
 
 from app.contract.scenarios import ScenarioSummary
-from app.db import Conn
-from app.errors import Conflict, NotFound, Unprocessable
+from app.db import Conn, Tx
+from app.errors import Unprocessable
 from app.kit import jsontext
+from app.scenarios import repository
+from app.scenarios.errors import BuiltinScenarioId, ScenarioNotFound
 from app.scenarios.schema import Scenario
 from app.scenarios.validation import Problem, content_hash, validate_scenario
 
@@ -79,24 +81,15 @@ async def get_scenario(
     builtin = builtin_scenarios().get(scenario_id)
     if builtin is not None:
         return builtin
-    row = await pool.fetchrow(
-        """SELECT version, document, hash FROM scenario WHERE tenant_id = $1 AND id = $2
-        ORDER BY version DESC LIMIT 1""",
-        tenant_id,
-        scenario_id,
-    )
+    row = await repository.latest(pool, tenant_id=tenant_id, scenario_id=scenario_id)
     if row is None:
-        raise NotFound(f"no scenario '{scenario_id}'")
+        raise ScenarioNotFound(f"no scenario '{scenario_id}'")
     scenario = Scenario.model_validate(jsontext.loads(row["document"]))
     return LoadedScenario(scenario, row["version"], False, row["hash"])
 
 
 async def list_scenarios(pool: asyncpg.Pool | Conn, tenant_id: uuid.UUID) -> list[LoadedScenario]:
-    rows = await pool.fetch(
-        """SELECT DISTINCT ON (id) id, version, document, hash FROM scenario
-        WHERE tenant_id = $1 ORDER BY id, version DESC""",
-        tenant_id,
-    )
+    rows = await repository.latest_of_each(pool, tenant_id=tenant_id)
     custom = [
         LoadedScenario(
             Scenario.model_validate(jsontext.loads(r["document"])), r["version"], False, r["hash"]
@@ -107,32 +100,29 @@ async def list_scenarios(pool: asyncpg.Pool | Conn, tenant_id: uuid.UUID) -> lis
 
 
 async def import_scenario(
-    pool: asyncpg.Pool, tenant_id: uuid.UUID, document: Any, *, dry_run: bool
+    tx: Tx, tenant_id: uuid.UUID, document: Any, *, dry_run: bool
 ) -> Imported:
+    """Validate the document and, unless `dry_run`, store it as the id's next version in
+    the caller's transaction."""
     scenario, problems, warnings = validate_scenario(document)
     if problems or scenario is None:
         raise ScenarioInvalid(problems, warnings)
     if scenario.id in builtin_scenarios():
-        raise Conflict(f"'{scenario.id}' is a built-in scenario; import yours under another id")
+        raise BuiltinScenarioId(
+            f"'{scenario.id}' is a built-in scenario; import yours under another id"
+        )
     digest = content_hash(scenario)
     if dry_run:
         return Imported(LoadedScenario(scenario, 0, False, digest), warnings)
     # Python mode keeps fixture decimals as Decimal, which jsontext writes back verbatim
     # (JSON mode would turn 9.1 into the string "9.1", and the fixture would fail FHIR).
     body = jsontext.dumps(scenario.model_dump(by_alias=True, exclude_none=True))
-    async with pool.acquire() as conn, conn.transaction():
-        # Serialise imports of one id so versions stay dense.
-        await conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtext($1 || $2))", str(tenant_id), scenario.id
-        )
-        version = await conn.fetchval(
-            """INSERT INTO scenario (tenant_id, id, version, document, hash)
-            SELECT $1, $2, coalesce(max(version), 0) + 1, $3::jsonb, $4
-            FROM scenario WHERE tenant_id = $1 AND id = $2
-            RETURNING version""",
-            tenant_id,
-            scenario.id,
-            body,
-            digest,
-        )
+    conn = tx.conn
+    if not conn.is_in_transaction():
+        raise RuntimeError("import_scenario runs inside the caller's transaction")
+    # Serialise imports of one id so versions stay dense.
+    await repository.lock_id(conn, tenant_id=tenant_id, scenario_id=scenario.id)
+    version = await repository.insert_next_version(
+        conn, tenant_id=tenant_id, scenario_id=scenario.id, document_json=body, digest=digest
+    )
     return Imported(LoadedScenario(scenario, version, False, digest), warnings)

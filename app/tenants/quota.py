@@ -20,6 +20,7 @@ import asyncpg
 from app.db import Conn
 from app.errors import TooManyRequests
 from app.kit.clock import utcnow
+from app.tenants import repository
 
 REFRESH_SECONDS = 1.0
 
@@ -40,13 +41,7 @@ def resets_at(day: date) -> datetime:
 
 
 async def used_today(pool: asyncpg.Pool | Conn, tenant_id: uuid.UUID, day: date) -> int:
-    used: int = await pool.fetchval(
-        """SELECT coalesce(sum(writes), 0)::bigint FROM usage_counter
-        WHERE tenant_id = $1 AND day = $2""",
-        tenant_id,
-        day,
-    )
-    return used
+    return await repository.writes_on(pool, tenant_id=tenant_id, day=day)
 
 
 class QuotaGuard:

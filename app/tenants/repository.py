@@ -1,9 +1,19 @@
-"""The tenants feature's SQL."""
+"""The SQL of `tenant`, `api_key` and `usage_counter`. Tenant rows are keyed by their
+own id; the lookups by name or key hash are how a tenant is found in the first place.
+
+At the top, this feature's parts of the FHIR write statement (composed by
+`app.runs.fhir_writes`); below, its own queries.
+"""
 
 from __future__ import annotations
 
 import random
+import uuid
+from datetime import date
 
+import asyncpg
+
+from app.db import Conn
 from app.fhir.repository import WriteCall, WritePart
 
 # --- Parts of the FHIR write statement ----------------------------------------------------
@@ -29,3 +39,71 @@ COUNT_WRITES = WritePart(
     params=("day", "shard", "counted"),
     args=_usage_args,
 )
+
+
+# asyncpg's pool speaks the same query API as a connection: reads take either.
+Reader = Conn | asyncpg.Pool
+
+
+async def insert_tenant(
+    conn: Conn, *, tenant_id: uuid.UUID, name: str, trace_enabled: bool
+) -> uuid.UUID:
+    """Raises asyncpg.UniqueViolationError when the name is taken."""
+    created: uuid.UUID = await conn.fetchval(
+        "INSERT INTO tenant (id, name, trace_enabled) VALUES ($1, $2, $3) RETURNING id",
+        tenant_id,
+        name,
+        trace_enabled,
+    )
+    return created
+
+
+async def insert_key(
+    conn: Conn, *, tenant_id: uuid.UUID, key_id: uuid.UUID, key_hash: str, prefix: str
+) -> None:
+    await conn.execute(
+        "INSERT INTO api_key (id, tenant_id, key_hash, prefix) VALUES ($1, $2, $3, $4)",
+        key_id,
+        tenant_id,
+        key_hash,
+        prefix,
+    )
+
+
+async def tenant_id_named(conn: Reader, name: str) -> uuid.UUID | None:
+    found: uuid.UUID | None = await conn.fetchval("SELECT id FROM tenant WHERE name = $1", name)
+    return found
+
+
+async def set_trace(conn: Conn, *, tenant_id: uuid.UUID, enabled: bool) -> None:
+    await conn.execute("UPDATE tenant SET trace_enabled = $2 WHERE id = $1", tenant_id, enabled)
+
+
+async def set_trace_by_name(conn: Conn, name: str, enabled: bool) -> bool:
+    status = await conn.execute(
+        "UPDATE tenant SET trace_enabled = $2 WHERE name = $1", name, enabled
+    )
+    return bool(status.endswith(" 1"))
+
+
+async def all_tenant_ids(conn: Reader) -> list[uuid.UUID]:
+    return [r["id"] for r in await conn.fetch("SELECT id FROM tenant")]
+
+
+async def tenant_of_key(conn: Reader, key_hash: str) -> asyncpg.Record | None:
+    """The tenant (id, name, trace_enabled) holding an unrevoked key with that hash."""
+    return await conn.fetchrow(
+        """SELECT t.id, t.name, t.trace_enabled FROM api_key k JOIN tenant t ON t.id = k.tenant_id
+        WHERE k.key_hash = $1 AND k.revoked_at IS NULL""",
+        key_hash,
+    )
+
+
+async def writes_on(conn: Reader, *, tenant_id: uuid.UUID, day: date) -> int:
+    used: int = await conn.fetchval(
+        """SELECT coalesce(sum(writes), 0)::bigint FROM usage_counter
+        WHERE tenant_id = $1 AND day = $2""",
+        tenant_id,
+        day,
+    )
+    return used

@@ -9,12 +9,14 @@ from datetime import datetime
 
 import asyncpg
 
-from app.db import Conn
-from app.errors import Conflict, Unauthorized
+from app.db import Conn, Tx
+from app.errors import Unauthorized
 from app.fhir import service as fhir_service
 from app.fhir.repository import WriteStatement
 from app.kit.ids import hash_api_key, new_api_key
+from app.tenants import repository
 from app.tenants.directory import ensure_directory
+from app.tenants.errors import TenantNameTaken, TenantNotFound
 
 # How long a key lookup is trusted in-process: a revoked key stops working within this.
 KEY_CACHE_SECONDS = 10.0
@@ -37,51 +39,47 @@ class TenantSummary:
 
 
 async def create_tenant(
-    pool: asyncpg.Pool,
+    tx: Tx,
     name: str,
     *,
     write_statement: WriteStatement,
     trace_enabled: bool = False,
     slot_weeks: int = 8,
 ) -> tuple[TenantInfo, str]:
-    """Create a tenant with its canonical directory; return it and its key (shown once).
-
-    `write_statement` is the FHIR write statement the directory goes through
-    (`app.runs.fhir_writes.FHIR_WRITES`, composed above this layer)."""
+    """Create a tenant with its canonical directory, in the caller's transaction; return
+    it and its key (shown once). `write_statement` is the FHIR write statement the
+    directory goes through (`app.runs.fhir_writes.FHIR_WRITES`, composed above this
+    layer)."""
+    conn = tx.conn
+    if not conn.is_in_transaction():
+        raise RuntimeError("create_tenant runs inside the caller's transaction")
     key = new_api_key()
-    async with pool.acquire() as conn, conn.transaction():
-        try:
-            tenant_id = await conn.fetchval(
-                "INSERT INTO tenant (id, name, trace_enabled) VALUES ($1, $2, $3) RETURNING id",
-                uuid.uuid4(),
-                name,
-                trace_enabled,
-            )
-        except asyncpg.UniqueViolationError:
-            raise Conflict(f"a tenant named '{name}' already exists") from None
-        await _insert_key(conn, tenant_id, key)
-        await ensure_directory(conn, tenant_id, weeks=slot_weeks, write_statement=write_statement)
+    try:
+        # A taken name aborts the caller's transaction, which this error then rolls back.
+        tenant_id = await repository.insert_tenant(
+            conn, tenant_id=uuid.uuid4(), name=name, trace_enabled=trace_enabled
+        )
+    except asyncpg.UniqueViolationError:
+        raise TenantNameTaken(f"a tenant named '{name}' already exists") from None
+    await _insert_key(conn, tenant_id, key)
+    await ensure_directory(conn, tenant_id, weeks=slot_weeks, write_statement=write_statement)
     return TenantInfo(tenant_id, name, trace_enabled), key
 
 
 async def _insert_key(conn: Conn, tenant_id: uuid.UUID, key: str) -> None:
-    await conn.execute(
-        "INSERT INTO api_key (id, tenant_id, key_hash, prefix) VALUES ($1, $2, $3, $4)",
-        uuid.uuid4(),
-        tenant_id,
-        hash_api_key(key),
-        key[:12],
+    await repository.insert_key(
+        conn, tenant_id=tenant_id, key_id=uuid.uuid4(), key_hash=hash_api_key(key), prefix=key[:12]
     )
 
 
-async def add_key(pool: asyncpg.Pool, tenant_name: str) -> str:
-    """A new key for an existing tenant (its old keys keep working)."""
+async def add_key(tx: Tx, tenant_name: str) -> str:
+    """A new key for an existing tenant (its old keys keep working), in the caller's
+    transaction."""
     key = new_api_key()
-    async with pool.acquire() as conn, conn.transaction():
-        tenant_id = await conn.fetchval("SELECT id FROM tenant WHERE name = $1", tenant_name)
-        if tenant_id is None:
-            raise Conflict(f"no tenant named '{tenant_name}'")
-        await _insert_key(conn, tenant_id, key)
+    tenant_id = await repository.tenant_id_named(tx.conn, tenant_name)
+    if tenant_id is None:
+        raise TenantNotFound(f"no tenant named '{tenant_name}'")
+    await _insert_key(tx.conn, tenant_id, key)
     return key
 
 
@@ -98,21 +96,28 @@ async def list_tenants(pool: asyncpg.Pool) -> list[TenantSummary]:
     ]
 
 
-async def set_trace(pool: asyncpg.Pool, tenant_id: uuid.UUID, enabled: bool) -> None:
-    await pool.execute("UPDATE tenant SET trace_enabled = $2 WHERE id = $1", tenant_id, enabled)
+async def set_trace(tx: Tx, tenant_id: uuid.UUID, enabled: bool) -> None:
+    await repository.set_trace(tx.conn, tenant_id=tenant_id, enabled=enabled)
     _cache.clear()
 
 
-async def set_trace_by_name(pool: asyncpg.Pool, name: str, enabled: bool) -> bool:
-    status = await pool.execute(
-        "UPDATE tenant SET trace_enabled = $2 WHERE name = $1", name, enabled
-    )
+async def set_trace_by_name(tx: Tx, name: str, enabled: bool) -> None:
+    """Record every call of the tenant (or only those while a run is live)."""
+    if not await repository.set_trace_by_name(tx.conn, name, enabled):
+        raise TenantNotFound(f"no tenant named '{name}'")
     _cache.clear()
-    return bool(status.endswith(" 1"))
+
+
+async def roll_directory(
+    tx: Tx, tenant_id: uuid.UUID, *, weeks: int, write_statement: WriteStatement
+) -> int:
+    """Write whatever part of the tenant's canonical directory is missing (the coming
+    weeks' Slots); returns how many resources were written."""
+    return await ensure_directory(tx.conn, tenant_id, weeks=weeks, write_statement=write_statement)
 
 
 async def all_tenant_ids(pool: asyncpg.Pool) -> list[uuid.UUID]:
-    return [r["id"] for r in await pool.fetch("SELECT id FROM tenant")]
+    return await repository.all_tenant_ids(pool)
 
 
 _cache: dict[str, tuple[float, TenantInfo]] = {}
@@ -129,11 +134,7 @@ async def authenticate(pool: asyncpg.Pool, authorization: str | None) -> TenantI
     cached = _cache.get(digest)
     if cached is not None and cached[0] > now:
         return cached[1]
-    row = await pool.fetchrow(
-        """SELECT t.id, t.name, t.trace_enabled FROM api_key k JOIN tenant t ON t.id = k.tenant_id
-        WHERE k.key_hash = $1 AND k.revoked_at IS NULL""",
-        digest,
-    )
+    row = await repository.tenant_of_key(pool, digest)
     if row is None:
         _cache.pop(digest, None)
         raise Unauthorized("unknown or revoked API key")

@@ -23,6 +23,7 @@ import asyncpg
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.kit.clock import utcnow
+from app.trace import repository
 
 log = logging.getLogger("understudy.trace")
 
@@ -104,7 +105,7 @@ class TraceRecorder:
             rows, self._rows = self._rows, []
             try:
                 async with self._pool.acquire() as conn:
-                    await conn.copy_records_to_table("trace_call", records=rows, columns=COLUMNS)
+                    await repository.insert_calls(conn, rows, COLUMNS)
             except asyncpg.DataError:
                 # Rows PostgreSQL refuses would be refused forever: drop, don't block.
                 log.exception("trace_rows_rejected count=%d", len(rows))

@@ -1,7 +1,19 @@
-"""The webhooks feature's SQL."""
+"""The SQL of the webhook tables: subscriptions, events (the outbox), deliveries and
+their attempts. Every function takes the connection it runs on and the tenant
+explicitly; the retention and sweeper ones span tenants and say so.
+
+At the top, this feature's parts of the FHIR write statement (composed by
+`app.runs.fhir_writes`); below, its own queries.
+"""
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
+
+import asyncpg
+
+from app.db import Conn
 from app.fhir.repository import WriteCall, WritePart
 
 # --- Parts of the FHIR write statement ----------------------------------------------------
@@ -45,3 +57,237 @@ OUTBOX = WritePart(
     args=_outbox_args,
     deliveries="dl",
 )
+
+
+# asyncpg's pool speaks the same query API as a connection: reads take either.
+Reader = Conn | asyncpg.Pool
+
+
+async def insert_subscription(
+    conn: Conn,
+    *,
+    tenant_id: uuid.UUID,
+    subscription_id: str,
+    url: str,
+    events: list[str],
+    resource_types: list[str] | None,
+    secret: str,
+    enabled: bool,
+    headers_json: str,
+) -> asyncpg.Record:
+    row = await conn.fetchrow(
+        """INSERT INTO webhook_subscription (tenant_id, id, url, events, resource_types, secret,
+            enabled, headers) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb) RETURNING *""",
+        tenant_id,
+        subscription_id,
+        url,
+        events,
+        resource_types,
+        secret,
+        enabled,
+        headers_json,
+    )
+    assert row is not None
+    return row
+
+
+async def subscriptions(conn: Reader, *, tenant_id: uuid.UUID) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        "SELECT * FROM webhook_subscription WHERE tenant_id = $1 ORDER BY created_at", tenant_id
+    )
+
+
+async def subscription(
+    conn: Reader, *, tenant_id: uuid.UUID, subscription_id: str
+) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        "SELECT * FROM webhook_subscription WHERE tenant_id = $1 AND id = $2",
+        tenant_id,
+        subscription_id,
+    )
+
+
+async def subscription_target(
+    conn: Reader, *, tenant_id: uuid.UUID, subscription_id: str
+) -> asyncpg.Record | None:
+    """What a ping needs: the URL, the signing secret, the static headers."""
+    return await conn.fetchrow(
+        "SELECT url, secret, headers FROM webhook_subscription WHERE tenant_id = $1 AND id = $2",
+        tenant_id,
+        subscription_id,
+    )
+
+
+async def delete_subscription(conn: Conn, *, tenant_id: uuid.UUID, subscription_id: str) -> bool:
+    status = await conn.execute(
+        "DELETE FROM webhook_subscription WHERE tenant_id = $1 AND id = $2",
+        tenant_id,
+        subscription_id,
+    )
+    return not status.endswith(" 0")
+
+
+async def disable_gone_subscription(
+    conn: Conn, *, tenant_id: uuid.UUID, subscription_id: str
+) -> None:
+    await conn.execute(
+        """UPDATE webhook_subscription SET enabled = false,
+                disabled_reason = 'the receiver answered 410 Gone'
+            WHERE tenant_id = $1 AND id = $2""",
+        tenant_id,
+        subscription_id,
+    )
+
+
+async def deliveries_of(
+    conn: Reader, *, tenant_id: uuid.UUID, subscription_id: str, limit: int
+) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        """SELECT d.*, e.type, e.run_id FROM webhook_delivery d
+        JOIN webhook_event e ON e.tenant_id = d.tenant_id AND e.id = d.event_id
+        WHERE d.tenant_id = $1 AND d.subscription_id = $2
+        ORDER BY d.created_at DESC, d.seq DESC LIMIT $3""",
+        tenant_id,
+        subscription_id,
+        limit,
+    )
+
+
+async def attempts_of(
+    conn: Reader, *, tenant_id: uuid.UUID, delivery_ids: list[str]
+) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        """SELECT * FROM webhook_attempt WHERE tenant_id = $1 AND delivery_id = ANY($2::text[])
+        ORDER BY delivery_id, attempt""",
+        tenant_id,
+        delivery_ids,
+    )
+
+
+async def reset_delivery(
+    conn: Conn, *, tenant_id: uuid.UUID, subscription_id: str, delivery_id: str, at: datetime
+) -> int | None:
+    """Make a delivery pending again, due at `at`; its attempts so far, None if unknown."""
+    row = await conn.fetchrow(
+        """UPDATE webhook_delivery SET status = 'pending', next_attempt_at = $4,
+            lease_until = NULL
+        WHERE tenant_id = $1 AND subscription_id = $2 AND id = $3 RETURNING attempts""",
+        tenant_id,
+        subscription_id,
+        delivery_id,
+        at,
+    )
+    return None if row is None else int(row["attempts"])
+
+
+async def next_retry_at(conn: Reader, *, tenant_id: uuid.UUID, after: datetime) -> datetime | None:
+    due: datetime | None = await conn.fetchval(
+        """SELECT min(next_attempt_at) FROM webhook_delivery
+        WHERE tenant_id = $1 AND status = 'pending' AND next_attempt_at > $2""",
+        tenant_id,
+        after,
+    )
+    return due
+
+
+_FINISH_SQL = """
+WITH attempt AS (
+    INSERT INTO webhook_attempt (tenant_id, delivery_id, attempt, at, status_code, latency_ms,
+        error, response_excerpt)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING
+)
+UPDATE webhook_delivery SET status = $9, lease_until = NULL,
+    delivered_at = CASE WHEN $9 = 'delivered' THEN $4 ELSE delivered_at END,
+    next_attempt_at = coalesce($10, next_attempt_at)
+WHERE tenant_id = $1 AND id = $2
+"""
+
+
+async def finish_delivery(
+    conn: Conn,
+    *,
+    tenant_id: uuid.UUID,
+    delivery_id: str,
+    status: str,
+    attempt: int,
+    at: datetime,
+    status_code: int | None,
+    latency_ms: float,
+    error: str | None,
+    excerpt: str | None,
+    next_at: datetime | None,
+) -> None:
+    """Record the attempt and the delivery's new state in one statement."""
+    await conn.execute(
+        _FINISH_SQL,
+        tenant_id,
+        delivery_id,
+        attempt,
+        at,
+        status_code,
+        latency_ms,
+        error,
+        excerpt,
+        status,
+        next_at,
+    )
+
+
+async def stale_pending(
+    conn: Reader, *, due_before: datetime, now: datetime, limit: int
+) -> list[asyncpg.Record]:
+    """Every tenant's pending deliveries due before `due_before` and not leased at `now`."""
+    return await conn.fetch(
+        """SELECT tenant_id, id, attempts FROM webhook_delivery
+        WHERE status = 'pending' AND next_attempt_at <= $1
+            AND (lease_until IS NULL OR lease_until < $2)
+        ORDER BY next_attempt_at LIMIT $3""",
+        due_before,
+        now,
+        limit,
+    )
+
+
+async def delivered_for_run(
+    conn: Reader, *, tenant_id: uuid.UUID, run_id: str
+) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        """SELECT d.delivered_at, e.type, e.resource_type || '/' || e.resource_id AS ref
+        FROM webhook_event e JOIN webhook_delivery d
+            ON d.tenant_id = e.tenant_id AND d.event_id = e.id
+        WHERE e.tenant_id = $1 AND e.run_id = $2 AND d.status = 'delivered'""",
+        tenant_id,
+        run_id,
+    )
+
+
+async def latest_fhir_root(conn: Reader, *, tenant_id: uuid.UUID, run_id: str) -> str | None:
+    """The server root the run's latest event was written under."""
+    root: str | None = await conn.fetchval(
+        """SELECT fhir_root FROM webhook_event WHERE tenant_id = $1 AND run_id = $2
+        ORDER BY seq DESC LIMIT 1""",
+        tenant_id,
+        run_id,
+    )
+    return root
+
+
+async def purge_finished(conn: Conn, *, before: datetime) -> int:
+    """Every tenant's finished deliveries created before `before`, their attempts, and
+    the events left without a delivery; returns the deliveries removed."""
+    await conn.execute(
+        """DELETE FROM webhook_attempt a USING webhook_delivery d
+            WHERE a.tenant_id = d.tenant_id AND a.delivery_id = d.id
+                AND d.status <> 'pending' AND d.created_at < $1""",
+        before,
+    )
+    status = await conn.execute(
+        "DELETE FROM webhook_delivery WHERE status <> 'pending' AND created_at < $1", before
+    )
+    await conn.execute(
+        """DELETE FROM webhook_event e WHERE e.occurred_at < $1 AND NOT EXISTS (
+                SELECT 1 FROM webhook_delivery d
+                WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id)""",
+        before,
+    )
+    return int(status.split()[-1])

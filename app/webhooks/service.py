@@ -29,14 +29,16 @@ import httpx
 import orjson
 from standardwebhooks import Webhook
 
-from app.db import Tx
-from app.errors import BadRequest, Issue, NotFound, Unprocessable
+from app.db import Conn, Scopes, Tx
+from app.errors import BadRequest, Issue, Unprocessable
 from app.fhir import service as fhir_service
 from app.fhir.validation import _RESOURCE_TYPES as RESOURCE_TYPES
 from app.fhir.validation import is_known_type
 from app.kit import jsontext
 from app.kit.clock import fhir_instant, utcnow
 from app.kit.urls import fhir_base
+from app.webhooks import repository
+from app.webhooks.errors import DeliveryNotFound, WebhookNotFound
 
 LEASE_SECONDS = 30
 EXCERPT_CHARS = 500
@@ -281,7 +283,7 @@ def _type_problems(resource_types: list[str] | None) -> list[Issue]:
 
 
 async def create_subscription(
-    pool: asyncpg.Pool,
+    tx: Tx,
     tenant_id: uuid.UUID,
     *,
     url: str,
@@ -298,74 +300,51 @@ async def create_subscription(
     static_headers = check_headers(headers)
     await check_url(url, allow_private=allow_private)
     secret = check_secret(secret) if secret else new_secret()
-    row = await pool.fetchrow(
-        """INSERT INTO webhook_subscription (tenant_id, id, url, events, resource_types, secret,
-            enabled, headers) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb) RETURNING *""",
-        tenant_id,
-        "wh_" + secrets.token_hex(8),
-        url,
-        events,
-        resource_types,
-        secret,
-        enabled,
-        jsontext.dumps(static_headers),
+    row = await repository.insert_subscription(
+        tx.conn,
+        tenant_id=tenant_id,
+        subscription_id="wh_" + secrets.token_hex(8),
+        url=url,
+        events=events,
+        resource_types=resource_types,
+        secret=secret,
+        enabled=enabled,
+        headers_json=jsontext.dumps(static_headers),
     )
-    assert row is not None
     return _subscription(row), secret
 
 
 async def list_subscriptions(pool: asyncpg.Pool, tenant_id: uuid.UUID) -> list[Subscription]:
-    rows = await pool.fetch(
-        "SELECT * FROM webhook_subscription WHERE tenant_id = $1 ORDER BY created_at", tenant_id
-    )
+    rows = await repository.subscriptions(pool, tenant_id=tenant_id)
     return [_subscription(r) for r in rows]
 
 
 async def get_subscription(
     pool: asyncpg.Pool, tenant_id: uuid.UUID, subscription_id: str
 ) -> Subscription:
-    row = await pool.fetchrow(
-        "SELECT * FROM webhook_subscription WHERE tenant_id = $1 AND id = $2",
-        tenant_id,
-        subscription_id,
-    )
+    row = await repository.subscription(pool, tenant_id=tenant_id, subscription_id=subscription_id)
     if row is None:
-        raise NotFound(f"no webhook '{subscription_id}'")
+        raise WebhookNotFound(f"no webhook '{subscription_id}'")
     return _subscription(row)
 
 
-async def delete_subscription(
-    pool: asyncpg.Pool, tenant_id: uuid.UUID, subscription_id: str
-) -> None:
-    status = await pool.execute(
-        "DELETE FROM webhook_subscription WHERE tenant_id = $1 AND id = $2",
-        tenant_id,
-        subscription_id,
+async def delete_subscription(tx: Tx, tenant_id: uuid.UUID, subscription_id: str) -> None:
+    deleted = await repository.delete_subscription(
+        tx.conn, tenant_id=tenant_id, subscription_id=subscription_id
     )
-    if status.endswith(" 0"):
-        raise NotFound(f"no webhook '{subscription_id}'")
+    if not deleted:
+        raise WebhookNotFound(f"no webhook '{subscription_id}'")
 
 
 async def list_deliveries(
     pool: asyncpg.Pool, tenant_id: uuid.UUID, subscription_id: str, limit: int
 ) -> list[dict[str, Any]]:
     await get_subscription(pool, tenant_id, subscription_id)
-    rows = await pool.fetch(
-        """SELECT d.*, e.type, e.run_id FROM webhook_delivery d
-        JOIN webhook_event e ON e.tenant_id = d.tenant_id AND e.id = d.event_id
-        WHERE d.tenant_id = $1 AND d.subscription_id = $2
-        ORDER BY d.created_at DESC, d.seq DESC LIMIT $3""",
-        tenant_id,
-        subscription_id,
-        limit,
+    rows = await repository.deliveries_of(
+        pool, tenant_id=tenant_id, subscription_id=subscription_id, limit=limit
     )
     ids = [r["id"] for r in rows]
-    attempts = await pool.fetch(
-        """SELECT * FROM webhook_attempt WHERE tenant_id = $1 AND delivery_id = ANY($2::text[])
-        ORDER BY delivery_id, attempt""",
-        tenant_id,
-        ids,
-    )
+    attempts = await repository.attempts_of(pool, tenant_id=tenant_id, delivery_ids=ids)
     by_delivery: dict[str, list[dict[str, Any]]] = {}
     for a in attempts:
         by_delivery.setdefault(a["delivery_id"], []).append(
@@ -398,18 +377,15 @@ async def list_deliveries(
 async def redeliver(tx: Tx, tenant_id: uuid.UUID, subscription_id: str, delivery_id: str) -> int:
     """Send a delivery again with the same id (receivers deduplicate on it), once the
     caller commits. Returns the attempt number the new job is keyed by."""
-    row = await tx.conn.fetchrow(
-        """UPDATE webhook_delivery SET status = 'pending', next_attempt_at = $4,
-            lease_until = NULL
-        WHERE tenant_id = $1 AND subscription_id = $2 AND id = $3 RETURNING attempts""",
-        tenant_id,
-        subscription_id,
-        delivery_id,
-        utcnow(),
+    attempts = await repository.reset_delivery(
+        tx.conn,
+        tenant_id=tenant_id,
+        subscription_id=subscription_id,
+        delivery_id=delivery_id,
+        at=utcnow(),
     )
-    if row is None:
-        raise NotFound(f"no delivery '{delivery_id}' for webhook '{subscription_id}'")
-    attempts: int = row["attempts"]
+    if attempts is None:
+        raise DeliveryNotFound(f"no delivery '{delivery_id}' for webhook '{subscription_id}'")
     tx.after.deliver(tenant_id)
     return attempts
 
@@ -492,7 +468,7 @@ class DrainResult:
 
 
 async def drain_deliveries(
-    pool: asyncpg.Pool,
+    scopes: Scopes,
     client: httpx.AsyncClient,
     tenant_id: uuid.UUID,
     *,
@@ -501,7 +477,9 @@ async def drain_deliveries(
 ) -> DrainResult:
     """Send every due delivery of a tenant, a batch at a time. Each batch is claimed in
     one statement; a delivery queued behind an earlier one for the same resource is
-    claimed by a later batch, once the earlier one is no longer pending."""
+    claimed by a later batch, once the earlier one is no longer pending. Each delivery's
+    outcome is a unit of work of its own, written after its HTTP call returns."""
+    pool = scopes.pool
     sent: list[SendResult] = []
     started = time.monotonic()
     while True:
@@ -516,25 +494,20 @@ async def drain_deliveries(
         sent.extend(
             await asyncio.gather(
                 *(
-                    _send_claimed(pool, client, tenant_id, row, retry_seconds, attempt_timeout)
+                    _send_claimed(scopes, client, tenant_id, row, retry_seconds, attempt_timeout)
                     for row in rows
                 )
             )
         )
     # The next retry to wait for. Deliveries due now but queued behind a retrying one for
     # the same resource go out in the drain that sends that retry.
-    due = await pool.fetchval(
-        """SELECT min(next_attempt_at) FROM webhook_delivery
-        WHERE tenant_id = $1 AND status = 'pending' AND next_attempt_at > $2""",
-        tenant_id,
-        utcnow(),
-    )
+    due = await repository.next_retry_at(pool, tenant_id=tenant_id, after=utcnow())
     next_due_in = None if due is None else max((due - utcnow()).total_seconds(), 0.0)
     return DrainResult(sent, next_due_in)
 
 
 async def _send_claimed(
-    pool: asyncpg.Pool,
+    scopes: Scopes,
     client: httpx.AsyncClient,
     tenant_id: uuid.UUID,
     delivery: asyncpg.Record,
@@ -553,20 +526,29 @@ async def _send_claimed(
         error: str | None,
         excerpt: str | None,
         next_at: datetime | None = None,
+        *,
+        gone: bool = False,
     ) -> None:
-        await _finish(
-            pool,
-            tenant_id,
-            delivery_id,
-            status,
-            attempt,
-            sent_at,
-            code,
-            latency,
-            error,
-            excerpt,
-            next_at=next_at,
-        )
+        # One statement, or two when the receiver is gone (the subscription disabled with
+        # the attempt recorded): a transaction only for the two.
+        async with scopes.transaction(autocommit=not gone) as tx:
+            if gone:
+                await repository.disable_gone_subscription(
+                    tx.conn, tenant_id=tenant_id, subscription_id=delivery["subscription_id"]
+                )
+            await repository.finish_delivery(
+                tx.conn,
+                tenant_id=tenant_id,
+                delivery_id=delivery_id,
+                status=status,
+                attempt=attempt,
+                at=sent_at,
+                status_code=code,
+                latency_ms=latency,
+                error=error,
+                excerpt=excerpt,
+                next_at=next_at,
+            )
 
     sent_at = utcnow()
     if delivery["url"] is None or not delivery["enabled"]:
@@ -594,14 +576,9 @@ async def _send_claimed(
         await finish("delivered", status_code, latency, None, excerpt)
         return SendResult("delivered", attempt=attempt, run_id=run_id)
     if status_code == 410:
-        await pool.execute(
-            """UPDATE webhook_subscription SET enabled = false,
-                disabled_reason = 'the receiver answered 410 Gone'
-            WHERE tenant_id = $1 AND id = $2""",
-            tenant_id,
-            delivery["subscription_id"],
+        await finish(
+            "failed", status_code, latency, "410 Gone: subscription disabled", excerpt, gone=True
         )
-        await finish("failed", status_code, latency, "410 Gone: subscription disabled", excerpt)
         return SendResult("failed", attempt=attempt, run_id=run_id)
     wait = _backoff(retry_seconds, attempt)
     if wait is None:
@@ -635,77 +612,32 @@ def _request_headers(
     return headers
 
 
-_FINISH_SQL = """
-WITH attempt AS (
-    INSERT INTO webhook_attempt (tenant_id, delivery_id, attempt, at, status_code, latency_ms,
-        error, response_excerpt)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING
-)
-UPDATE webhook_delivery SET status = $9, lease_until = NULL,
-    delivered_at = CASE WHEN $9 = 'delivered' THEN $4 ELSE delivered_at END,
-    next_attempt_at = coalesce($10, next_attempt_at)
-WHERE tenant_id = $1 AND id = $2
-"""
-
-
-async def _finish(
-    pool: asyncpg.Pool,
-    tenant_id: uuid.UUID,
-    delivery_id: str,
-    status: str,
-    attempt: int,
-    at: datetime,
-    status_code: int | None,
-    latency_ms: float,
-    error: str | None,
-    excerpt: str | None,
-    *,
-    next_at: datetime | None = None,
-) -> None:
-    """Record the attempt and the delivery's new state in one statement."""
-    await pool.execute(
-        _FINISH_SQL,
-        tenant_id,
-        delivery_id,
-        attempt,
-        at,
-        status_code,
-        latency_ms,
-        error,
-        excerpt,
-        status,
-        next_at,
-    )
-
-
 async def due_deliveries(pool: asyncpg.Pool, limit: int = 1000) -> list[tuple[uuid.UUID, str, int]]:
     """Pending deliveries whose job may have been lost: due a while ago and not leased."""
     now = utcnow()
-    rows = await pool.fetch(
-        """SELECT tenant_id, id, attempts FROM webhook_delivery
-        WHERE status = 'pending' AND next_attempt_at <= $1
-            AND (lease_until IS NULL OR lease_until < $2)
-        ORDER BY next_attempt_at LIMIT $3""",
-        now - timedelta(seconds=SWEEP_GRACE_SECONDS),
-        now,
-        limit,
+    rows = await repository.stale_pending(
+        pool, due_before=now - timedelta(seconds=SWEEP_GRACE_SECONDS), now=now, limit=limit
     )
     return [(r["tenant_id"], r["id"], r["attempts"]) for r in rows]
 
 
 async def run_deliveries(
-    conn: Any, tenant_id: uuid.UUID, run_id: str
+    conn: Conn, tenant_id: uuid.UUID, run_id: str
 ) -> list[tuple[datetime, str, str]]:
     """Successful deliveries of events about a run's resources: (time, event, "Type/id")."""
-    rows = await conn.fetch(
-        """SELECT d.delivered_at, e.type, e.resource_type || '/' || e.resource_id AS ref
-        FROM webhook_event e JOIN webhook_delivery d
-            ON d.tenant_id = e.tenant_id AND d.event_id = e.id
-        WHERE e.tenant_id = $1 AND e.run_id = $2 AND d.status = 'delivered'""",
-        tenant_id,
-        run_id,
-    )
+    rows = await repository.delivered_for_run(conn, tenant_id=tenant_id, run_id=run_id)
     return [(r["delivered_at"], r["type"], r["ref"]) for r in rows]
+
+
+async def run_fhir_root(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> str | None:
+    """The server root the run's latest webhook event was written under (None: none yet)."""
+    return await repository.latest_fhir_root(pool, tenant_id=tenant_id, run_id=run_id)
+
+
+async def purge_deliveries(tx: Tx, before: datetime) -> int:
+    """Finished deliveries created before `before` (every tenant's), their attempts and
+    the events left without one, in the caller's transaction; returns the deliveries."""
+    return await repository.purge_finished(tx.conn, before=before)
 
 
 async def ping(
@@ -716,13 +648,11 @@ async def ping(
     attempt_timeout: float,
 ) -> dict[str, Any]:
     """Send a signed `ping` to the subscription's URL now; report what came back."""
-    row = await pool.fetchrow(
-        "SELECT url, secret, headers FROM webhook_subscription WHERE tenant_id = $1 AND id = $2",
-        tenant_id,
-        subscription_id,
+    row = await repository.subscription_target(
+        pool, tenant_id=tenant_id, subscription_id=subscription_id
     )
     if row is None:
-        raise NotFound(f"no webhook '{subscription_id}'")
+        raise WebhookNotFound(f"no webhook '{subscription_id}'")
     message_id = "msg_ping_" + secrets.token_hex(8)
     now = utcnow()
     body = orjson.dumps(

@@ -180,3 +180,16 @@ async def test_eval_requests_are_checked(tenant: TenantHandle) -> None:
         )
         assert unknown.status_code == 404
         assert (await client.get("/evals/eval_nope")).status_code == 404
+
+
+async def test_an_eval_timeout_out_of_range_is_a_422_naming_the_field(
+    tenant: TenantHandle,
+) -> None:
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=30) as client:
+        for timeout in (5, 2**31):
+            response = await client.post(
+                f"{tenant.server}/api/testing/evals",
+                json={"mode": "workflow", "label": "t", "timeoutSeconds": timeout},
+            )
+            assert response.status_code == 422, response.text
+            assert "timeoutSeconds" in response.text

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 
-from app.db import Database
+from app.db import Database, Scopes
 from tests.conftest import TenantHandle
 from tests.runs.test_run_flow import api, start
 
@@ -43,6 +43,7 @@ async def test_trace_retention(tenant: TenantHandle, db: Database) -> None:
         tenant.id,
         old,
     )
-    assert await purge_trace({"db": db}) >= 1
+    # A job context as the worker builds it: the job opens its unit on `scopes`.
+    assert await purge_trace({"db": db, "scopes": Scopes(db.pool)}) >= 1
     left = await db.pool.fetch("SELECT at FROM trace_call WHERE tenant_id = $1", tenant.id)
     assert len(left) == 1 and left[0]["at"] > old

@@ -1,0 +1,198 @@
+"""The SQL of `eval` and `eval_item`. Every function takes the connection it runs on and
+the tenant explicitly; the promoter's sweep spans tenants and says so."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from app.db import Conn
+
+# asyncpg's pool speaks the same query API as a connection: reads take either.
+Reader = Conn | asyncpg.Pool
+
+ITEM_COLUMNS = (
+    "tenant_id",
+    "eval_id",
+    "position",
+    "scenario_id",
+    "persona",
+    "repeat_index",
+    "state",
+    "queued_at",
+)
+
+
+async def insert_eval(
+    conn: Conn,
+    *,
+    tenant_id: uuid.UUID,
+    eval_id: str,
+    label: str,
+    mode: str,
+    repeats: int,
+    request_json: str,
+    timeout_seconds: int | None,
+    root_url: str,
+    created_at: datetime,
+) -> None:
+    await conn.execute(
+        """INSERT INTO eval (tenant_id, id, label, mode, repeats, request, timeout_seconds,
+            root_url, created_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9)""",
+        tenant_id,
+        eval_id,
+        label,
+        mode,
+        repeats,
+        request_json,
+        timeout_seconds,
+        root_url,
+        created_at,
+    )
+
+
+async def insert_items(conn: Conn, rows: Sequence[Sequence[Any]]) -> None:
+    """Rows of ITEM_COLUMNS (each leads with its tenant_id)."""
+    await conn.copy_records_to_table("eval_item", records=rows, columns=ITEM_COLUMNS)
+
+
+async def expire_queued(conn: Conn, *, tenant_id: uuid.UUID, queued_before: datetime) -> None:
+    await conn.execute(
+        """UPDATE eval_item SET state = 'cancelled', note = 'not started within 24 hours'
+            WHERE tenant_id = $1 AND state = 'queued' AND queued_at < $2""",
+        tenant_id,
+        queued_before,
+    )
+
+
+async def release_stale_claims(
+    conn: Conn, *, tenant_id: uuid.UUID, claimed_before: datetime
+) -> None:
+    await conn.execute(
+        """UPDATE eval_item SET state = 'queued', claimed_at = NULL
+            WHERE tenant_id = $1 AND state = 'starting' AND claimed_at < $2""",
+        tenant_id,
+        claimed_before,
+    )
+
+
+async def lock_next_queued(conn: Conn, *, tenant_id: uuid.UUID) -> asyncpg.Record | None:
+    """The next queued item of a live eval, locked (its eval share-locked), or None."""
+    return await conn.fetchrow(
+        """SELECT i.eval_id, i.position, i.scenario_id, i.persona, e.mode, e.label,
+            e.timeout_seconds, e.root_url
+        FROM eval_item i JOIN eval e ON e.tenant_id = i.tenant_id AND e.id = i.eval_id
+        WHERE i.tenant_id = $1 AND i.state = 'queued' AND e.cancelled_at IS NULL
+        ORDER BY e.created_at, i.position LIMIT 1
+        FOR UPDATE OF i SKIP LOCKED FOR SHARE OF e SKIP LOCKED""",
+        tenant_id,
+    )
+
+
+async def cancel_queued_item(
+    conn: Conn, *, tenant_id: uuid.UUID, eval_id: str, position: int, note: str
+) -> None:
+    await conn.execute(
+        """UPDATE eval_item SET state = 'cancelled', note = $4, claimed_at = NULL
+            WHERE tenant_id = $1 AND eval_id = $2 AND position = $3 AND state = 'queued'""",
+        tenant_id,
+        eval_id,
+        position,
+        note,
+    )
+
+
+async def set_item(
+    conn: Conn,
+    *,
+    tenant_id: uuid.UUID,
+    eval_id: str,
+    position: int,
+    state: str,
+    run_id: str | None,
+    note: str | None,
+) -> None:
+    await conn.execute(
+        """UPDATE eval_item SET state = $4, run_id = $5, note = $6, claimed_at = NULL
+        WHERE tenant_id = $1 AND eval_id = $2 AND position = $3""",
+        tenant_id,
+        eval_id,
+        position,
+        state,
+        run_id,
+        note,
+    )
+
+
+async def tenants_with_queued(conn: Reader) -> list[uuid.UUID]:
+    """Across tenants: those with items waiting to start."""
+    rows = await conn.fetch(
+        "SELECT DISTINCT tenant_id FROM eval_item WHERE state IN ('queued', 'starting')"
+    )
+    return [r["tenant_id"] for r in rows]
+
+
+async def lock_eval(conn: Conn, *, tenant_id: uuid.UUID, eval_id: str) -> bool:
+    row = await conn.fetchrow(
+        "SELECT id FROM eval WHERE tenant_id = $1 AND id = $2 FOR UPDATE", tenant_id, eval_id
+    )
+    return row is not None
+
+
+async def mark_cancelled(
+    conn: Conn, *, tenant_id: uuid.UUID, eval_id: str, at: datetime
+) -> list[str]:
+    """Mark the eval cancelled and its waiting items with it; returns the runs its
+    started items made."""
+    await conn.execute(
+        """UPDATE eval SET cancelled_at = coalesce(cancelled_at, $3)
+        WHERE tenant_id = $1 AND id = $2""",
+        tenant_id,
+        eval_id,
+        at,
+    )
+    await conn.execute(
+        """UPDATE eval_item SET state = 'cancelled', note = 'eval cancelled'
+        WHERE tenant_id = $1 AND eval_id = $2 AND state IN ('queued', 'starting')""",
+        tenant_id,
+        eval_id,
+    )
+    rows = await conn.fetch(
+        """SELECT run_id FROM eval_item
+        WHERE tenant_id = $1 AND eval_id = $2 AND run_id IS NOT NULL""",
+        tenant_id,
+        eval_id,
+    )
+    return [r["run_id"] for r in rows]
+
+
+async def eval_row(conn: Reader, *, tenant_id: uuid.UUID, eval_id: str) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        "SELECT * FROM eval WHERE tenant_id = $1 AND id = $2", tenant_id, eval_id
+    )
+
+
+async def items(conn: Reader, *, tenant_id: uuid.UUID, eval_id: str) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        """SELECT position, scenario_id, persona, repeat_index, state, note, run_id
+        FROM eval_item WHERE tenant_id = $1 AND eval_id = $2 ORDER BY position""",
+        tenant_id,
+        eval_id,
+    )
+
+
+async def evals(
+    conn: Reader, *, tenant_id: uuid.UUID, label_like: str | None, limit: int
+) -> list[asyncpg.Record]:
+    """Newest first; `label_like` a LIKE prefix, already escaped."""
+    return await conn.fetch(
+        """SELECT * FROM eval WHERE tenant_id = $1 AND ($2::text IS NULL OR label LIKE $2 || '%')
+        ORDER BY created_at DESC LIMIT $3""",
+        tenant_id,
+        label_like,
+        limit,
+    )

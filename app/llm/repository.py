@@ -1,0 +1,52 @@
+"""The SQL of `llm_call`: one row per call that reached the provider (the allowance
+counts them)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import asyncpg
+
+from app.db import Conn
+
+# asyncpg's pool speaks the same query API as a connection: reads take either.
+Reader = Conn | asyncpg.Pool
+
+
+async def calls_since(conn: Reader, *, tenant_id: uuid.UUID, since: datetime) -> int:
+    count = await conn.fetchval(
+        "SELECT count(*) FROM llm_call WHERE tenant_id = $1 AND at > $2", tenant_id, since
+    )
+    return int(count)
+
+
+async def insert_call(
+    conn: Reader,
+    *,
+    tenant_id: uuid.UUID,
+    run_id: str | None,
+    purpose: str,
+    model: str,
+    at: datetime,
+    prompt_tokens: int,
+    completion_tokens: int,
+    latency_ms: float,
+    outcome: str,
+    error: str | None,
+) -> None:
+    await conn.execute(
+        "INSERT INTO llm_call (tenant_id, run_id, purpose, model, at, prompt_tokens,"
+        " completion_tokens, latency_ms, outcome, error)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        tenant_id,
+        run_id,
+        purpose,
+        model,
+        at,
+        prompt_tokens,
+        completion_tokens,
+        latency_ms,
+        outcome,
+        error,
+    )

@@ -1,0 +1,52 @@
+"""The SQL of `scenario`: a tenant's imported scenarios, every version kept."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+
+from app.db import Conn
+
+# asyncpg's pool speaks the same query API as a connection: reads take either.
+Reader = Conn | asyncpg.Pool
+
+
+async def latest(conn: Reader, *, tenant_id: uuid.UUID, scenario_id: str) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        """SELECT version, document, hash FROM scenario WHERE tenant_id = $1 AND id = $2
+        ORDER BY version DESC LIMIT 1""",
+        tenant_id,
+        scenario_id,
+    )
+
+
+async def latest_of_each(conn: Reader, *, tenant_id: uuid.UUID) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        """SELECT DISTINCT ON (id) id, version, document, hash FROM scenario
+        WHERE tenant_id = $1 ORDER BY id, version DESC""",
+        tenant_id,
+    )
+
+
+async def lock_id(conn: Conn, *, tenant_id: uuid.UUID, scenario_id: str) -> None:
+    """Serialise imports of one id until the caller's transaction ends."""
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtext($1 || $2))", str(tenant_id), scenario_id
+    )
+
+
+async def insert_next_version(
+    conn: Conn, *, tenant_id: uuid.UUID, scenario_id: str, document_json: str, digest: str
+) -> int:
+    version: int = await conn.fetchval(
+        """INSERT INTO scenario (tenant_id, id, version, document, hash)
+            SELECT $1, $2, coalesce(max(version), 0) + 1, $3::jsonb, $4
+            FROM scenario WHERE tenant_id = $1 AND id = $2
+            RETURNING version""",
+        tenant_id,
+        scenario_id,
+        document_json,
+        digest,
+    )
+    return version

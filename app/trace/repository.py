@@ -1,0 +1,57 @@
+"""The SQL of `trace_call`: the recorder COPYs rows in, runs read their window, the
+worker purges old calls."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from app.db import Conn
+
+
+async def insert_calls(conn: Conn, rows: Sequence[Sequence[Any]], columns: Sequence[str]) -> None:
+    await conn.copy_records_to_table("trace_call", records=rows, columns=columns)
+
+
+async def calls_for_grading(
+    conn: Conn, *, tenant_id: uuid.UUID, run_id: str, since: datetime, until: datetime
+) -> list[asyncpg.Record]:
+    """The run's own calls and the tenant's unattributed ones in its window, oldest first."""
+    return await conn.fetch(
+        """SELECT at, method, path, query, status, transport, refs FROM trace_call
+            WHERE tenant_id = $1 AND (run_id = $2 OR (run_id IS NULL AND at >= $3 AND at <= $4))
+            ORDER BY at""",
+        tenant_id,
+        run_id,
+        since,
+        until,
+    )
+
+
+async def calls_of_run(
+    conn: Conn | asyncpg.Pool,
+    *,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    since: datetime,
+    until: datetime,
+) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        """SELECT at, method, path, query, status, duration_ms, transport, refs, run_id
+        FROM trace_call WHERE tenant_id = $1
+        AND (run_id = $2 OR (run_id IS NULL AND at >= $3 AND at <= $4)) ORDER BY at""",
+        tenant_id,
+        run_id,
+        since,
+        until,
+    )
+
+
+async def delete_calls_before(conn: Conn, cutoff: datetime) -> int:
+    """Every tenant's calls older than `cutoff` (retention); returns how many."""
+    status = await conn.execute("DELETE FROM trace_call WHERE at < $1", cutoff)
+    return int(status.split()[-1])
