@@ -288,9 +288,9 @@ async def start_run(
         row = await conn.fetchrow(
             """INSERT INTO run (tenant_id, id, scenario_id, scenario_version, scenario_hash,
                 builtin, mode, variant, label, status, brief, fixture, expectations,
-                started_at, deadline, changed_at)
+                started_at, deadline, changed_at, scheduling)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'live', $10, $11::jsonb, $12::jsonb,
-                $13, $14, $13)
+                $13, $14, $13, $15)
             RETURNING *""",
             tenant_id,
             run_id,
@@ -306,6 +306,7 @@ async def start_run(
             jsontext.dumps(expectations),
             started,
             started + timedelta(seconds=timeout),
+            scenario.scheduling,
         )
     assert row is not None
     # Noted only once every write succeeded: a failed start (rolled back to the
