@@ -21,9 +21,8 @@ def upgrade() -> None:
         "run",
         sa.Column("scheduling", sa.Text(), server_default="strict", nullable=False),
     )
-    op.create_check_constraint("run_scheduling_check", "run", "scheduling IN ('strict', 'lenient')")
+    op.create_check_constraint("scheduling", "run", "scheduling IN ('strict', 'lenient')")
 
 
 def downgrade() -> None:
-    op.drop_constraint("run_scheduling_check", "run")
     op.drop_column("run", "scheduling")
