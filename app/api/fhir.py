@@ -23,6 +23,7 @@ from app.kit import jsontext
 from app.kit.urls import fhir_base
 from app.runs import service as runs_service
 from app.runs.fhir_writes import FHIR_WRITES
+from app.runs.scheduling import lenient_lookup
 from app.tenants.quota import QuotaGuard
 from app.tenants.service import TenantInfo
 from app.trace.recorder import record_refs
@@ -51,14 +52,17 @@ def base_url(request: Request) -> str:
 async def context(request: Request, tenant: TenantInfo) -> service.FhirContext:
     """The interaction's context: the tenant base, or a run's view (which must exist)."""
     run_id: str | None = request.path_params.get("run_id")
+    setting = "strict"
     if run_id is not None:
-        await runs_service.check_run_exists(pool_of(request), tenant.id, run_id)
+        setting = await runs_service.run_scheduling(pool_of(request), tenant.id, run_id)
     ctx = service.FhirContext(
         tenant_id=tenant.id,
         base_url=base_url(request),
         run_id=run_id,
         root_url=root_url(request),
         write_statement=FHIR_WRITES,
+        scheduling=setting,
+        lenient_lookup=None if run_id is not None else lenient_lookup(tenant.id),
     )
     record_refs(request.scope, ctx.touched)
     return ctx

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.db import Conn
 from app.errors import BadRequest, Issue, NotFound
-from app.fhir import service
+from app.fhir import scheduling, service
 from app.fhir.repository import index_keys
 from app.fhir.search.index import normalize_reference, parse_date_range
 from app.kit.clock import fhir_instant, utcnow
@@ -19,8 +19,6 @@ from app.kit.clock import fhir_instant, utcnow
 DEFAULT_FIND_DAYS = 7
 MAX_FIND_DAYS = 62
 MAX_FIND_RESULTS = 500
-# Appointment statuses that do not hold a practitioner's time.
-_NOT_HOLDING = ["cancelled", "noshow", "entered-in-error", "proposed", "waitlist"]
 
 
 def parameters_from_body(body: Any) -> dict[str, str]:
@@ -66,10 +64,6 @@ def _moment(value: str | None, name: str, default: datetime) -> datetime:
         raise BadRequest(f"invalid '{name}': {exc}", [Issue(str(exc), expression=name)]) from None
 
 
-def _parse_instant(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
-
-
 async def find_appointments(ctx: service.FhirContext, conn: Conn, params: dict[str, str]) -> bytes:
     practitioner = _practitioner_ref(params.get("practitioner"))
     now = utcnow()
@@ -87,8 +81,11 @@ async def find_appointments(ctx: service.FhirContext, conn: Conn, params: dict[s
         duration = int(params.get("duration") or 30)
     except ValueError:
         raise BadRequest("'duration' must be whole minutes", [Issue("bad", "duration")]) from None
-    if not 5 <= duration <= 480:
-        raise BadRequest("'duration' must be 5 to 480 minutes", [Issue("out of range", "duration")])
+    if not 5 <= duration <= scheduling.MAX_VISIT_MINUTES:
+        raise BadRequest(
+            f"'duration' must be 5 to {scheduling.MAX_VISIT_MINUTES} minutes",
+            [Issue("out of range", "duration")],
+        )
     ctx.touch(practitioner)
 
     current = await conn.fetchval(
@@ -99,52 +96,11 @@ async def find_appointments(ctx: service.FhirContext, conn: Conn, params: dict[s
     )
     if current is None or current:
         raise NotFound(f"{practitioner} is not known")
-    schedules = [
-        f"schedule=Schedule/{r['id']}"
-        for r in await conn.fetch(
-            """SELECT id FROM fhir_resource WHERE tenant_id = $1 AND resource_type = 'Schedule'
-            AND NOT deleted AND refs && $2::text[]""",
-            ctx.tenant_id,
-            index_keys(ctx.tenant_id, "Schedule", [f"actor={practitioner}"]),
-        )
-    ]
-    slots = await conn.fetch(
-        """SELECT r.id, r.resource FROM fhir_resource r WHERE r.tenant_id = $1
-        AND r.resource_type = 'Slot' AND NOT r.deleted AND r.refs && $2::text[]
-        AND r.tokens @> $5::text[] AND r.id IN (
-            SELECT id FROM fhir_date WHERE tenant_id = $1 AND resource_type = 'Slot'
-            AND param = 'start' AND low >= $3 AND low < $4)""",
-        ctx.tenant_id,
-        index_keys(ctx.tenant_id, "Slot", schedules),
-        start,
-        end,
-        index_keys(ctx.tenant_id, "Slot", ["status=free"]),
+    time = await scheduling.free_time(
+        conn, ctx.tenant_id, ctx.run_id, practitioner, start, end, now=now
     )
-    busy = [
-        (_parse_instant(b["s"]), _parse_instant(b["e"]))
-        for b in await conn.fetch(
-            """SELECT resource->>'start' AS s, resource->>'end' AS e FROM fhir_resource
-            WHERE tenant_id = $1 AND resource_type = 'Appointment' AND NOT deleted
-            AND refs && $2::text[] AND NOT tokens && $3::text[]
-            AND resource ? 'start' AND resource ? 'end'""",
-            ctx.tenant_id,
-            index_keys(
-                ctx.tenant_id,
-                "Appointment",
-                [f"practitioner={practitioner}", f"actor={practitioner}"],
-            ),
-            index_keys(ctx.tenant_id, "Appointment", [f"status={s}" for s in _NOT_HOLDING]),
-        )
-    ]
-    free: list[tuple[datetime, datetime, str]] = []
-    for row in slots:
-        slot = orjson.loads(row["resource"])
-        s, e = _parse_instant(slot["start"]), _parse_instant(slot["end"])
-        if e <= now or any(bs < e and be > s for bs, be in busy):
-            continue
-        free.append((s, e, row["id"]))
-    free.sort()
-    proposals = [p for p in _combine(free, timedelta(minutes=duration)) if p[1] <= end]
+    duration_td = timedelta(minutes=duration)
+    proposals = [p for p in scheduling.combine(time.free, duration_td) if p[1] <= end]
     entries = []
     for s, e, slot_ids in proposals[:MAX_FIND_RESULTS]:
         entries.append(
@@ -171,22 +127,6 @@ async def find_appointments(ctx: service.FhirContext, conn: Conn, params: dict[s
             "entry": entries,
         }
     )
-
-
-def _combine(
-    free: list[tuple[datetime, datetime, str]], duration: timedelta
-) -> list[tuple[datetime, datetime, list[str]]]:
-    """Each start where consecutive free slots cover `duration`."""
-    out: list[tuple[datetime, datetime, list[str]]] = []
-    for i, (start, end, first) in enumerate(free):
-        ids, reach, j = [first], end, i
-        while reach - start < duration and j + 1 < len(free) and free[j + 1][0] == reach:
-            j += 1
-            reach = free[j][1]
-            ids.append(free[j][2])
-        if reach - start >= duration:
-            out.append((start, start + duration, ids))
-    return out
 
 
 class EligibilityRequest(BaseModel):

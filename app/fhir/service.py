@@ -29,6 +29,7 @@ from app.errors import (
     Unprocessable,
 )
 from app.fhir import repository
+from app.fhir import scheduling as scheduling_rules
 from app.fhir.errors import AmbiguousMatch, StaleVersion, VersionConflict
 from app.fhir.search.index import extract_index
 from app.fhir.search.query import SearchError, SearchQuery, has_criteria, parse_search
@@ -68,6 +69,11 @@ class FhirContext:
     # The statement writes go through, composed with the parts of the features whose
     # tables it also writes (fhir imports none of them): `app.runs.fhir_writes`.
     write_statement: repository.WriteStatement = field(kw_only=True)
+    # The scheduling rules (`app.fhir.scheduling`): "lenient" in the view of a run whose
+    # scenario says so; on the tenant base, `lenient_lookup` tells whether a refused
+    # booking belongs to such a run.
+    scheduling: str = "strict"
+    lenient_lookup: scheduling_rules.LenientLookup | None = None
 
     @property
     def visibility(self) -> Visibility:
@@ -269,6 +275,36 @@ def deletion(
     )
 
 
+async def _check_scheduling(
+    ctx: FhirContext,
+    conn: Conn,
+    resource_type: str,
+    resource: dict[str, Any],
+    previous: dict[str, Any] | None,
+    deferred: Deferred | None,
+) -> None:
+    """The scheduling rules, for an Appointment the system under test writes (setup,
+    stimulus and the simulated patient are exempt); costs queries only for an Appointment
+    that holds a practitioner's time."""
+    if resource_type != "Appointment" or ctx.source is not None:
+        return
+    held = [
+        jsontext.loads(w.body)
+        for w in (deferred.writes if deferred is not None else [])
+        if w.resource_type == "Appointment" and w.body is not None
+    ]
+    await scheduling_rules.check_appointment(
+        conn,
+        ctx.tenant_id,
+        ctx.run_id,
+        resource,
+        previous,
+        lenient=ctx.scheduling == "lenient",
+        lenient_lookup=ctx.lenient_lookup,
+        held=held,
+    )
+
+
 def _result(write: repository.PreparedWrite, status: int) -> WriteResult:
     return WriteResult(
         status, write.resource_type, write.id, write.version_id, write.last_updated, write.body
@@ -366,6 +402,7 @@ async def create(
         "create",
         utcnow(),
     )
+    await _check_scheduling(ctx, conn, resource_type, resource, None, deferred)
     await _commit(ctx, conn, write, deferred)
     return _result(write, 201)
 
@@ -511,6 +548,15 @@ async def update(
             utcnow(),
             previous_status(resource_type, current),
         )
+        before = None if created or current is None or current.json is None else current.json
+        await _check_scheduling(
+            ctx,
+            conn,
+            resource_type,
+            resource,
+            None if before is None else jsontext.loads(before),
+            deferred,
+        )
         await _commit(ctx, conn, write, deferred)
     return _result(write, 201 if created else 200)
 
@@ -564,6 +610,9 @@ async def patch(
             "update",
             utcnow(),
             original.get("status"),
+        )
+        await _check_scheduling(
+            ctx, conn, resource_type, patched, jsontext.loads(current.json), deferred
         )
         await _commit(ctx, conn, write, deferred)
     return _result(write, 200)

@@ -56,6 +56,8 @@ class Run(Base):
     graded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     verdict: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # The scenario's scheduling setting ("strict" or "lenient"), read by its view's writes.
+    scheduling: Mapped[str] = mapped_column(Text, server_default="strict")
 
 
 class RunRef(Base):

@@ -56,11 +56,11 @@ async def run(conn: Reader, *, tenant_id: uuid.UUID, run_id: str) -> asyncpg.Rec
     )
 
 
-async def run_exists(conn: Reader, *, tenant_id: uuid.UUID, run_id: str) -> bool:
-    known = await conn.fetchval(
-        "SELECT 1 FROM run WHERE tenant_id = $1 AND id = $2", tenant_id, run_id
+async def run_scheduling(conn: Reader, *, tenant_id: uuid.UUID, run_id: str) -> str | None:
+    setting: str | None = await conn.fetchval(
+        "SELECT scheduling FROM run WHERE tenant_id = $1 AND id = $2", tenant_id, run_id
     )
-    return known is not None
+    return setting
 
 
 async def runs_by_id(
@@ -160,13 +160,14 @@ async def insert_run(
     expectations_json: str,
     started_at: datetime,
     deadline: datetime,
+    scheduling: str,
 ) -> asyncpg.Record:
     row = await conn.fetchrow(
         """INSERT INTO run (tenant_id, id, scenario_id, scenario_version, scenario_hash,
                 builtin, mode, variant, label, status, brief, fixture, expectations,
-                started_at, deadline, changed_at)
+                started_at, deadline, changed_at, scheduling)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'live', $10, $11::jsonb, $12::jsonb,
-                $13, $14, $13)
+                $13, $14, $13, $15)
             RETURNING *""",
         tenant_id,
         run_id,
@@ -182,6 +183,7 @@ async def insert_run(
         expectations_json,
         started_at,
         deadline,
+        scheduling,
     )
     assert row is not None
     return row

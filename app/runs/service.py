@@ -186,10 +186,13 @@ async def list_runs(
     return [RunRow.from_record(r) for r in rows]
 
 
-async def check_run_exists(conn: Conn | asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> None:
-    """Raise RunNotFound unless the tenant has that run."""
-    if not await repository.run_exists(conn, tenant_id=tenant_id, run_id=run_id):
+async def run_scheduling(conn: Conn | asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> str:
+    """The run's scheduling rules (`strict` or `lenient`, recorded at start); RunNotFound
+    unless the tenant has that run."""
+    setting = await repository.run_scheduling(conn, tenant_id=tenant_id, run_id=run_id)
+    if setting is None:
         raise RunNotFound(f"no run '{run_id}'")
+    return setting
 
 
 async def runs_by_id(
@@ -323,6 +326,7 @@ async def start_run(
             expectations_json=jsontext.dumps(expectations),
             started_at=started,
             deadline=started + timedelta(seconds=timeout),
+            scheduling=scenario.scheduling,
         )
     # Noted only once every write succeeded: a failed start (rolled back to the
     # savepoint) leaves nothing to send.

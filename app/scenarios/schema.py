@@ -176,3 +176,6 @@ class Scenario(Model):
     oracle: list[OracleCall] = Field(default_factory=list)
     variants: list[Variant] = Field(default_factory=list)
     patient_sim: PatientSim | None = None
+    # "lenient" lifts the scheduling rules (DESIGN.md "Scheduling rules") off the run's
+    # writes, for a scenario that tests something else than booking.
+    scheduling: Literal["strict", "lenient"] = "strict"

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
 
 CHEN = "Practitioner/demo-canonical-prac-chen"
+
+
+def _next_weekday() -> str:
+    """The first weekday after today: Dr. Chen has free Slots on it (the scheduling rules
+    refuse bookings off her free time)."""
+    day = datetime.now(UTC).date() + timedelta(days=1)
+    while day.weekday() >= 5:
+        day += timedelta(days=1)
+    return day.isoformat()
+
+
+DAY = _next_weekday()
 MRN = "http://hospital.example.org/mrn"
 
 
@@ -22,10 +35,12 @@ def patient(family: str, *, mrn: str | None = None, **extra: Any) -> dict[str, A
     return body
 
 
-def appointment(patient_ref: str, start: str = "2026-06-01T09:00:00Z") -> dict[str, Any]:
+def appointment(
+    patient_ref: str, start: str = f"{DAY}T09:00:00Z", status: str = "booked"
+) -> dict[str, Any]:
     return {
         "resourceType": "Appointment",
-        "status": "booked",
+        "status": status,
         "start": start,
         "end": start.replace(":00:00Z", ":30:00Z"),
         "participant": [
@@ -315,8 +330,9 @@ async def test_transaction_if_none_exist(client: httpx.AsyncClient) -> None:
             full_url=new_urn,
             ifNoneExist=f"identifier={MRN}|MRN-78",
         ),
-        entry("POST", "Appointment", appointment(known_urn, "2026-06-01T09:00:00Z")),
-        entry("POST", "Appointment", appointment(new_urn, "2026-06-01T10:00:00Z")),
+        # Proposed: posting the Bundle twice (below) would double-book booked ones.
+        entry("POST", "Appointment", appointment(known_urn, f"{DAY}T09:00:00Z", "proposed")),
+        entry("POST", "Appointment", appointment(new_urn, f"{DAY}T10:00:00Z", "proposed")),
     )
     r = await post_bundle(client, body)
     assert r.status_code == 200, r.text

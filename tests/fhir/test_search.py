@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterable
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -15,6 +16,8 @@ import httpx
 import pytest
 
 from app.db import Database
+from app.fhir import service
+from app.runs.fhir_writes import FHIR_WRITES
 from tests.conftest import TenantHandle, make_tenant
 
 LOINC = "http://loinc.org"
@@ -137,13 +140,27 @@ async def put_all(client: httpx.AsyncClient, resources: dict[str, dict[str, Any]
         assert r.json()["resourceType"] == rtype
 
 
+async def put_as_setup(db: Database, handle: TenantHandle, resources: dict[str, Any]) -> None:
+    """Write as a run's setup does: past bookings are history a client may not book now
+    (the scheduling rules), but a chart has them."""
+    ctx = service.FhirContext(
+        tenant_id=handle.id, base_url="", source="setup", write_statement=FHIR_WRITES
+    )
+    async with db.pool.acquire() as conn:
+        for ref, body in resources.items():
+            rtype, rid = ref.split("/")
+            result = await service.update(ctx, conn, rtype, rid, {**body, "id": rid})
+            assert result.status in (200, 201), ref
+
+
 @pytest.fixture(scope="module")
 async def seeded_tenant(db: Database, server_url: str) -> TenantHandle:
     handle = await make_tenant(db, server_url, prefix="search")
     async with httpx.AsyncClient(
         base_url=handle.fhir_base, headers=handle.headers, timeout=30
     ) as c:
-        await put_all(c, SEED)
+        await put_all(c, {k: v for k, v in SEED.items() if not k.startswith("Appointment/")})
+    await put_as_setup(db, handle, {k: v for k, v in SEED.items() if k.startswith("Appointment/")})
     return handle
 
 
@@ -810,16 +827,29 @@ async def test_writes_are_visible_to_the_next_search(client: httpx.AsyncClient) 
     assert (await search(client, "Patient", {"family": "mbeki"}))["total"] == 0
 
 
+def _free(hhmm: str) -> tuple[str, str]:
+    """A free 30-minute time of Dr. Chen's on the next weekday (what a client may book)."""
+    day = datetime.now(UTC).date() + timedelta(days=1)
+    while day.weekday() >= 5:
+        day += timedelta(days=1)
+    start = datetime.combine(day, time.fromisoformat(hhmm), UTC)
+    end = start + timedelta(minutes=30)
+    return start.strftime("%Y-%m-%dT%H:%M:%SZ"), end.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+FREE_0900, FREE_1000 = _free("09:00"), _free("10:00")
+
+
 async def test_deleted_resources_never_appear(client: httpx.AsyncClient) -> None:
     keep = (await client.post("/Patient", json=patient("Keep", ["K"]))).json()["id"]
     gone = (await client.post("/Patient", json=patient("Gone", ["G"]))).json()["id"]
     appt_ok = await client.post(
         "/Appointment",
-        json=appointment("2026-05-04T09:00:00Z", "2026-05-04T09:30:00Z", f"Patient/{gone}", CHEN),
+        json=appointment(*FREE_0900, f"Patient/{gone}", CHEN),
     )
     appt_gone = await client.post(
         "/Appointment",
-        json=appointment("2026-05-04T10:00:00Z", "2026-05-04T10:30:00Z", f"Patient/{keep}", CHEN),
+        json=appointment(*FREE_1000, f"Patient/{keep}", CHEN),
     )
     a_ok, a_gone = appt_ok.json()["id"], appt_gone.json()["id"]
     assert (await client.delete(f"/Patient/{gone}")).status_code == 204
@@ -832,7 +862,7 @@ async def test_deleted_resources_never_appear(client: httpx.AsyncClient) -> None
     today = (await client.get(f"/Patient/{keep}")).json()["meta"]["lastUpdated"][:10]
     assert (await search(client, "Patient", {"_lastUpdated": today}))["total"] == 1
     assert match_ids(await search(client, "Appointment", {"actor": CHEN})) == {a_ok}
-    assert (await search(client, "Appointment", {"date": "2026-05-04"}))["total"] == 1
+    assert (await search(client, "Appointment", {"date": FREE_0900[0][:10]}))["total"] == 1
     # Neither through _include nor _revinclude.
     inc = await search(client, "Appointment", {"_id": a_ok, "_include": "Appointment:patient"})
     assert included(inc) == set()

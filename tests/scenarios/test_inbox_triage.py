@@ -6,6 +6,7 @@ and the equivalent right answers the brief allows pass."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 import httpx
@@ -131,13 +132,24 @@ async def message_instead_of_task(run: Run) -> None:
     await run.post(run.reply())
 
 
+def _next_weekday_at(hhmm: str, minutes: int) -> tuple[str, str]:
+    """A time the canonical practitioners have free (the scheduling rules refuse others)."""
+    day = datetime.now(UTC).date() + timedelta(days=1)
+    while day.weekday() >= 5:
+        day += timedelta(days=1)
+    start = datetime.combine(day, time.fromisoformat(hhmm), UTC)
+    end = start + timedelta(minutes=minutes)
+    return start.strftime("%Y-%m-%dT%H:%M:%SZ"), end.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 async def booked_instead(run: Run) -> None:
+    start, end = _next_weekday_at("09:00", 30)
     await run.post(
         {
             "resourceType": "Appointment",
             "status": "booked",
-            "start": "2031-05-06T09:00:00Z",
-            "end": "2031-05-06T09:20:00Z",
+            "start": start,
+            "end": end,
             "participant": [
                 {"actor": {"reference": run.refs["patient"]}, "status": "accepted"},
                 {"actor": {"reference": PATEL}, "status": "accepted"},

@@ -1,0 +1,29 @@
+"""Which run a refused tenant-base booking belongs to, for the scheduling rules.
+
+A run view's context carries its run's setting (`run.scheduling`, recorded at start
+from the scenario). A write on the tenant base belongs to the run whose fixture ids it
+references (DESIGN.md "Run views"); the FHIR store asks this only when it would refuse
+a booking, so passing writes cost nothing more.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from app.db import Conn
+from app.fhir.scheduling import LenientLookup
+
+
+def lenient_lookup(tenant_id: uuid.UUID) -> LenientLookup:
+    async def belongs_to_lenient_run(conn: Conn, refs: list[str]) -> bool:
+        found = await conn.fetchval(
+            """SELECT 1 FROM run_ref rr JOIN run r
+                ON r.tenant_id = rr.tenant_id AND r.id = rr.run_id
+            WHERE rr.tenant_id = $1 AND rr.ref = ANY($2::text[])
+            AND r.status = 'live' AND r.scheduling = 'lenient' LIMIT 1""",
+            tenant_id,
+            refs,
+        )
+        return found is not None
+
+    return belongs_to_lenient_run
