@@ -61,6 +61,7 @@ class MutantResult:
 @dataclass
 class VariantReport:
     variant: str | None
+    mode: str
     oracle_passed: bool = False
     oracle_failing: list[str] = field(default_factory=list)
     oracle_error: str | None = None
@@ -81,6 +82,7 @@ class VariantReport:
     def as_json(self) -> dict[str, Any]:
         return {
             "variant": self.variant,
+            "mode": self.mode,
             "ok": self.ok,
             "oraclePasses": self.oracle_passed,
             "oracleFailing": self.oracle_failing,
@@ -168,7 +170,9 @@ async def check_scenario(
     personas: list[str | None] | None = None,
     real_mutants: bool = False,
 ) -> ScenarioReport:
-    """Check every variant (or only `personas`; None is the baseline). `real_mutants`
+    """Check every variant (or only `personas`; None is the baseline) in every mode the
+    scenario has: a workflow run fires its stimulus where an agent run hands over a brief,
+    and each must be a fair test. `real_mutants`
     grades every mutant with a real run even where the in-memory replay agrees (slow:
     for proving the two equivalent)."""
     scenario = loaded.scenario
@@ -182,21 +186,25 @@ async def check_scenario(
     for m in mutants:
         report.mutant_kinds[m.kind] = report.mutant_kinds.get(m.kind, 0) + 1
     every: list[str | None] = [None, *(v.persona for v in scenario.variants)]
-    for persona in every if personas is None else [p for p in every if p in personas]:
-        report.variants.append(
-            await _check_variant(target, scenario, persona, mutants, real_mutants)
-        )
+    chosen = every if personas is None else [p for p in every if p in personas]
+    for mode in [str(m) for m in scenario.modes]:
+        for persona in chosen:
+            report.variants.append(
+                await _check_variant(target, scenario, mode, persona, mutants, real_mutants)
+            )
     return report
 
 
-async def _start(target: Target, scenario: Scenario, persona: str | None) -> runs_service.RunRow:
+async def _start(
+    target: Target, scenario: Scenario, mode: str, persona: str | None
+) -> runs_service.RunRow:
     # As the REST start does (the same service, quota and live limit included); leaving
     # the scope drops the live-run cache, so the replay's first call is attributed.
     async with target.scopes.transaction() as tx:
         return await runs_service.start_run(
             tx,
             target.tenant_id,
-            runs_service.StartRequest(scenario.id, None, persona, LABEL, None),
+            runs_service.StartRequest(scenario.id, mode, persona, LABEL, None),
             limits=target.limits,
             root_url=target.root,
         )
@@ -218,21 +226,22 @@ async def _cleanup(target: Target, run_ids: list[str]) -> None:
 async def _check_variant(
     target: Target,
     scenario: Scenario,
+    mode: str,
     persona: str | None,
     mutants: list[Mutant],
     real_mutants: bool,
 ) -> VariantReport:
-    report = VariantReport(persona)
+    report = VariantReport(persona, mode)
     created: list[str] = []
     try:
         # Doing nothing must fail.
-        noop = await _start(target, scenario, persona)
+        noop = await _start(target, scenario, mode, persona)
         created.append(noop.id)
         noop_final = await _finish(target, noop)
         report.noop_failed = noop_final.status != runs_service.RunStatus.PASSED
 
         # The oracle must pass; the snapshot before it is where mutants start.
-        run = await _start(target, scenario, persona)
+        run = await _start(target, scenario, mode, persona)
         created.append(run.id)
         expectations = runs_service.expectations_of(run)
         async with target.pool.acquire() as conn:
@@ -260,7 +269,7 @@ async def _check_variant(
                 verdict = await asyncio.to_thread(_grade_mutant, expectations, before, mutant)
                 caught = _required_failing(verdict.results)
             else:
-                caught, run_id = await _real_mutant(target, scenario, persona, mutant)
+                caught, run_id = await _real_mutant(target, scenario, mode, persona, mutant)
                 created.append(run_id)
             result = MutantResult(mutant.kind, mutant.description, caught)
             if result.survived:
@@ -280,9 +289,9 @@ def _grade_mutant(expectations: Any, before: RunSnapshot, mutant: Mutant) -> Ver
 
 
 async def _real_mutant(
-    target: Target, scenario: Scenario, persona: str | None, mutant: Mutant
+    target: Target, scenario: Scenario, mode: str, persona: str | None, mutant: Mutant
 ) -> tuple[list[str], str]:
-    run = await _start(target, scenario, persona)
+    run = await _start(target, scenario, mode, persona)
     await oracle_replay.replay(
         target.app, target.root, target.authorization, run, mutant.calls, strict=False
     )
@@ -316,20 +325,21 @@ def _should_catch(oracle: Verdict, simulated: Simulation, mutant: Mutant) -> lis
 def render(reports: list[ScenarioReport]) -> str:
     """A readable table: one line per scenario and variant, then the details of every
     failure and warning."""
-    lines = [f"{'scenario':<44} {'variant':<10} {'valid':<6} {'oracle':<7} {'no-op':<6} mutants"]
+    lines = [f"{'scenario':<44} {'variant':<20} {'valid':<6} {'oracle':<7} {'no-op':<6} mutants"]
     details: list[str] = []
     for report in reports:
         details += [f"{report.scenario_id}: warning: {w}" for w in report.warnings]
         if report.problems:
-            lines.append(f"{report.scenario_id:<44} {'-':<10} {'NO':<6}")
+            lines.append(f"{report.scenario_id:<44} {'-':<20} {'NO':<6}")
             details += [f"{report.scenario_id}: invalid: {p}" for p in report.problems]
             continue
+        several_modes = len({v.mode for v in report.variants}) > 1
         for v in report.variants:
-            name = v.variant or "baseline"
+            name = (v.variant or "baseline") + (f" ({v.mode})" if several_modes else "")
             caught = len(v.mutants) - len(v.survivors)
             mark = "" if v.executor == "memory" else " (real runs)"
             lines.append(
-                f"{report.scenario_id:<44} {name:<10} {'yes':<6} "
+                f"{report.scenario_id:<44} {name:<20} {'yes':<6} "
                 f"{'passes' if v.oracle_passed else 'FAILS':<7} "
                 f"{'fails' if v.noop_failed else 'PASSES':<6} "
                 f"{caught}/{len(v.mutants)} caught{mark}"

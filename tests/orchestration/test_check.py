@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def failures(report: dict[str, Any]) -> list[str]:
     out = list(report["problems"])
     for v in report["variants"]:
-        name = v["variant"] or "baseline"
+        name = f"{v['variant'] or 'baseline'} ({v['mode']})"
         if not v["oraclePasses"]:
             out.append(f"[{name}] oracle fails {v['oracleFailing']} {v['oracleError'] or ''}")
         if not v["nothingFails"]:
@@ -50,6 +50,11 @@ async def test_library_scenario_passes_the_check(tenant: TenantHandle, scenario_
     assert report["ok"], failures(report)
     assert report["variants"][0]["variant"] is None
     assert all(v["mutants"] > 0 for v in report["variants"])
+    # Every mode the scenario has is checked, each with every persona.
+    scenario = builtin_scenarios()[scenario_id].scenario
+    checked = {(v["mode"], v["variant"]) for v in report["variants"]}
+    personas = [None, *(variant.persona for variant in scenario.variants)]
+    assert checked == {(str(m), p) for m in scenario.modes for p in personas}
 
 
 WEAK: dict[str, Any] = {
