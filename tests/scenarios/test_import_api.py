@@ -8,56 +8,14 @@ from typing import Any
 import httpx
 import pytest
 
+from app.openapi import SCENARIO_EXAMPLE
 from tests.conftest import TenantHandle
 
+# The API document's own example scenario (so it stays one that imports and passes),
+# under an id of its own and with a persona variant.
 SCENARIO: dict[str, Any] = {
+    **copy.deepcopy(SCENARIO_EXAMPLE),
     "id": "custom.task-for-chen",
-    "title": "Ask Dr. Chen to call the patient",
-    "category": "inbox",
-    "summary": "Create a Task for Dr. Chen about the patient.",
-    "modes": ["agent"],
-    "brief": "Please ask Dr. Chen to call {{patient.name}} (id {{patient.id}}) back today.",
-    "fixture": [
-        {
-            "resourceType": "Patient",
-            "id": "@patient",
-            "name": [{"family": "Okoye", "given": ["Ngozi"]}],
-            "birthDate": {"$date": "-12000d"},
-        }
-    ],
-    "expectations": [
-        {
-            "id": "task",
-            "type": "resource",
-            "label": "A Task for Dr. Chen about the patient",
-            "resourceType": "Task",
-            "where": [
-                "owner.reference = 'Practitioner/demo-canonical-prac-chen'",
-                "for.reference = 'Patient/' + %fixture.patient",
-            ],
-        },
-        {
-            "id": "no-prescription",
-            "type": "resource",
-            "label": "No prescription written",
-            "resourceType": "MedicationRequest",
-            "count": {"max": 0},
-        },
-    ],
-    "oracle": [
-        {
-            "method": "POST",
-            "path": "/Task",
-            "body": {
-                "resourceType": "Task",
-                "status": "requested",
-                "intent": "order",
-                "for": {"reference": "@patient"},
-                "owner": {"reference": "Practitioner/demo-canonical-prac-chen"},
-                "description": "Please call the patient back today.",
-            },
-        }
-    ],
     "variants": [
         {"persona": "terse", "brief": "Chen: call back {{patient.name}} ({{patient.id}})."}
     ],
