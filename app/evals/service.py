@@ -191,12 +191,8 @@ async def promote(scopes: Scopes, tenant_id: uuid.UUID, *, limits: RunLimits) ->
             outcome = await _start_next(tx, tenant_id, limits=limits)
         if outcome is None:
             return started
-        if outcome is not _SKIPPED:
+        if outcome:  # "" is a start that failed for good: look at the next item
             started.append(outcome)
-
-
-# A start that failed for good: nothing started, but look at the next item.
-_SKIPPED = ""
 
 
 async def _start_next(tx: Tx, tenant_id: uuid.UUID, *, limits: RunLimits) -> str | None:
@@ -204,7 +200,8 @@ async def _start_next(tx: Tx, tenant_id: uuid.UUID, *, limits: RunLimits) -> str
     marked started, so no crash can leave a run without its item or start an item twice.
     The item is locked, and its eval share-locked (a cancelling eval's items are skipped),
     until then: a cancel (which locks the eval row) either comes first, and the item is
-    not picked, or waits for this commit and then sees the run live and cancels it. None
+    not picked, or waits for this commit and then sees the run live and cancels it. Returns
+    the run started; "" when this item can never start (cancelled with the reason); None
     when nothing (more) can start now."""
     conn = tx.conn
     # Promoters of one tenant take turns, so items start in eval and position order:
@@ -245,7 +242,7 @@ async def _start_next(tx: Tx, tenant_id: uuid.UUID, *, limits: RunLimits) -> str
             position=item["position"],
             note=exc.message,
         )
-        return _SKIPPED
+        return ""  # the item is cancelled with its reason; nothing started
     await _set_item(conn, tenant_id, item, "started", run.id, None)
     return run.id
 
