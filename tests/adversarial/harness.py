@@ -45,7 +45,9 @@ import pytest
 from app.db import Database
 from tests.conftest import TenantHandle, make_tenant
 
-CLINIC_ZONE = ZoneInfo("America/Chicago")
+# The clinic keeps UTC: the canonical Slots are weekdays 09:00–17:00 UTC, and grading reads
+# times in UTC (app/scenarios/fhirpath_helpers.py).
+CLINIC_ZONE = ZoneInfo("UTC")
 CHEN = "Practitioner/demo-canonical-prac-chen"
 PATEL = "Practitioner/demo-canonical-prac-patel"
 ORG = "Organization/demo-canonical-org"
@@ -321,7 +323,7 @@ class Run:
         early = bool(
             ended
             and self.last_write
-            and datetime.fromisoformat(ended).timestamp() < self.last_write - 0.05
+            and datetime.fromisoformat(ended).timestamp() < self.last_write - 0.5
         )
         return Verdict(
             status=body["status"],
