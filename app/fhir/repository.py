@@ -545,34 +545,47 @@ async def fetch_changed_by_run(
     tenant_id: uuid.UUID,
     run_id: str,
     *,
-    own_types: Sequence[str],
-    tenant_types: Sequence[str],
+    own_types: Sequence[str] | None,
+    tenant_types: Sequence[str] | None,
     since: datetime,
+    with_before: bool = False,
 ) -> list[asyncpg.Record]:
     """Resources clients wrote (not setup, stimulus or the simulator): the run's own of
-    `own_types`, and of `tenant_types` any since `since` not owned by another run. Each
-    row: resource_type, id, first_at, last_at, created, and the current deleted,
-    resource, all_refs (scoped keys) and run_id."""
+    `own_types`, and of `tenant_types` any since `since` not owned by another run (None:
+    every type; an empty list: none). Each row: resource_type, id, first_at, last_at,
+    created, and the current deleted, resource, all_refs (scoped keys) and run_id; with
+    `with_before`, also `before`: the body of the version before the first of those
+    writes, for a resource not created by them (NULL otherwise)."""
+    before_sql = (
+        """, (SELECT b.resource FROM fhir_history b WHERE b.tenant_id = $1
+            AND b.resource_type = h.resource_type AND b.id = h.id
+            AND b.version_id = h.first_version - 1 AND NOT h.created) AS before"""
+        if with_before
+        else ""
+    )
     return await conn.fetch(
-        """WITH h AS (
+        f"""WITH h AS (
             SELECT resource_type, id, min(last_updated) AS first_at,
-                max(last_updated) AS last_at, bool_or(interaction = 'create') AS created
+                max(last_updated) AS last_at, bool_or(interaction = 'create') AS created,
+                min(version_id) AS first_version
             FROM fhir_history
             WHERE tenant_id = $1 AND source IS NULL AND (
-                (run_id = $2 AND resource_type = ANY($3::text[]))
-                OR (resource_type = ANY($4::text[]) AND last_updated >= $5
+                (run_id = $2 AND ($6 OR resource_type = ANY($3::text[])))
+                OR (($7 OR resource_type = ANY($4::text[])) AND last_updated >= $5
                     AND (run_id IS NULL OR run_id = $2))
             )
             GROUP BY resource_type, id
         )
-        SELECT h.*, r.deleted, r.resource, r.all_refs, r.run_id
+        SELECT h.*, r.deleted, r.resource, r.all_refs, r.run_id{before_sql}
         FROM h JOIN fhir_resource r
             ON r.tenant_id = $1 AND r.resource_type = h.resource_type AND r.id = h.id""",
         tenant_id,
         run_id,
-        list(own_types),
-        list(tenant_types),
+        list(own_types or ()),
+        list(tenant_types or ()),
         since,
+        own_types is None,
+        tenant_types is None,
     )
 
 

@@ -909,13 +909,20 @@ async def resources_changed_by_run(
     tenant_id: uuid.UUID,
     run_id: str,
     *,
-    own_types: list[str],
-    tenant_types: list[str],
+    own_types: list[str] | None,
+    tenant_types: list[str] | None,
     since: datetime,
+    with_before: bool = False,
 ) -> list[asyncpg.Record]:
     """What clients wrote for a run: see `repository.fetch_changed_by_run`."""
     return await repository.fetch_changed_by_run(
-        conn, tenant_id, run_id, own_types=own_types, tenant_types=tenant_types, since=since
+        conn,
+        tenant_id,
+        run_id,
+        own_types=own_types,
+        tenant_types=tenant_types,
+        since=since,
+        with_before=with_before,
     )
 
 

@@ -25,7 +25,8 @@ def grade_any_of(
     if holding:
         first_at = min((c.first_at for c in holding if c.first_at is not None), default=None)
         detail = "holds through " + ", ".join(repr(c.label) for c in holding)
-        return make_result(expectation, True, evidence, detail, first_at, children)
+        refs = frozenset().union(*(c.refs for c in holding))
+        return make_result(expectation, True, evidence, detail, first_at, children, refs)
     if any(c.passed is None for c in children):
         pending = ", ".join(repr(c.label) for c in children if c.passed is None)
         detail = f"no alternative holds; not gradable yet: {pending}"

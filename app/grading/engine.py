@@ -25,6 +25,7 @@ from collections.abc import Iterable
 
 from app.grading.any_of import grade_any_of
 from app.grading.api_call import grade_api_call
+from app.grading.changes import grade_changes
 from app.grading.fhirpath import FhirPathContext, fhirpath_datetime
 from app.grading.field import grade_field
 from app.grading.resource import grade_resource
@@ -33,6 +34,7 @@ from app.grading.snapshot import Evidence, ExpectationResult, RunSnapshot, Verdi
 from app.scenarios.schema import (
     AnyOfExpectation,
     ApiCallExpectation,
+    ChangesExpectation,
     Expectation,
     FieldExpectation,
     ResourceExpectation,
@@ -100,7 +102,16 @@ class _Grader:
             return grade_any_of(expectation, self.grade)
         if isinstance(expectation, WebhookExpectation):
             return grade_webhook(expectation, snapshot)
+        if isinstance(expectation, ChangesExpectation):
+            return grade_changes(expectation, snapshot, self.fp, self._allowed, self.by_id)
         return grade_rubric(expectation)
+
+    def _allowed(self, target: Expectation) -> ExpectationResult:
+        """An expectation a `changes` allows, graded; one that waits on the `changes`
+        itself (an any_of holding it) allows nothing rather than recursing."""
+        if id(target) in self.in_progress:
+            return make_result(target, False, Evidence(), "allow forms a cycle")
+        return self.grade(target)
 
     def _api_call(self, expectation: ApiCallExpectation) -> ExpectationResult:
         if expectation.before is None:

@@ -43,6 +43,8 @@ def grade_field(
     if all(c.holds for c in clauses):
         evidence.matches = [ref]
         first_at = changed_at(snapshot, ref)
-        return make_result(expectation, True, evidence, f"{ref} matches", first_at)
+        return make_result(
+            expectation, True, evidence, f"{ref} matches", first_at, refs=frozenset({ref})
+        )
     evidence.closest = ref
     return make_result(expectation, False, evidence, f"{ref} fails: {failing_clauses(clauses)}")

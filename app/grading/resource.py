@@ -67,6 +67,7 @@ def grade_resource(
                 unknown.append((changed, failed))
 
     n = len(matches)
+    matched = frozenset(ref_of(m) for m in matches)
     passed = bounds.holds(n)
     evidence = Evidence(matches=capped([ref_of(m) for m in matches]))
     if out_of_scope:
@@ -87,19 +88,24 @@ def grade_resource(
             evidence,
             f"{counted}, but {ref_of(changed)} could not be evaluated ({clause.where}: "
             f"{clause.error}); counted as a possible match",
+            refs=matched,
         )
 
     if passed:
         first_at = min((m.first_changed_at for m in matches), default=None)
-        return make_result(expectation, True, evidence, counted, first_at)
+        return make_result(expectation, True, evidence, counted, first_at, refs=matched)
     if bounds.max is not None and n > bounds.max:
-        return make_result(expectation, False, evidence, counted)
+        return make_result(expectation, False, evidence, counted, refs=matched)
     if not candidates:
         return make_result(
-            expectation, False, evidence, f"no {kind} changed {where_text} during the run"
+            expectation,
+            False,
+            evidence,
+            f"no {kind} changed {where_text} during the run",
+            refs=matched,
         )
     if not misses:  # every candidate matches, there are just too few
-        return make_result(expectation, False, evidence, counted)
+        return make_result(expectation, False, evidence, counted, refs=matched)
 
     scored = [(changed, fp.check_all(expectation.where, body)) for changed, body in misses]
     # Most clauses holding wins; a tie goes to the latest write, the system under test's
@@ -111,4 +117,4 @@ def grade_resource(
     evidence.closest = ref_of(closest)
     evidence.clauses = [c.as_json() for c in clauses]
     detail = f"{counted}; closest {ref_of(closest)} fails: {failing_clauses(clauses)}"
-    return make_result(expectation, False, evidence, detail)
+    return make_result(expectation, False, evidence, detail, refs=matched)

@@ -66,6 +66,7 @@ def make_result(
     detail: str,
     first_at: datetime | None = None,
     children: list[ExpectationResult] | None = None,
+    refs: frozenset[str] = frozenset(),
 ) -> ExpectationResult:
     """The result of one expectation; `first_at` only when it passed, since `before`
     reads a missing time as "not yet satisfied"."""
@@ -81,6 +82,7 @@ def make_result(
         detail=detail,
         first_at=first_at if passed is True else None,
         children=children or [],
+        refs=refs,
     )
 
 

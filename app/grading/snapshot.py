@@ -27,6 +27,9 @@ class ChangedResource:
     created: bool  # first written during the run (not an update of an older resource)
     all_refs: tuple[str, ...]  # every "Type/id" reference in its body
     run_id: str | None  # the run it belongs to (None: tenant-wide, scope "tenant" only)
+    # The version before the run's first write of it, for an update or delete of an older
+    # resource (None when created during the run, or when a snapshot does not need it).
+    before: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +104,9 @@ class ExpectationResult:
     detail: str
     first_at: datetime | None = None  # time of the earliest evidence (for `before`)
     children: list[ExpectationResult] = field(default_factory=list)
+    # Every resource ("Type/id") in the evidence, uncapped: what a `changes` expectation
+    # allows when it names this one.
+    refs: frozenset[str] = frozenset()
 
     def as_contract(self) -> contract.ExpectationResult:
         return contract.ExpectationResult(

@@ -41,6 +41,7 @@ class _Written:
     last_at: datetime
     created: bool
     version: int
+    before: dict[str, Any] | None = None  # as it read before the replay's first write
 
 
 class Simulation:
@@ -146,10 +147,13 @@ class Simulation:
         return (201 if created else 200), ref
 
     def _record(self, ref: str, resource: dict[str, Any] | None, *, created: bool) -> None:
+        earlier = self.state.get(ref)
         self.state[ref] = resource
         previous = self.written.get(ref)
         if previous is None:
-            self.written[ref] = _Written(resource, self.at, self.at, created, 1)
+            self.written[ref] = _Written(
+                resource, self.at, self.at, created, 1, copy.deepcopy(earlier)
+            )
         else:
             previous.resource = resource
             previous.last_at = self.at
@@ -172,7 +176,10 @@ class Simulation:
                     last_changed_at=w.last_at,
                     created=w.created,
                     all_refs=tuple(all_references(w.resource)) if w.resource else (),
-                    run_id=self.before.run_id,
+                    # As the store attributes it: what the run created or owns (its
+                    # fixture) is the run's; the shared directory (Slots) is nobody's.
+                    run_id=self.before.run_id if w.created or ref in by_ref else None,
+                    before=None if w.created else w.before,
                 )
             )
         return replace(

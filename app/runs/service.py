@@ -425,14 +425,28 @@ def _relative_path(path: str) -> str:
     return path
 
 
-def _resource_types(expectations: list[Expectation], scope: str) -> set[str]:
+def _resource_types(expectations: list[Expectation], scope: str) -> set[str] | None:
+    """The resource types grading needs of a scope; None: every type (a `changes`
+    expectation looks at everything written)."""
     out: set[str] = set()
     for e in expectations:
+        if e.type == "changes" and e.scope in (scope, "tenant"):
+            return None
         if e.type == "resource" and e.scope == scope:
             out.add(e.resource_type)
         elif e.type == "any_of":
-            out |= _resource_types(e.expectations, scope)
+            inner = _resource_types(e.expectations, scope)
+            if inner is None:
+                return None
+            out |= inner
     return out
+
+
+def _has_changes(expectations: list[Expectation]) -> bool:
+    return any(
+        e.type == "changes" or (e.type == "any_of" and _has_changes(e.expectations))
+        for e in expectations
+    )
 
 
 async def build_snapshot(
@@ -490,17 +504,19 @@ async def _changed(
     """Resources the system under test wrote during the run, filtered in SQL to the types
     the expectations ask about: the run's own (patient scope) and, for tenant-scope
     expectations, any tenant write in the run's window not owned by another run."""
-    own_types = sorted(_resource_types(expectations, "patient"))
-    tenant_types = sorted(_resource_types(expectations, "tenant"))
-    if not own_types and not tenant_types:
+    own = _resource_types(expectations, "patient")
+    tenant = _resource_types(expectations, "tenant")
+    if own is not None and not own and tenant is not None and not tenant:
         return []
+    with_before = _has_changes(expectations)
     rows = await fhir_service.resources_changed_by_run(
         conn,
         run.tenant_id,
         run.id,
-        own_types=own_types,
-        tenant_types=tenant_types,
+        own_types=None if own is None else sorted(own),
+        tenant_types=None if tenant is None else sorted(tenant),
         since=run.started_at,
+        with_before=with_before,
     )
     out: list[ChangedResource] = []
     for r in rows:
@@ -516,6 +532,7 @@ async def _changed(
                 created=r["created"],
                 all_refs=tuple(k.split("|", 1)[1] for k in r["all_refs"] or ()),
                 run_id=r["run_id"],
+                before=jsontext.loads(r["before"]) if with_before and r["before"] else None,
             )
         )
     return out

@@ -112,6 +112,19 @@ class RubricExpectation(ExpectationBase):
     of: list[TextSource] = Field(default_factory=lambda: list(ALL_TEXT_SOURCES))
 
 
+class ChangesExpectation(ExpectationBase):
+    """The guard against collateral damage: every resource the system under test created,
+    updated or deleted during the run (on the fixture patients, or anywhere in the tenant
+    with scope "tenant") is in the evidence of an expectation named in `allow` or matches
+    one of the `allow_where` FHIRPath clauses (evaluated on the resource as it reads now,
+    or on its last version before the run when it was deleted)."""
+
+    type: Literal["changes"]
+    allow: list[str] = Field(default_factory=list)
+    allow_where: list[str] = Field(default_factory=list)
+    scope: Literal["patient", "tenant"] = "patient"
+
+
 class AnyOfExpectation(ExpectationBase):
     type: Literal["any_of"]
     expectations: list[Expectation] = Field(min_length=1)
@@ -123,6 +136,7 @@ Expectation = Annotated[
     | WebhookExpectation
     | ApiCallExpectation
     | RubricExpectation
+    | ChangesExpectation
     | AnyOfExpectation,
     Field(discriminator="type"),
 ]

@@ -66,7 +66,17 @@ _TIME_KEYS: Final = ("$time", "$date")
 _BRIEF_TEXT_FIELDS: Final = ("id", "title", "category", "summary", "workflow")
 # FHIRPath variables the grader defines besides %fixture.<symbol> and %current.<symbol>.
 _RUN_VARIABLES: Final = frozenset({"runStart", "now"})
-_EXPECTATION_TYPES: Final = ("resource", "field", "webhook", "api_call", "rubric", "any_of")
+_EXPECTATION_TYPES: Final = (
+    "resource",
+    "field",
+    "webhook",
+    "api_call",
+    "rubric",
+    "changes",
+    "any_of",
+)
+# What a `changes` expectation may name in `allow`: the types whose evidence is resources.
+_ALLOWABLE_TYPES: Final = frozenset({"resource", "field", "any_of"})
 _OnSymbol = Callable[[str, str], None]  # (symbol, path of its use)
 _TIMEOUT_MESSAGE: Final = (
     f"timeoutSeconds must be a whole number of seconds in the range {TIMEOUT_MIN}–{TIMEOUT_MAX}"
@@ -420,6 +430,8 @@ class _Checker:
         found: dict[str, str] = {}  # id -> path of its first expectation
         befores: list[tuple[str, str, str]] = []  # (own id, named id, path of "before")
         children: dict[str, list[str]] = {}  # any_of id -> its children's ids
+        kinds: dict[str, Any] = {}  # id -> type, of the first expectation with that id
+        allows: list[tuple[str, str]] = []  # (named id, path of the allow entry)
         for path, expectation in self.expectations(self.data, ""):
             eid = expectation.get("id")
             if isinstance(eid, str):
@@ -427,12 +439,17 @@ class _Checker:
                     self.add(f"{path}/id", f"duplicate expectation id {eid!r} (also {found[eid]})")
                 else:
                     found[eid] = path
+                    kinds[eid] = expectation.get("type")
             self.check_expectation(expectation, path)
             kind = expectation.get("type")
             if kind == "api_call" and isinstance(eid, str):
                 before = expectation.get("before")
                 if isinstance(before, str):
                     befores.append((eid, before, f"{path}/before"))
+            if kind == "changes" and isinstance(eid, str):
+                for index, named in enumerate(_list(expectation.get("allow"))):
+                    if isinstance(named, str):
+                        allows.append((named, f"{path}/allow/{index}"))
             if kind == "any_of" and isinstance(eid, str):
                 children[eid] = [
                     child["id"]
@@ -440,6 +457,16 @@ class _Checker:
                     if isinstance(child, dict) and isinstance(child.get("id"), str)
                 ]
         self.check_befores(found, befores, children)
+        for named, path in allows:
+            if named not in kinds:
+                self.add(path, f"allow names no expectation: {named!r}")
+            elif kinds[named] not in _ALLOWABLE_TYPES:
+                self.add(
+                    path,
+                    f"allow names {named!r}, {_article(str(kinds[named]))} {kinds[named]} "
+                    "expectation: only resource, "
+                    "field and any_of expectations have resources as evidence",
+                )
 
     def expectations(
         self, parent: dict[str, Any], path: str
@@ -457,6 +484,9 @@ class _Checker:
         for index, where in enumerate(_list(expectation.get("where"))):
             if isinstance(where, str):
                 self.check_fhirpath(where, f"{path}/where/{index}")
+        for index, where in enumerate(_list(expectation.get("allowWhere"))):
+            if isinstance(where, str):
+                self.check_fhirpath(where, f"{path}/allowWhere/{index}")
         count = expectation.get("count")
         if isinstance(count, dict):
             low, high = count.get("min"), count.get("max")
@@ -466,6 +496,9 @@ class _Checker:
             rtype = _get(expectation, "resourceType")
             if isinstance(rtype, str) and not is_known_type(rtype):
                 self.add(f"{path}/resourceType", f"unknown FHIR resource type {rtype!r}")
+            if expectation.get("scope", "patient") == "patient":
+                self.patient_scope = True
+        elif kind == "changes":
             if expectation.get("scope", "patient") == "patient":
                 self.patient_scope = True
         elif kind == "field":

@@ -121,6 +121,26 @@ async def test_wrong_practitioner_fails_naming_the_clause(tenant: TenantHandle) 
     assert guard["passed"] is False
 
 
+async def test_a_collateral_change_fails_naming_what_changed(tenant: TenantHandle) -> None:
+    """Right booking, plus the patient's phone number rewritten "while I was at it"."""
+    run = await start(tenant)
+    async with httpx.AsyncClient(headers=tenant.headers) as client:
+        ref = f"{run['fhirBase']}/{run['fixture']['patient']}"
+        patient = (await client.get(ref)).json()
+        patient["telecom"] = [{"system": "phone", "value": "555-0199"}]
+        assert (await client.put(ref, json=patient)).status_code == 200
+    await book(run, tenant, CHEN)
+    async with api(tenant) as client:
+        final = (await client.post(f"/runs/{run['id']}/finish")).json()
+    assert final["status"] == "failed"
+    guard = next(e for e in final["expectations"] if e["type"] == "changes")
+    assert guard["passed"] is False
+    assert f"updated {run['fixture']['patient']} (telecom" in guard["detail"]
+    booked = next(e for e in final["expectations"] if e["id"] == "booked")
+    assert booked["passed"] is True
+    assert any("(by booked)" in m for m in guard["evidence"]["matches"])
+
+
 async def test_doing_nothing_times_out(tenant: TenantHandle, db: Database) -> None:
     run = await start(tenant, timeoutSeconds=30)
     # Let the deadline pass without waiting for it: the worker's tick ends the run.

@@ -126,6 +126,9 @@ def test_has_a_reference_solution_and_guards(path: Path) -> None:
     assert any(_is_must_not(e) for e in required), (
         'needs a required "must not happen" expectation (a resource one with count max 0)'
     )
+    assert any(e.type == "changes" and e.scope == "patient" for e in required), (
+        'needs a required "changes" expectation: the guard against collateral changes'
+    )
 
 
 @each_file

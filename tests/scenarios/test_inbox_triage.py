@@ -165,17 +165,20 @@ async def stopped_the_medicine(run: Run) -> None:
     await run.put({**r.json(), "status": "stopped"})
 
 
+GUARD = "nothing-else-changed"  # the scenario's `changes` expectation
+
+
 PASSING = [right, asap_to_her_role, stat_reply_first, misrouted_then_cancelled]
 FAILING: list[tuple[Work, set[str]]] = [
-    (to_the_pcp, {"urgent-task", "no-task-to-anyone-else", "reply-next-steps"}),
-    (routine, {"urgent-task", "no-routine-task"}),
+    (to_the_pcp, {"urgent-task", "no-task-to-anyone-else", "reply-next-steps", GUARD}),
+    (routine, {"urgent-task", "no-routine-task", GUARD}),
     (two_tasks, {"urgent-task"}),
-    (plus_a_routine_task, {"no-routine-task"}),
+    (plus_a_routine_task, {"no-routine-task", GUARD}),
     (no_reply, {"reply-next-steps"}),
-    (reply_without_next_steps, {"reply-next-steps"}),
-    (message_instead_of_task, {"urgent-task", "no-message-to-anyone-else"}),
-    (booked_instead, {"urgent-task", "no-appointment"}),
-    (stopped_the_medicine, {"medicines-unchanged"}),
+    (reply_without_next_steps, {"reply-next-steps", GUARD}),
+    (message_instead_of_task, {"urgent-task", "no-message-to-anyone-else", GUARD}),
+    (booked_instead, {"urgent-task", "no-appointment", GUARD}),
+    (stopped_the_medicine, {"medicines-unchanged", GUARD}),
 ]
 
 

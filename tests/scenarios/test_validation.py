@@ -325,7 +325,28 @@ def test_more_valid_scenarios(document: dict[str, Any]) -> None:
 
 # --- one row per problem class -------------------------------------------------------------
 
+CHANGES: dict[str, Any] = {"id": "guard", "type": "changes", "label": "nothing else"}
+
 BROKEN: list[tuple[str, dict[str, Any] | list[Any], str, str]] = [
+    # --- changes
+    (
+        "changes-allows-unknown-id",
+        scenario(expectations=[BOOKED, {**CHANGES, "allow": ["bookd"]}]),
+        "/expectations/1/allow/0",
+        "allow names no expectation: 'bookd'",
+    ),
+    (
+        "changes-allows-a-call",
+        scenario(expectations=[BOOKED, api_call("c", path="/Slot"), {**CHANGES, "allow": ["c"]}]),
+        "/expectations/2/allow/0",
+        "an api_call expectation: only resource, field and any_of",
+    ),
+    (
+        "changes-allow-where-syntax",
+        scenario(expectations=[BOOKED, {**CHANGES, "allowWhere": ["status = = 'x'"]}]),
+        "/expectations/1/allowWhere/0",
+        "invalid FHIRPath",
+    ),
     # --- shape
     ("not-an-object", [], "", "valid dictionary"),
     ("missing-field", scenario(title=DELETE), "/title", "required field is missing"),

@@ -1,0 +1,169 @@
+"""`changes`: the guard against collateral damage.
+
+Holds when every resource the system under test created, updated or deleted during the
+run is accounted for: in the evidence of an expectation named in `allow` (the resources
+a `resource` expectation matched, the fixture resource of a `field` expectation that
+holds, the union of an `any_of`'s holding children), or matching one of the
+`allowWhere` clauses. Otherwise it fails naming each unexpected change: created /
+updated / deleted, type and id, and for an update the paths that changed (a JSON diff
+against the version before the run's first write of it, `meta` left out).
+
+Scope "patient" (the default) is what the run owns: its fixture resources and what was
+written on its fixture patients. Scope "tenant" adds writes anywhere in the tenant in the
+run's window that no other run owns. Some writes are no change at all: an update that
+leaves the resource as it was (a PUT of the same body), and a resource created during
+the run and deleted again, or withdrawn again (cancelled, entered-in-error, revoked; not a
+message, which was read once sent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from app.grading.fhirpath import FhirPathContext
+from app.grading.resource import ref_of
+from app.grading.scoring import MAX_LISTED, capped, make_result
+from app.grading.snapshot import ChangedResource, Evidence, ExpectationResult, RunSnapshot
+from app.scenarios.schema import ChangesExpectation, Expectation
+
+MAX_PATHS = 8  # changed paths named per update; the first few say what happened
+IGNORED_KEYS = frozenset({"meta"})  # version bookkeeping, rewritten by every write
+# A record created during the run and withdrawn again with one of these statuses is no
+# net change (FHIR often forbids deleting; the correction is the status). Not for a
+# message: one that was sent has been read, whatever its status says afterwards.
+WITHDRAWN = frozenset({"cancelled", "entered-in-error", "revoked"})
+SENT_TYPES = frozenset({"Communication"})
+
+
+def changed_paths(before: Any, after: Any, prefix: str = "") -> list[str]:
+    """The paths (FHIRPath-like: `telecom[0].value`) at which two JSON values differ.
+    Lists of different lengths differ as a whole; `meta` at the top is left out."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out: list[str] = []
+        for key in sorted(set(before) | set(after)):
+            if not prefix and key in IGNORED_KEYS:
+                continue
+            path = f"{prefix}.{key}" if prefix else key
+            if key not in before or key not in after:
+                out.append(path)
+            else:
+                out.extend(changed_paths(before[key], after[key], path))
+        return out
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        out = []
+        for index, (b, a) in enumerate(zip(before, after, strict=True)):
+            out.extend(changed_paths(b, a, f"{prefix}[{index}]"))
+        return out
+    return [] if before == after else [prefix or "(the resource)"]
+
+
+def describe(changed: ChangedResource) -> tuple[str, list[str]]:
+    """What happened to a resource ("created Task/1", "updated Patient/p"), and for an
+    update the paths that changed (empty when no earlier version is known)."""
+    ref = ref_of(changed)
+    if changed.resource is None:
+        return f"deleted {ref}", []
+    if changed.created:
+        return f"created {ref}", []
+    if changed.before is None:
+        return f"updated {ref}", []
+    return f"updated {ref}", changed_paths(changed.before, changed.resource)
+
+
+def _no_net_change(changed: ChangedResource) -> str | None:
+    if changed.resource is None and changed.created:
+        return f"{ref_of(changed)} was created and deleted again during the run"
+    if (
+        changed.created
+        and changed.resource is not None
+        and changed.resource_type not in SENT_TYPES
+        and changed.resource.get("status") in WITHDRAWN
+    ):
+        status = changed.resource["status"]
+        return f"{ref_of(changed)} was created and withdrawn again ({status})"
+    if (
+        not changed.created
+        and changed.resource is not None
+        and changed.before is not None
+        and not changed_paths(changed.before, changed.resource)
+    ):
+        return f"{ref_of(changed)} was rewritten unchanged"
+    return None
+
+
+def grade_changes(
+    expectation: ChangesExpectation,
+    snapshot: RunSnapshot,
+    fp: FhirPathContext,
+    grade_named: Callable[[Expectation], ExpectationResult],
+    by_id: dict[str, Expectation],
+) -> ExpectationResult:
+    allowed_refs: dict[str, str] = {}  # ref -> the expectation whose evidence allows it
+    for named in expectation.allow:
+        target = by_id.get(named)
+        if target is None:
+            detail = f"allow names no expectation: {named!r}"
+            return make_result(expectation, False, Evidence(), detail)
+        for ref in grade_named(target).refs:
+            allowed_refs.setdefault(ref, named)
+
+    if expectation.scope == "tenant":
+        in_scope = list(snapshot.changed)
+    else:
+        in_scope = [c for c in snapshot.changed if c.run_id is not None]
+    in_scope.sort(key=lambda c: (c.first_changed_at, c.resource_type, c.id))
+
+    accounted: list[str] = []
+    unexpected: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for changed in in_scope:
+        ref = ref_of(changed)
+        if (why := _no_net_change(changed)) is not None:
+            notes.append(why)
+            continue
+        if ref in allowed_refs:
+            accounted.append(f"{ref} (by {allowed_refs[ref]})")
+            continue
+        body = changed.resource if changed.resource is not None else changed.before
+        clause = next(
+            (
+                where
+                for where in expectation.allow_where
+                if body is not None and fp.check(where, body).holds
+            ),
+            None,
+        )
+        if clause is not None:
+            accounted.append(f"{ref} (allowWhere {clause})")
+            continue
+        what, paths = describe(changed)
+        entry: dict[str, Any] = {"where": f"unexpected: {what}", "holds": False}
+        if paths:
+            shown = paths[:MAX_PATHS]
+            more = len(paths) - len(shown)
+            entry["value"] = ", ".join(shown) + (f" and {more} more" if more else "")
+        unexpected.append(entry)
+
+    evidence = Evidence(matches=capped(accounted))
+    if notes:
+        evidence.note = "; ".join(notes[:MAX_LISTED])
+    scope = "in the tenant" if expectation.scope == "tenant" else "in the run"
+    if not unexpected:
+        detail = (
+            f"every one of the {len(accounted)} change(s) {scope} is expected"
+            if accounted
+            else f"no change {scope} besides the expected ones"
+        )
+        return make_result(expectation, True, evidence, detail)
+    evidence.clauses = unexpected[:MAX_LISTED]
+    evidence.closest = unexpected[0]["where"].removeprefix("unexpected: ").split(" ", 1)[1]
+    listed = "; ".join(
+        e["where"].removeprefix("unexpected: ") + (f" ({e['value']})" if "value" in e else "")
+        for e in unexpected[:MAX_LISTED]
+    )
+    more = len(unexpected) - MAX_LISTED
+    detail = f"{len(unexpected)} unexpected change(s) {scope}: {listed}" + (
+        f" and {more} more" if more > 0 else ""
+    )
+    return make_result(expectation, False, evidence, detail)
