@@ -144,10 +144,31 @@ AGENTS = [
     Agent("filed-twice", "wrong", REFERRAL, referral_twice, why="duplicate referral"),
     Agent("started-apixaban", "wrong", REFERRAL, referral_and_anticoagulant, why="prescribed"),
     Agent("added-echo", "wrong", REFERRAL, referral_and_echo, why="unrequested echo order"),
-    Agent("edited-problem", "wrong", REFERRAL, referral_edits_problem_list, why="collateral"),
+    Agent(
+        "edited-problem",
+        "wrong",
+        REFERRAL,
+        referral_edits_problem_list,
+        why="collateral",
+        variant="spanish",
+    ),
     Agent("requester-pcp", "wrong", REFERRAL, referral_from_pcp, why="requester Dr. Chen"),
-    Agent("transaction-role", "correct", REFERRAL, referral_transaction_role, why="Bundle, role"),
-    Agent("conditional-period", "correct", REFERRAL, referral_conditional_searched, why="cc"),
+    Agent(
+        "transaction-role",
+        "correct",
+        REFERRAL,
+        referral_transaction_role,
+        why="Bundle, role",
+        variant="terse",
+    ),
+    Agent(
+        "conditional-period",
+        "correct",
+        REFERRAL,
+        referral_conditional_searched,
+        why="cc",
+        variant="spanish",
+    ),
 ]
 
 agent_results = results_fixture(AGENTS)
