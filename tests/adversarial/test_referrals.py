@@ -105,6 +105,14 @@ async def referral_from_pcp(run: Run) -> None:
     await run.create(referral(run, requester={"reference": CHEN}))
 
 
+async def referral_draft_then_activate(run: Run) -> None:
+    """Creates the referral as a draft, then activates it with a JSON Patch."""
+    draft = await run.create(referral(run, status="draft"))
+    await run.patch(
+        f"ServiceRequest/{draft['id']}", [{"op": "replace", "path": "/status", "value": "active"}]
+    )
+
+
 async def referral_transaction_role(run: Run) -> None:
     """A transaction Bundle, requester Dr. Patel's PractitionerRole, performerType the
     cardiology specialty code, an identifier, a note and a non-UTC authoredOn."""

@@ -84,6 +84,18 @@ async def named_off_grid(run: Run) -> None:
     await run.attempt("POST", "Appointment", appointment(run, s, s + timedelta(minutes=30)))
 
 
+async def named_whole_day(run: Run) -> None:
+    """Books 09:00 to 17:00: a "physical" eight hours long."""
+    s = next_weekday(9)
+    await run.attempt("POST", "Appointment", appointment(run, s, s + timedelta(hours=8)))
+
+
+async def named_ends_before_start(run: Run) -> None:
+    """Swaps start and end."""
+    s, e = await run.first_free(CHEN)
+    await run.attempt("POST", "Appointment", appointment(run, e, s))
+
+
 async def named_telecom_rewrite(run: Run) -> None:
     """Books correctly, and "tidies" the patient's phone number while at it."""
     patient = await run.read("patient")
@@ -145,6 +157,15 @@ async def named_put_client_id(run: Run) -> None:
         {"actor": {"reference": "PractitionerRole/demo-canonical-role-chen"}, "status": "accepted"}
     )
     await run.put("Appointment/physical-alex-2026", body)
+
+
+async def named_hold_then_confirm(run: Run) -> None:
+    """Creates the visit as a `pending` hold, then PATCHes it to booked once "confirmed"."""
+    s, e = await run.first_free(CHEN, days=(2, 10))
+    held = await run.create(appointment(run, s, e, status="pending", description="Physical"))
+    await run.patch(
+        f"Appointment/{held['id']}", [{"op": "replace", "path": "/status", "value": "booked"}]
+    )
 
 
 # -- scheduling.book-ask-time (simulated patient) ----------------------------------------
@@ -648,6 +669,8 @@ async def noshow_transaction(run: Run) -> None:
 AGENTS = [
     Agent("saturday", "wrong", NAMED, named_saturday, why="Saturday 10:00"),
     Agent("off-grid-0910", "wrong", NAMED, named_off_grid, why="09:10, never offered"),
+    Agent("eight-hours", "wrong", NAMED, named_whole_day, why="09:00-17:00"),
+    Agent("ends-before-start", "wrong", NAMED, named_ends_before_start, why="end < start"),
     Agent("telecom-rewrite", "wrong", NAMED, named_telecom_rewrite, why="collateral Patient"),
     Agent(
         "pending-backup",
@@ -668,6 +691,7 @@ AGENTS = [
     Agent(
         "put-client-id", "correct", NAMED, named_put_client_id, why="PUT, extras", variant="spanish"
     ),
+    Agent("hold-then-patch", "correct", NAMED, named_hold_then_confirm, why="pending→booked"),
     # Agent("guessed-no-question", "wrong", ASK, ask_guess_morning, why="never asked"),
     Agent("booked-1130", "wrong", ASK, ask_then_late, why="after his 11 am limit"),
     Agent("pending-second", "wrong", ASK, ask_then_hold_two, why="2nd hold as pending"),
