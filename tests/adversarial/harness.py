@@ -222,6 +222,16 @@ class Run:
             "", {"resourceType": "Bundle", "type": "transaction", "entry": bundle_entries}
         )
 
+    async def create_together(self, *bodies: dict[str, Any]) -> dict[str, Any]:
+        """POST each body in one transaction Bundle (all land at once: a run can't pass
+        between them)."""
+        return await self.transaction(
+            [
+                {"method": "POST", "url": b["resourceType"], "fullUrl": urn(), "resource": b}
+                for b in bodies
+            ]
+        )
+
     async def attempt(self, method: str, path: str, body: Any = None) -> int:
         """A write whose refusal is fine (a wrong agent trying something): its status."""
         return (await self.request(method, path, body)).status_code

@@ -88,6 +88,13 @@ async def booked_plus_pending(run: Run) -> None:
     await run.create(visit(run, s, e, description="Blood pressure follow-up"))
 
 
+async def booked_an_hour(run: Run) -> None:
+    """Checks, then books an hour for the 30-minute follow-up ("to be safe")."""
+    s, e = await run.first_free(PATEL, minutes=60)
+    await run.eligibility("patient", day_of(s))
+    await run.create(visit(run, s, e, description="Blood pressure follow-up"))
+
+
 async def booked_two_doctors(run: Run) -> None:
     """Checks, and books Dr. Chen (the patient's other doctor) as well as Dr. Patel."""
     s, e = await run.first_free(PATEL)
@@ -293,10 +300,9 @@ async def verify_cancels(run: Run) -> None:
 
 
 async def verify_task_twice(run: Run) -> None:
-    """Checks, then files the Task twice (a retried webhook, no de-duplication)."""
+    """Checks, then files the Task twice (one Bundle with the Task entry duplicated)."""
     await run.eligibility("patient", await visit_date(run))
-    await run.create(verify_task(run))
-    await run.create(verify_task(run))
+    await run.create_together(verify_task(run), verify_task(run))
 
 
 async def verify_no_check(run: Run) -> None:
@@ -372,6 +378,7 @@ AGENTS = [
         why="2nd hold as pending",
         variant="caregiver",
     ),
+    Agent("booked-an-hour", "wrong", BEFORE, booked_an_hour, why="60 minutes, not 30"),
     Agent("two-doctors", "wrong", BEFORE, booked_two_doctors, why="also Dr. Chen"),
     Agent(
         "conditional-london",

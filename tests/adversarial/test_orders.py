@@ -64,9 +64,9 @@ async def repeat_order(run: Run, **extra: Any) -> dict[str, Any]:
 
 
 async def repeat_twice(run: Run) -> None:
-    """Orders the repeat on each delivery of the report (twice)."""
-    await run.create(await repeat_order(run))
-    await run.create(await repeat_order(run))
+    """Orders both the repeat potassium and the whole panel (two repeat orders)."""
+    panel = await repeat_order(run, code=coding(LOINC, "51990-0", "Basic metabolic panel - Blood"))
+    await run.create_together(await repeat_order(run), panel)
 
 
 async def repeat_at_three_pm(run: Run) -> None:
@@ -156,8 +156,9 @@ async def xray_both_knees(run: Run) -> None:
 async def xray_two_left_orders(run: Run) -> None:
     """Asks, then one order per view (AP and lateral): two left-knee orders."""
     await run.ask("patient", "Which knee should the X-ray be for, left or right?")
-    await run.create(xray(run, LEFT, note=[{"text": "Standing AP"}]))
-    await run.create(xray(run, LEFT, note=[{"text": "Lateral"}]))
+    await run.create_together(
+        xray(run, LEFT, note=[{"text": "Standing AP"}]), xray(run, LEFT, note=[{"text": "Lateral"}])
+    )
 
 
 async def xray_recodes_condition(run: Run) -> None:
@@ -219,7 +220,14 @@ async def xray_conditional_more_questions(run: Run) -> None:
 
 
 AGENTS = [
-    Agent("ordered-twice", "wrong", REPEAT, repeat_twice, why="duplicate order", mode="workflow"),
+    Agent(
+        "potassium-and-panel",
+        "wrong",
+        REPEAT,
+        repeat_twice,
+        why="two repeat orders",
+        mode="workflow",
+    ),
     Agent("at-1500", "wrong", REPEAT, repeat_at_three_pm, why="afternoon", mode="workflow"),
     Agent("two-days-out", "wrong", REPEAT, repeat_two_days_later, why="day", mode="workflow"),
     Agent(

@@ -48,9 +48,8 @@ def referral(run: Run, **extra: Any) -> dict[str, Any]:
 
 
 async def referral_twice(run: Run) -> None:
-    """Files the same referral twice (a retry after a slow answer)."""
-    await run.create(referral(run))
-    await run.create(referral(run))
+    """Files the same referral twice (one Bundle with the entry duplicated)."""
+    await run.create_together(referral(run), referral(run))
 
 
 async def referral_and_anticoagulant(run: Run) -> None:

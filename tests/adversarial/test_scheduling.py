@@ -168,6 +168,14 @@ async def named_hold_then_confirm(run: Run) -> None:
     )
 
 
+async def named_marks_slot_busy(run: Run) -> None:
+    """Books naming the Slot, then marks that Slot busy, as many EHR clients do."""
+    s, e = await run.first_free(CHEN)
+    [slot] = await run.search("Slot", schedule="Schedule/demo-canonical-sched-chen", start=iso(s))
+    await run.create(appointment(run, s, e, slot=[{"reference": f"Slot/{slot['id']}"}]))
+    await run.update({**slot, "status": "busy"})
+
+
 # -- scheduling.book-ask-time (simulated patient) ----------------------------------------
 
 ASK = "scheduling.book-ask-time"
@@ -544,6 +552,13 @@ async def waitlist_takes_an_hour(run: Run) -> None:
     await run.create(notice(run))
 
 
+async def waitlist_messages_twice(run: Run) -> None:
+    """Messages Maria twice (once per event it reacted to), then books her."""
+    await run.create(notice(run))
+    await run.create(notice(run))
+    await book_from_waitlist(run)
+
+
 async def waitlist_transaction_new_booking(run: Run) -> None:
     """One transaction: a new booked Appointment (times in New York's offset), the
     waitlist entry cancelled, and the message from Dr. Chen about the new booking."""
@@ -643,6 +658,12 @@ async def noshow_messages_from_patient(run: Run) -> None:
     )
 
 
+async def noshow_outreach_twice(run: Run) -> None:
+    """Sends the outreach twice (one Bundle with the message entry duplicated)."""
+    body = run.message_to("patient", OUTREACH, sender=ORG, about=[{"reference": run.ref("appt")}])
+    await run.create_together(body, body)
+
+
 async def noshow_clinician_basedon(run: Run) -> None:
     """From Dr. Patel himself, basedOn the appointment, status in-progress, own wording."""
     appt = await run.read("appt")
@@ -691,6 +712,7 @@ AGENTS = [
     Agent(
         "put-client-id", "correct", NAMED, named_put_client_id, why="PUT, extras", variant="spanish"
     ),
+    Agent("slot-marked-busy", "correct", NAMED, named_marks_slot_busy, why="Slot busy"),
     Agent("hold-then-patch", "correct", NAMED, named_hold_then_confirm, why="pending→booked"),
     # Agent("guessed-no-question", "wrong", ASK, ask_guess_morning, why="never asked"),
     Agent("booked-1130", "wrong", ASK, ask_then_late, why="after his 11 am limit"),
@@ -735,6 +757,7 @@ AGENTS = [
     Agent("left-on-list", "wrong", WAITLIST, waitlist_new_booking_left_listed, why="still listed"),
     Agent("told-canceller", "wrong", WAITLIST, waitlist_tells_canceller, why="messaged canceller"),
     Agent("cancelled-in-error", "wrong", WAITLIST, waitlist_marks_cancelled_in_error, why="collat"),
+    Agent("messaged-twice", "wrong", WAITLIST, waitlist_messages_twice, why="duplicate message"),
     Agent("took-an-hour", "wrong", WAITLIST, waitlist_takes_an_hour, why="60 min, not 30"),
     Agent("transaction", "correct", WAITLIST, waitlist_transaction_new_booking, why="new+cancel"),
     Agent(
@@ -749,6 +772,7 @@ AGENTS = [
     Agent("cancelled-missed", "wrong", NOSHOW, noshow_cancels_missed, why="noshow -> cancelled"),
     Agent("flagged-condition", "wrong", NOSHOW, noshow_flags_condition, why="collateral"),
     Agent("sent-as-patient", "wrong", NOSHOW, noshow_messages_from_patient, why="sender"),
+    Agent("outreach-twice", "wrong", NOSHOW, noshow_outreach_twice, why="duplicate message"),
     Agent("clinician-basedon", "correct", NOSHOW, noshow_clinician_basedon, why="basedOn"),
     Agent("transaction", "correct", NOSHOW, noshow_transaction, why="Bundle", variant="elderly"),
 ]
