@@ -371,6 +371,26 @@ def audit_reply(sim: PatientSim, message: str, reply: str) -> list[str]:
     return issues
 
 
+def revealed_by_model(
+    sim: PatientSim, message: str, reply: str, reported: list[str]
+) -> tuple[str, ...]:
+    """The topics a model's reply revealed: those it reported that name a fact of the
+    scenario, and any fact whose answer the reply states word for word (unless the staff
+    message already said it), in the facts' order. A model may under-report; a verbatim
+    answer is revealed whatever it says."""
+    named = set(reported)
+    return tuple(
+        fact.topic
+        for fact in sim.facts
+        if fact.topic in named
+        or (
+            bool(tokens(fact.answer))
+            and _contains(reply, fact.answer)
+            and not _contains(message, fact.answer)
+        )
+    )
+
+
 # --- the model ---------------------------------------------------------------------------
 
 

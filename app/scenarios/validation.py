@@ -66,7 +66,15 @@ _TIME_KEYS: Final = ("$time", "$date")
 _BRIEF_TEXT_FIELDS: Final = ("id", "title", "category", "summary", "workflow")
 # FHIRPath variables the grader defines besides %fixture.<symbol> and %current.<symbol>.
 _RUN_VARIABLES: Final = frozenset({"runStart", "now"})
-_EXPECTATION_TYPES: Final = ("resource", "field", "webhook", "api_call", "rubric", "any_of")
+_EXPECTATION_TYPES: Final = (
+    "resource",
+    "field",
+    "webhook",
+    "api_call",
+    "rubric",
+    "any_of",
+    "asked",
+)
 _OnSymbol = Callable[[str, str], None]  # (symbol, path of its use)
 _TIMEOUT_MESSAGE: Final = (
     f"timeoutSeconds must be a whole number of seconds in the range {TIMEOUT_MIN}–{TIMEOUT_MAX}"
@@ -429,7 +437,7 @@ class _Checker:
                     found[eid] = path
             self.check_expectation(expectation, path)
             kind = expectation.get("type")
-            if kind == "api_call" and isinstance(eid, str):
+            if kind in ("api_call", "asked") and isinstance(eid, str):
                 before = expectation.get("before")
                 if isinstance(before, str):
                     befores.append((eid, before, f"{path}/before"))
@@ -479,10 +487,33 @@ class _Checker:
                     f"{path}/path",
                     "path must start with '/' (relative to the FHIR base, or /api/...)",
                 )
+        elif kind == "asked":
+            self.check_asked(expectation, path)
         elif kind == "rubric" and expectation.get("required") is True:
             self.add(
                 f"{path}/required",
                 "rubric checks are always bonus: remove required, or set it to false",
+            )
+
+    def check_asked(self, expectation: dict[str, Any], path: str) -> None:
+        sim = _get(self.data, "patientSim")
+        if not isinstance(sim, dict):
+            self.add(
+                f"{path}/type",
+                "an asked expectation needs a simulated patient: the scenario has no patientSim",
+            )
+            return
+        fact = expectation.get("fact")
+        topics = [
+            f["topic"]
+            for f in _list(sim.get("facts"))
+            if isinstance(f, dict) and isinstance(f.get("topic"), str)
+        ]
+        if isinstance(fact, str) and fact not in topics:
+            known = ", ".join(repr(t) for t in topics) or "none"
+            self.add(
+                f"{path}/fact",
+                f"fact {fact!r} is not a topic of patientSim.facts (topics: {known})",
             )
 
     def check_fhirpath(self, expression: str, path: str) -> None:
