@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from app.scenarios.schema import AskedExpectation
+from app.scenarios.service import builtin_scenarios
 from app.scenarios.validation import validate_scenario
 from tests.scenarios.test_validation import BOOKED, MINIMAL
 
@@ -82,3 +84,22 @@ def test_a_cycle_through_asked_is_refused() -> None:
     doc["expectations"][1] = ASKED | {"before": "searched"}
     found = problems(doc)
     assert any("cycle" in m for _, m in found), found
+
+
+@pytest.mark.parametrize(
+    "scenario_id",
+    sorted(i for i, s in builtin_scenarios().items() if s.scenario.patient_sim is not None),
+)
+def test_every_builtin_simulated_patient_must_be_asked(scenario_id: str) -> None:
+    """Each built-in patientSim scenario requires its hidden facts to be asked for, before
+    the write that uses them."""
+    scenario = builtin_scenarios()[scenario_id].scenario
+    assert scenario.patient_sim is not None
+    by_id = {e.id: e for e in scenario.expectations}
+    asked = [e for e in scenario.expectations if isinstance(e, AskedExpectation)]
+    assert asked, f"{scenario_id} has no asked expectation"
+    topics = {f.topic for f in scenario.patient_sim.facts}
+    for expectation in asked:
+        assert expectation.required
+        assert expectation.fact in topics
+        assert by_id[expectation.before].type in ("resource", "any_of")
