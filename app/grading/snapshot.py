@@ -57,8 +57,8 @@ class Delivery:
 class Revealed:
     """A fact the simulated patient revealed: one per topic per reply. `at` is when the
     reply was written; `asked_ref` the staff message it answers (its `inResponseTo`),
-    and `asked` whether that message asked about the topic (False: the patient let it
-    slip unasked)."""
+    and `asked` whether that message asked about the topic — by the fact's keywords, or as
+    the model judged (False: the patient let it slip unasked)."""
 
     at: datetime
     topic: str

@@ -48,7 +48,7 @@ class SimReplyLog(Base):
     issues: Mapped[str | None] = mapped_column(Text)  # fidelity audit findings, newline-separated
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # What the `asked` expectation grades: the fact topics the staff message asked about
-    # (by keyword), those the reply revealed, and when the reply was written.
+    # (by keyword, or as the model judged), those the reply revealed, and when it was written.
     asked_topics: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default="{}")
     revealed_topics: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default="{}")
     replied_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -391,6 +391,15 @@ def revealed_by_model(
     )
 
 
+def asked_by_model(sim: PatientSim, message: str, reported: list[str]) -> tuple[str, ...]:
+    """The topics a message asked about, as far as a model's reply tells: those its
+    keywords ask about, and those the model reported revealing (it reveals only what is
+    asked, so a question in other words than the keywords still counts), in the facts'
+    order. An answer the model states without reporting it is not taken as asked."""
+    named = set(reported) | {fact.topic for fact in facts_asked(sim, message)}
+    return tuple(fact.topic for fact in sim.facts if fact.topic in named)
+
+
 # --- the model ---------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ from app.patient_sim.engine import (
     LlmSimReply,
     SimReply,
     Turn,
+    asked_by_model,
     audit_reply,
     facts_asked,
     llm_messages,
@@ -520,3 +521,13 @@ def test_revealed_by_model(
     message: str, reply: str, reported: list[str], expected: tuple[str, ...]
 ) -> None:
     assert revealed_by_model(SIM, message, reply, reported) == expected
+
+
+def test_asked_by_model_trusts_the_models_report_beside_the_keywords() -> None:
+    # "Which weekday" asks about the day by keyword; "when can you come" by nothing, but
+    # the model reported revealing the time: taken as asked. An unknown topic is dropped.
+    assert asked_by_model(SIM, "Which weekday?", []) == ("preferred day",)
+    assert asked_by_model(SIM, "When can you come?", ["preferred time", "insurance"]) == (
+        "preferred time",
+    )
+    assert asked_by_model(SIM, "Hello", []) == ()
