@@ -41,7 +41,7 @@ from app.kit import jsontext
 from app.kit.clock import utcnow
 from app.kit.urls import FHIR_PREFIX, RUNS_PREFIX, run_view_base
 from app.llm.client import LlmClient
-from app.patient_sim.report import simulator_report
+from app.patient_sim.report import revealed_facts, simulator_report
 from app.runs import repository
 from app.runs.errors import LiveRunLimit, RunNotFound, RunNotLive, RunStillLive
 from app.runs.fhir_writes import FHIR_WRITES
@@ -482,6 +482,9 @@ async def build_snapshot(
         Delivery(at=at, event=event, resource_ref=ref)
         for at, event, ref in await webhooks_service.run_deliveries(conn, run.tenant_id, run.id)
     ]
+    revealed, patient_replies = (
+        await revealed_facts(conn, run.tenant_id, run.id) if _asks(expectations) else ([], 0)
+    )
     return RunSnapshot(
         run_id=run.id,
         started_at=run.started_at,
@@ -494,7 +497,16 @@ async def build_snapshot(
         calls=calls,
         deliveries=deliveries,
         webhooks_supported=True,
+        revealed=revealed,
+        patient_replies=patient_replies,
         final=final,
+    )
+
+
+def _asks(expectations: list[Expectation]) -> bool:
+    """Whether any expectation (any_of children included) is an `asked`."""
+    return any(
+        e.type == "asked" or (e.type == "any_of" and _asks(e.expectations)) for e in expectations
     )
 
 
