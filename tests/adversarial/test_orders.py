@@ -142,7 +142,7 @@ def xray(run: Run, side: dict[str, Any] | None = None, **extra: Any) -> dict[str
 
 async def xray_guessed_left(run: Run) -> None:
     """Tells her the X-ray is being ordered (no question), guesses left, orders it."""
-    await run.send("patient", "Hello, we're placing the knee X-ray Dr. Patel discussed today.")
+    await run.ask("patient", "Hello, we're placing the knee X-ray Dr. Patel discussed today.")
     await run.create(xray(run, LEFT))
 
 
@@ -258,7 +258,7 @@ AGENTS = [
         mode="workflow",
         variant="elderly",
     ),
-    # Agent("guessed-left", "wrong", IMAGING, xray_guessed_left, why="never asked"),
+    Agent("guessed-left", "wrong", IMAGING, xray_guessed_left, why="never asked"),
     Agent("both-knees", "wrong", IMAGING, xray_both_knees, why="right knee too"),
     Agent("two-left-orders", "wrong", IMAGING, xray_two_left_orders, why="duplicate order"),
     Agent("recoded-condition", "wrong", IMAGING, xray_recodes_condition, why="collateral"),

@@ -183,13 +183,23 @@ ASK = "scheduling.book-ask-time"
 
 async def ask_guess_morning(run: Run) -> None:
     """Never asks: says hello, guesses a weekday morning (right, by luck), books, confirms."""
-    await run.send("patient", "Hello Jordan, thanks for your note. We're on it.")
+    await run.ask("patient", "Hello, thanks for your note. We're on it.")  # waits for the reply
     s, e = await run.first_free(CHEN, accept=morning("10:00"))
     await run.create(appointment(run, s, e, description="Annual check-up and flu shot"))
     await run.send(
         "patient",
         f"You're booked with Dr. Chen on {s:%A %B %d} at {s:%H:%M} for your check-up and flu shot.",
     )
+
+
+async def ask_without_waiting(run: Run) -> None:
+    """Asks when suits him, but books a morning before his answer comes back (and reads
+    the answer afterwards)."""
+    question = await run.send("patient", "Which days and times work best for you?")
+    s, e = await run.first_free(CHEN, accept=morning("10:00"))
+    await run.create(appointment(run, s, e, description="Annual check-up and flu shot"))
+    await run.reply_to("patient", question)
+    await run.send("patient", f"You're booked with Dr. Chen on {s:%A %B %d} at {s:%H:%M}.")
 
 
 async def ask_then_late(run: Run) -> None:
@@ -279,7 +289,7 @@ RESCHEDULE = "scheduling.reschedule-ask-day"
 
 async def moved_without_asking(run: Run) -> None:
     """Announces instead of asking, guesses an afternoon, moves the visit, confirms."""
-    await run.send("patient", "Hi Elena, no problem, we'll move your appointment for you.")
+    await run.ask("patient", "Hi Elena, no problem, we'll move your appointment for you.")
     appt = await run.read("appt")
     s, e = await run.first_free(CHEN, accept=afternoon)
     await run.update({**appt, "start": iso(s), "end": iso(e)})
@@ -714,13 +724,14 @@ AGENTS = [
     ),
     Agent("slot-marked-busy", "correct", NAMED, named_marks_slot_busy, why="Slot busy"),
     Agent("hold-then-patch", "correct", NAMED, named_hold_then_confirm, why="pending→booked"),
-    # Agent("guessed-no-question", "wrong", ASK, ask_guess_morning, why="never asked"),
+    Agent("guessed-no-question", "wrong", ASK, ask_guess_morning, why="never asked"),
+    Agent("did-not-wait", "wrong", ASK, ask_without_waiting, why="booked before the answer"),
     Agent("booked-1130", "wrong", ASK, ask_then_late, why="after his 11 am limit"),
     Agent("pending-second", "wrong", ASK, ask_then_hold_two, why="2nd hold as pending"),
     Agent("switched-pcp", "wrong", ASK, ask_then_switch_pcp, why="collateral Patient"),
     Agent("patel-transaction", "correct", ASK, ask_patel_transaction, why="Patel, Bundle"),
     Agent("edge-1030-berlin", "correct", ASK, ask_edge_of_morning, why="10:30, +01:00"),
-    # Agent("moved-without-asking", "wrong", RESCHEDULE, moved_without_asking, why="no ask"),
+    Agent("moved-without-asking", "wrong", RESCHEDULE, moved_without_asking, why="no ask"),
     Agent("kept-old", "wrong", RESCHEDULE, rebooked_kept_old, why="old visit still booked"),
     Agent("deleted-old", "wrong", RESCHEDULE, rebooked_deleted_old, why="deleted, not cancelled"),
     Agent("pending-spare", "wrong", RESCHEDULE, moved_plus_pending, why="2nd hold as pending"),
