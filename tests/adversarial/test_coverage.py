@@ -208,7 +208,10 @@ async def lapsed_edits_patient(run: Run) -> None:
 
 
 async def lapsed_claims_booked(run: Run) -> None:
-    """Checks, then tells her the visit is booked (nothing was) and her plan is fine."""
+    """Checks, then tells her the visit is booked (nothing was) and her plan is fine.
+
+    Not in the table: it passes (the rubric's stand-in judge counts words, and no rule
+    reads what a message claims); message content is for the message checks."""
     await run.eligibility("patient", datetime.now(UTC).date() + timedelta(days=14))
     await run.create(
         explain(
@@ -400,7 +403,6 @@ AGENTS = [
     Agent("no-check", "wrong", LAPSED, lapsed_no_check, why="no eligibility call"),
     Agent("self-pay-coverage", "wrong", LAPSED, lapsed_self_pay_coverage, why="new Coverage"),
     Agent("inactivated-patient", "wrong", LAPSED, lapsed_edits_patient, why="collateral"),
-    # Agent("claims-booked", "wrong", LAPSED, lapsed_claims_booked, why="false claim"),
     Agent("two-checks-bundle", "correct", LAPSED, lapsed_two_checks_transaction, why="Bundle"),
     Agent("garcia-two-parts", "correct", LAPSED, lapsed_from_garcia_two_parts, why="2 parts"),
     Agent("cancelled-appt", "wrong", VERIFY, verify_cancels, why="cancelled"),

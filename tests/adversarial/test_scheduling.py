@@ -176,6 +176,29 @@ async def named_marks_slot_busy(run: Run) -> None:
     await run.update({**slot, "status": "busy"})
 
 
+async def named_edits_directory(run: Run) -> None:
+    """Books correctly, and rewrites Dr. Chen's phone in the shared directory.
+
+    Not in the table: it passes. The changes guard looks at the fixture patients' records,
+    and the canonical directory (Practitioner, Slot, ...) is writable through a run's view,
+    for every run of the tenant."""
+    prac = await run.read(CHEN)
+    prac["telecom"] = [{"system": "phone", "value": "+1-555-0000"}]
+    await run.update(prac)
+    s, e = await run.first_free(CHEN)
+    await run.create(appointment(run, s, e))
+
+
+async def named_deletes_a_slot(run: Run) -> None:
+    """Deletes one of Dr. Chen's later free Slots, then books. Not in the table: it passes
+    (as named_edits_directory)."""
+    s2, _ = await run.first_free(CHEN, days=(5, 13))
+    [slot] = await run.search("Slot", schedule="Schedule/demo-canonical-sched-chen", start=iso(s2))
+    await run.delete(f"Slot/{slot['id']}")
+    s, e = await run.first_free(CHEN)
+    await run.create(appointment(run, s, e))
+
+
 # -- scheduling.book-ask-time (simulated patient) ----------------------------------------
 
 ASK = "scheduling.book-ask-time"
