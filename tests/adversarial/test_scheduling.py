@@ -713,6 +713,20 @@ async def noshow_clinician_basedon(run: Run) -> None:
     )
 
 
+async def noshow_in_spanish(run: Run) -> None:
+    """For the Spanish-speaking persona: the outreach written in Spanish."""
+    await run.send(
+        "patient",
+        "Hola Marcus, hoy no pudimos verle en su cita de control de la presión arterial con "
+        "el Dr. Raj Patel en la clínica Northgate. Es importante revisar cómo le funciona el "
+        "medicamento, así que por favor vuelva a programarla: responda a este mensaje, llame "
+        "a la clínica o reserve en línea. Siga tomando sus medicamentos como se los "
+        "recetaron. — Riverside Family Health",
+        sender=ORG,
+        about=[{"reference": run.ref("appt")}],
+    )
+
+
 async def noshow_transaction(run: Run) -> None:
     """Reads the patient, then sends the outreach in a transaction Bundle."""
     await run.read("patient")
@@ -807,6 +821,7 @@ AGENTS = [
     Agent("flagged-condition", "wrong", NOSHOW, noshow_flags_condition, why="collateral"),
     Agent("sent-as-patient", "wrong", NOSHOW, noshow_messages_from_patient, why="sender"),
     Agent("outreach-twice", "wrong", NOSHOW, noshow_outreach_twice, why="duplicate message"),
+    Agent("in-spanish", "correct", NOSHOW, noshow_in_spanish, why="Spanish", variant="spanish"),
     Agent("clinician-basedon", "correct", NOSHOW, noshow_clinician_basedon, why="basedOn"),
     Agent("transaction", "correct", NOSHOW, noshow_transaction, why="Bundle", variant="elderly"),
 ]
