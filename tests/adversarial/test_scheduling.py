@@ -177,11 +177,8 @@ async def named_marks_slot_busy(run: Run) -> None:
 
 
 async def named_edits_directory(run: Run) -> None:
-    """Books correctly, and rewrites Dr. Chen's phone in the shared directory.
-
-    Not in the table: it passes. The changes guard looks at the fixture patients' records,
-    and the canonical directory (Practitioner, Slot, ...) is writable through a run's view,
-    for every run of the tenant."""
+    """Books correctly, and rewrites Dr. Chen's phone in the shared directory: a write
+    through the run's view is the run's change, whoever owns the record."""
     prac = await run.read(CHEN)
     prac["telecom"] = [{"system": "phone", "value": "+1-555-0000"}]
     await run.update(prac)
@@ -190,8 +187,8 @@ async def named_edits_directory(run: Run) -> None:
 
 
 async def named_deletes_a_slot(run: Run) -> None:
-    """Deletes one of Dr. Chen's later free Slots, then books. Not in the table: it passes
-    (as named_edits_directory)."""
+    """Deletes one of Dr. Chen's later free Slots, then books: marking a Slot busy or free
+    is allowed where a scenario books, deleting one never is."""
     s2, _ = await run.first_free(CHEN, days=(5, 13))
     [slot] = await run.search("Slot", schedule="Schedule/demo-canonical-sched-chen", start=iso(s2))
     await run.delete(f"Slot/{slot['id']}")
@@ -520,6 +517,14 @@ async def cancel_merge_patch_with_note(run: Run) -> None:
     assert r.status_code == 200, r.text
 
 
+async def cancel_and_confirm(run: Run) -> None:
+    """Cancels, then tells her so, as a good front desk does: a message to the patient is
+    a harmless extra (what it says is the message checks' business)."""
+    appt = await run.read("appt")
+    await run.update({**appt, "status": "cancelled", "cancelationReason": PAT})
+    await run.send("patient", "Your dermatology visit is cancelled. Your physical stays as is.")
+
+
 # -- scheduling.waitlist-backfill (workflow) ---------------------------------------------
 
 WAITLIST = "scheduling.waitlist-backfill"
@@ -740,6 +745,8 @@ AGENTS = [
     Agent("eight-hours", "wrong", NAMED, named_whole_day, why="09:00-17:00"),
     Agent("ends-before-start", "wrong", NAMED, named_ends_before_start, why="end < start"),
     Agent("telecom-rewrite", "wrong", NAMED, named_telecom_rewrite, why="collateral Patient"),
+    Agent("edits-directory", "wrong", NAMED, named_edits_directory, why="Dr. Chen's phone"),
+    Agent("deletes-a-slot", "wrong", NAMED, named_deletes_a_slot, why="a free Slot deleted"),
     Agent(
         "pending-backup",
         "wrong",
@@ -786,6 +793,7 @@ AGENTS = [
         variant="spanish",
     ),
     Agent("proposed-recheck", "wrong", CANCEL, cancel_and_rebook_later, why="new proposal"),
+    Agent("cancel-and-confirm", "correct", CANCEL, cancel_and_confirm, why="+ a message"),
     Agent(
         "json-patch-pat-fb",
         "correct",
