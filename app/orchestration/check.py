@@ -39,6 +39,7 @@ from app.scenarios.validation import validate_scenario
 from app.tenants.quota import RunLimits
 
 LABEL = "scenario-check"
+HTTP_ERROR = 400
 
 
 @dataclass
@@ -423,11 +424,15 @@ async def _real_mutant(
     target: Target, scenario: Scenario, mode: str, persona: str | None, mutant: Mutant
 ) -> tuple[list[str], str]:
     run = await _start(target, scenario, mode, persona)
-    await oracle_replay.replay(
+    statuses = await oracle_replay.replay(
         target.app, target.root, target.authorization, run, mutant.calls, strict=False
     )
     final = await _finish(target, run)
-    return _required_failing_json(final.verdict or {}), run.id
+    caught = _required_failing_json(final.verdict or {})
+    refused = statuses[mutant.probe] if mutant.probe is not None else None
+    if refused is not None and refused >= HTTP_ERROR:
+        caught.insert(0, f"the API (refused with {refused})")
+    return caught, run.id
 
 
 def _disagreement(memory: Verdict, real: dict[str, Any]) -> list[str]:

@@ -75,6 +75,9 @@ class Mutant:
     # Graded with a real run even where the in-memory replay is trusted: the scheduling
     # rules that refuse it read the tenant's Slots, which a run snapshot does not hold.
     real_run: bool = False
+    # The index in `calls` of the mutated call: when the API refuses it (the scheduling
+    # rules' 409), the near miss cannot be made at all, which counts as caught.
+    probe: int | None = None
 
 
 def is_write(call: OracleCall) -> bool:
@@ -113,7 +116,7 @@ def derive_mutants(scenario: Scenario) -> list[Mutant]:
         mutants.append(Mutant("drop", f"{describe(index, call)} left out", rest, index))
         mutants.extend(_redirects(oracle, index, call, patients))
         mutants.extend(_code_changes(oracle, index, call))
-        mutants.extend(_duplicates(oracle, index, call))
+        mutants.extend(_duplicates(scenario, oracle, index, call))
         mutants.extend(_slot_moves(scenario, oracle, index, call))
     mutants.extend(_reorders(scenario, oracle))
     mutants.extend(_collaterals(scenario, oracle))
@@ -281,14 +284,39 @@ def _reorders(scenario: Scenario, oracle: list[OracleCall]) -> Iterator[Mutant]:
         )
 
 
-def _duplicates(oracle: list[OracleCall], index: int, call: OracleCall) -> Iterator[Mutant]:
+def _books(call: OracleCall) -> bool:
+    """Whether the call writes a whole Appointment that holds time from start to end
+    (the writes the scheduling rules check)."""
+    body = call.body
+    return (
+        call.method in ("POST", "PUT")
+        and isinstance(body, dict)
+        and body.get("resourceType") == "Appointment"
+        and body.get("status") in HOLDING
+        and "start" in body
+        and "end" in body
+    )
+
+
+def _duplicates(
+    scenario: Scenario, oracle: list[OracleCall], index: int, call: OracleCall
+) -> Iterator[Mutant]:
     """A create made twice in a row (a retry that did not check the first had worked).
-    The copy saves nothing: later calls keep using the first resource."""
+    The copy saves nothing: later calls keep using the first resource. A booking made
+    twice meets the scheduling rules (a 409: it overlaps the first), so it is graded
+    with a real run."""
     if call.method != "POST":
         return
     again = call.model_copy(update={"save_as": None})
     calls = (*oracle[: index + 1], again, *oracle[index + 1 :])
-    yield Mutant("duplicate", f"{describe(index, call)} made twice", calls, index)
+    yield Mutant(
+        "duplicate",
+        f"{describe(index, call)} made twice",
+        calls,
+        index,
+        real_run=_books(call) and scenario.scheduling != "lenient",
+        probe=index + 1,
+    )
 
 
 def _slot_moves(
@@ -298,12 +326,7 @@ def _slot_moves(
     free slots: 10 minutes later, and to 03:00. The scheduling rules refuse both (409),
     or, in a lenient scenario, grading must."""
     body = call.body
-    if (
-        call.method not in ("POST", "PUT")
-        or not isinstance(body, dict)
-        or body.get("resourceType") != "Appointment"
-        or body.get("status") not in HOLDING
-    ):
+    if not _books(call) or not isinstance(body, dict):
         return
     start, end = _clock_token(body.get("start")), _clock_token(body.get("end"))
     if start is None or end is None:
@@ -327,6 +350,7 @@ def _slot_moves(
             _replaced(oracle, index, call.model_copy(update={"body": moved})),
             index,
             real_run=scenario.scheduling != "lenient",
+            probe=index,
         )
 
 

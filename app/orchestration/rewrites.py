@@ -11,7 +11,8 @@ rewrites are what real clients do differently:
 - `transaction`: the writes in one transaction Bundle POSTed to the FHIR base, later
   entries referring to earlier creates by their `urn:uuid:` fullUrl (a write that a
   `before` expectation orders, "ask, then act", stays a call of its own);
-- `put-create`: each create as a PUT with an id the client chose;
+- `put-create`: each create as a PUT with an id the client chose (again except the
+  creates a `before` expectation looks for: it names their method);
 - `create-then-patch`: each create made with the required elements only, then
   completed with a JSON Patch;
 - `extras`: harmless additions to each written resource: a `note` (where the type has
@@ -243,6 +244,17 @@ def _ordered_writes(scenario: Scenario) -> list[ApiCallExpectation]:
     return out
 
 
+def _ordered_by(scenario: Scenario) -> Callable[[OracleCall], bool]:
+    """Whether a call is one a `before` expectation looks for (by method and path)."""
+    ordered = _ordered_writes(scenario)
+
+    def matches(call: OracleCall) -> bool:
+        path = urlsplit(call.path).path
+        return any(e.method in ("*", call.method) and path_matches(e.path, path) for e in ordered)
+
+    return matches
+
+
 def _transaction(scenario: Scenario, oracle: list[OracleCall]) -> Iterator[Rewrite]:
     """The writes as entries of one transaction Bundle, sent where the last of them was
     (so every lookup that came before a write still does); later entries refer to an
@@ -251,13 +263,10 @@ def _transaction(scenario: Scenario, oracle: list[OracleCall]) -> Iterator[Rewri
     Not derived when a call before the Bundle, or an entry's URL, names a symbol a
     bundled create saves, or a bundled write is a merge patch (a transaction's PATCH
     entry carries a JSON Patch)."""
-    ordered = _ordered_writes(scenario)
+    ordered = _ordered_by(scenario)
 
     def bundled(call: OracleCall) -> bool:
-        path = urlsplit(call.path).path
-        return is_write(call) and not any(
-            e.method in ("*", call.method) and path_matches(e.path, path) for e in ordered
-        )
+        return is_write(call) and not ordered(call)
 
     writes = [(i, c) for i, c in enumerate(oracle) if bundled(c)]
     if not writes:
@@ -342,7 +351,11 @@ def client_id(scenario: Scenario, index: int) -> str:
 
 
 def _put_creates(scenario: Scenario, oracle: list[OracleCall]) -> Iterator[Rewrite]:
-    creates = _creates(oracle)
+    """Each create as a PUT with a client-chosen id, except the creates a `before`
+    expectation looks for: it names their method (`POST /Communication` before acting:
+    the order of ask and act can only be told from the calls)."""
+    ordered = _ordered_by(scenario)
+    creates = [c for c in _creates(oracle) if not ordered(c[1])]
     if not creates:
         return
     calls = list(oracle)
