@@ -27,6 +27,7 @@ import asyncpg
 
 from app.db import Scopes
 from app.grading.engine import grade
+from app.grading.fhirpath import ClauseMemo
 from app.grading.snapshot import ExpectationResult, RunSnapshot, Verdict
 from app.orchestration import oracle as oracle_replay
 from app.orchestration.mutants import Mutant, derive_mutants
@@ -319,13 +320,16 @@ async def _check_variant(
             return report
 
         simulated = Simulation(before)
-        oracle_memory = grade(expectations, simulated.run(scenario.oracle))
+        # Mutants and rewrites differ from the oracle in a call or two: most clauses read
+        # the same resources with the same variables, so their outcomes are shared.
+        memo = ClauseMemo()
+        oracle_memory = grade(expectations, simulated.run(scenario.oracle), memo)
         report.disagreement = _disagreement(oracle_memory, verdict_json)
         if report.disagreement or real_mutants:
             report.executor = "real runs"
         for mutant in mutants:
             if report.executor == "memory" and not mutant.real_run:
-                verdict = await asyncio.to_thread(_grade_mutant, expectations, before, mutant)
+                verdict = await asyncio.to_thread(_grade_mutant, expectations, before, mutant, memo)
                 caught = _required_failing(verdict.results)
             else:
                 caught, run_id = await _real_mutant(target, scenario, mode, persona, mutant)
@@ -336,7 +340,9 @@ async def _check_variant(
             report.mutants.append(result)
         for rewrite in rewrites:
             if report.executor == "memory":
-                graded = await asyncio.to_thread(_grade_rewrite, expectations, before, rewrite)
+                graded = await asyncio.to_thread(
+                    _grade_rewrite, expectations, before, rewrite, memo
+                )
                 broke = _broke(graded.results)
             else:
                 broke, run_id = await _real_rewrite(target, scenario, mode, persona, rewrite)
@@ -351,14 +357,17 @@ async def _check_variant(
         await _cleanup(target, created)
 
 
-def _grade_mutant(expectations: Any, before: RunSnapshot, mutant: Mutant) -> Verdict:
-    return grade(expectations, Simulation(before).run(mutant.calls))
+def _grade_mutant(
+    expectations: Any, before: RunSnapshot, mutant: Mutant, memo: ClauseMemo | None = None
+) -> Verdict:
+    return grade(expectations, Simulation(before).run(mutant.calls), memo)
 
 
-def _grade_rewrite(expectations: Any, before: RunSnapshot, rewrite: Rewrite) -> Verdict:
-    return grade(
-        expectations, Simulation(before).run(rewrite.calls, rewrite.expanded, rewrite.saves)
-    )
+def _grade_rewrite(
+    expectations: Any, before: RunSnapshot, rewrite: Rewrite, memo: ClauseMemo | None = None
+) -> Verdict:
+    snapshot = Simulation(before).run(rewrite.calls, rewrite.expanded, rewrite.saves)
+    return grade(expectations, snapshot, memo)
 
 
 def _clause_of(evidence: dict[str, Any], detail: str) -> str:

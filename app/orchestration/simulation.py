@@ -53,9 +53,11 @@ class Simulation:
     def __init__(self, before: RunSnapshot) -> None:
         self.before = before
         self.refs: dict[str, str] = dict(before.fixture)
-        # What each reference reads now: the fixture, then whatever is written.
+        # What each reference reads now: the fixture, then whatever is written. Shared
+        # with `before`, not copied: a write stores a new object (a patch applies to a
+        # copy), so nothing here is ever changed in place.
         self.state: dict[str, dict[str, Any] | None] = {
-            ref: copy.deepcopy(before.current.get(symbol)) for symbol, ref in before.fixture.items()
+            ref: before.current.get(symbol) for symbol, ref in before.fixture.items()
         }
         self.written: dict[str, _Written] = {}
         self.calls: list[Call] = []
