@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from app.contract.base import ApiModel
@@ -51,6 +49,62 @@ class ScenarioInvalidOut(ApiModel):
     warnings: list[ProblemOut] = Field(default_factory=list)
 
 
+class MutantOut(ApiModel):
+    """A near miss derived from the oracle: it must fail a required expectation."""
+
+    kind: str = Field(
+        description="drop | redirect | code | reorder | collateral | duplicate | slot"
+    )
+    description: str
+    caught_by: list[str] = Field(
+        description="required expectations it fails (or 'the API (refused with 409)')"
+    )
+    survived: bool
+    should_catch: list[str] | None = Field(
+        default=None,
+        description="for a survivor: the expectations that looked at what it changed",
+    )
+
+
+class BrokeOut(ApiModel):
+    expectation: str
+    clause: str = Field(description="the failing where clause(s), else the detail")
+
+
+class RewriteOut(ApiModel):
+    """An equivalent rewrite of the oracle: it must pass; failing is a false failure."""
+
+    kind: str = Field(
+        description="offset | choice | transaction | put-create | create-then-patch | extras"
+    )
+    description: str
+    passed: bool
+    broke: list[BrokeOut] | None = None
+
+
+class VariantReportOut(ApiModel):
+    """One variant (baseline or persona) in one mode, checked both ways: mutants must
+    fail, rewrites must pass."""
+
+    variant: str | None
+    mode: str
+    ok: bool
+    oracle_passes: bool
+    oracle_failing: list[str]
+    oracle_error: str | None
+    nothing_fails: bool
+    mutants: int
+    mutants_caught: int
+    survivors: list[MutantOut]
+    caught: list[MutantOut]
+    rewrites: int
+    rewrites_passing: int
+    false_failures: list[RewriteOut]
+    never_decisive: list[str]
+    mutant_grading: str = Field(description="memory | real runs")
+    simulation_disagreed: list[str]
+
+
 class CheckReportOut(ApiModel):
     """The scenario check's report; `warnings` are never a failure."""
 
@@ -60,4 +114,5 @@ class CheckReportOut(ApiModel):
     problems: list[str]
     warnings: list[str]
     mutant_kinds: dict[str, int]
-    variants: list[dict[str, Any]]
+    rewrite_kinds: dict[str, int]
+    variants: list[VariantReportOut]

@@ -11,15 +11,21 @@ against the version before the run's first write of it, `meta` left out).
 
 Scope "patient" (the default) is what the run owns or wrote: its fixture resources, what
 was written on its fixture patients, and anything written through the run's view — a
-shared directory resource (a Practitioner, a Slot) edited by the run included. Scope "tenant" adds writes anywhere in the tenant in the
-run's window that no other run owns. Some writes are no change at all: an update that
-leaves the resource as it was (a PUT of the same body), and a resource created during
-the run and deleted again, or withdrawn again (cancelled, entered-in-error, revoked; not a
-message, which was read once sent).
+shared directory resource (a Practitioner, a Slot) edited by the run included. Scope
+"tenant" adds writes anywhere in the tenant in the run's window that no other run owns.
+
+Some writes are no change at all: an update that leaves the resource as it was (a PUT of
+the same body), and a resource created during the run and deleted again, or withdrawn
+again (cancelled, entered-in-error, revoked; not a message, which was read once sent).
+And one is never expected, allowed or not: a **duplicate**, a resource created during the
+run that reads like an earlier one it created (the same type and content, leaving out
+ids, `meta`, narrative, identifiers and the moments of writing) — a retry that did not
+check the first had worked, two identical orders or Tasks, the same message twice.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +42,30 @@ IGNORED_KEYS = frozenset({"meta"})  # version bookkeeping, rewritten by every wr
 # message: one that was sent has been read, whatever its status says afterwards.
 WITHDRAWN = frozenset({"cancelled", "entered-in-error", "revoked"})
 SENT_TYPES = frozenset({"Communication"})
+# Left out when telling whether two created resources are the same: what differs between
+# two writes of one thing (their ids, bookkeeping and the moment each was written).
+NOT_CONTENT = frozenset(
+    {
+        "id",
+        "meta",
+        "text",
+        "identifier",
+        "sent",
+        "received",
+        "authoredOn",
+        "issued",
+        "recorded",
+        "created",
+        "date",
+        "lastModified",
+    }
+)
+
+
+def content_key(resource: dict[str, Any]) -> str:
+    """What a created resource says, for spotting a duplicate: its JSON without the
+    NOT_CONTENT elements, keys sorted."""
+    return json.dumps({k: v for k, v in resource.items() if k not in NOT_CONTENT}, sort_keys=True)
 
 
 def changed_paths(before: Any, after: Any, prefix: str = "") -> list[str]:
@@ -119,11 +149,19 @@ def grade_changes(
     accounted: list[str] = []
     unexpected: list[dict[str, Any]] = []
     notes: list[str] = []
+    first_of: dict[tuple[str, str], str] = {}  # (type, content) -> the first created
     for changed in in_scope:
         ref = ref_of(changed)
         if (why := _no_net_change(changed)) is not None:
             notes.append(why)
             continue
+        if changed.created and changed.resource is not None:
+            key = (changed.resource_type, content_key(changed.resource))
+            original = first_of.setdefault(key, ref)
+            if original != ref:
+                where = f"unexpected: created {ref}, a duplicate of {original}"
+                unexpected.append({"where": where, "holds": False})
+                continue
         if ref in allowed_refs:
             accounted.append(f"{ref} (by {allowed_refs[ref]})")
             continue
@@ -159,7 +197,7 @@ def grade_changes(
         )
         return make_result(expectation, True, evidence, detail)
     evidence.clauses = unexpected[:MAX_LISTED]
-    evidence.closest = unexpected[0]["where"].removeprefix("unexpected: ").split(" ", 1)[1]
+    evidence.closest = unexpected[0]["where"].removeprefix("unexpected: ").split(" ")[1].rstrip(",")
     listed = "; ".join(
         e["where"].removeprefix("unexpected: ") + (f" ({e['value']})" if "value" in e else "")
         for e in unexpected[:MAX_LISTED]

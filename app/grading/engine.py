@@ -27,7 +27,7 @@ from app.grading.any_of import grade_any_of
 from app.grading.api_call import grade_api_call
 from app.grading.asked import grade_asked
 from app.grading.changes import grade_changes
-from app.grading.fhirpath import FhirPathContext, fhirpath_datetime
+from app.grading.fhirpath import ClauseMemo, FhirPathContext, fhirpath_datetime
 from app.grading.field import grade_field
 from app.grading.resource import grade_resource
 from app.grading.scoring import capped, make_result, verdict
@@ -51,8 +51,11 @@ WEBHOOK_UNSUPPORTED = (
 RUBRIC_PENDING = "graded by a judge when the run ends"
 
 
-def grade(expectations: list[Expectation], snapshot: RunSnapshot) -> Verdict:
-    grader = _Grader(expectations, snapshot)
+def grade(
+    expectations: list[Expectation], snapshot: RunSnapshot, memo: ClauseMemo | None = None
+) -> Verdict:
+    """`memo` shares clause outcomes with other passes (`ClauseMemo`)."""
+    grader = _Grader(expectations, snapshot, memo)
     return verdict([grader.grade(expectation) for expectation in expectations])
 
 
@@ -64,9 +67,14 @@ def _walk(expectations: Iterable[Expectation]) -> Iterable[Expectation]:
 
 
 class _Grader:
-    def __init__(self, expectations: list[Expectation], snapshot: RunSnapshot) -> None:
+    def __init__(
+        self,
+        expectations: list[Expectation],
+        snapshot: RunSnapshot,
+        memo: ClauseMemo | None = None,
+    ) -> None:
         self.snapshot = snapshot
-        self.fp = FhirPathContext.from_snapshot(snapshot)
+        self.fp = FhirPathContext.from_snapshot(snapshot, memo)
         self.by_id: dict[str, Expectation] = {}
         for expectation in _walk(expectations):
             self.by_id.setdefault(expectation.id, expectation)

@@ -30,6 +30,7 @@ from functools import lru_cache
 from typing import Any
 
 import fhirpathpy
+import orjson
 from fhirpathpy.models import models as fhirpath_models
 
 from app.grading.snapshot import RunSnapshot
@@ -204,11 +205,54 @@ def snapshot_variables(snapshot: RunSnapshot) -> dict[str, Any]:
     }
 
 
-class FhirPathContext:
-    """Variables and normalised resources for one grading pass."""
+# What an expression that may read a resource's `meta` mentions: the element, or a
+# function that walks the whole resource.
+_READS_META = ("meta", "descendants", "children", "repeat", "trace")
 
-    def __init__(self, variables: Mapping[str, Any]) -> None:
+
+class ClauseMemo:
+    """Clause outcomes kept across grading passes, for many passes over near-identical
+    snapshots (the scenario check grades dozens of variations of one oracle run): keyed
+    by the expression, the resource's content and the variables the expression names,
+    so a pass whose resource and variables read the same reuses the outcome. `%now` and
+    `%current` change from pass to pass and count only where the expression names them.
+    Not for a run's own grading: one pass per write has nothing to share."""
+
+    def __init__(self) -> None:
+        self._clauses: dict[tuple[str, bytes, bytes], Clause] = {}
+
+    def key(
+        self, expression: str, prepared: Mapping[str, Any], variables: Mapping[str, Any]
+    ) -> tuple[str, bytes, bytes]:
+        named = {
+            name: value
+            for name, value in variables.items()
+            if name in ("fixture", "runStart") or f"%{name}" in expression
+        }
+        if "meta" in prepared and not any(word in expression for word in _READS_META):
+            # Each pass stamps its writes at its own times: `meta` differs where
+            # nothing else does, and only an expression that reads it can tell.
+            prepared = {k: v for k, v in prepared.items() if k != "meta"}
+        return (
+            expression,
+            orjson.dumps(prepared, option=orjson.OPT_SORT_KEYS, default=str),
+            orjson.dumps(named, option=orjson.OPT_SORT_KEYS, default=str),
+        )
+
+    def get(self, key: tuple[str, bytes, bytes]) -> Clause | None:
+        return self._clauses.get(key)
+
+    def put(self, key: tuple[str, bytes, bytes], clause: Clause) -> None:
+        self._clauses[key] = clause
+
+
+class FhirPathContext:
+    """Variables and normalised resources for one grading pass (and, optionally, a memo
+    shared by many passes)."""
+
+    def __init__(self, variables: Mapping[str, Any], memo: ClauseMemo | None = None) -> None:
         self.variables = variables
+        self.memo = memo
         # Keyed by id(); the original is kept alongside so the id cannot be reused.
         self._normalised: dict[int, tuple[Mapping[str, Any], dict[str, Any]]] = {}
         # The same clause on the same resource recurs (matching, then closest-candidate
@@ -216,8 +260,10 @@ class FhirPathContext:
         self._clauses: dict[tuple[str, int], Clause] = {}
 
     @classmethod
-    def from_snapshot(cls, snapshot: RunSnapshot) -> FhirPathContext:
-        return cls(snapshot_variables(snapshot))
+    def from_snapshot(
+        cls, snapshot: RunSnapshot, memo: ClauseMemo | None = None
+    ) -> FhirPathContext:
+        return cls(snapshot_variables(snapshot), memo)
 
     def _prepared(self, resource: Mapping[str, Any]) -> dict[str, Any]:
         hit = self._normalised.get(id(resource))
@@ -234,12 +280,20 @@ class FhirPathContext:
         cached = self._clauses.get(key)
         if cached is not None:
             return cached
+        shared = self.memo.key(expression, prepared, self.variables) if self.memo else None
+        if shared is not None and self.memo is not None:
+            cached = self.memo.get(shared)
+            if cached is not None:
+                self._clauses[key] = cached
+                return cached
         try:
             result = evaluate_normalised(expression, prepared, self.variables)
             clause = Clause(expression, truthy(result), value=_evidence_value(result))
         except FhirPathError as exc:
             clause = Clause(expression, False, error=str(exc))
         self._clauses[key] = clause
+        if shared is not None and self.memo is not None:
+            self.memo.put(shared, clause)
         return clause
 
     def check_all(self, expressions: list[str], resource: Mapping[str, Any]) -> list[Clause]:

@@ -1,13 +1,18 @@
 """`scenarios check`: is a scenario a fair test? Per variant (the baseline and each
-persona): it validates, its oracle passes, doing nothing fails, and every near miss
-derived from the oracle (`app.orchestration.mutants`) fails a required expectation.
+persona): it validates, its oracle passes, doing nothing fails, and the check goes
+both ways: every near miss derived from the oracle (`app.orchestration.mutants`) fails
+a required expectation, and every equivalent rewrite of it
+(`app.orchestration.rewrites`) passes. A rewrite that fails is a false failure: the
+scenario grades how the work was written; the report names the expectation and clause.
 
-The oracle and the no-op are real runs through the HTTP stack. Mutants are graded in
-memory (`app.orchestration.simulation`) from the oracle run's snapshot taken before the
-oracle was replayed — 20 mutants cost milliseconds instead of 20 runs. That is only
-trusted where it is equivalent: the unmutated oracle is replayed in memory too, and if
-its verdict differs from the real run on any expectation, that variant's mutants are
-graded with real runs instead (and the report says so).
+The oracle and the no-op are real runs through the HTTP stack. Mutants and rewrites are
+graded in memory (`app.orchestration.simulation`) from the oracle run's snapshot taken
+before the oracle was replayed — 20 mutants cost milliseconds instead of 20 runs. That
+is only trusted where it is equivalent: the unmutated oracle is replayed in memory too,
+and if its verdict differs from the real run on any expectation, that variant's
+mutants and rewrites are graded with real runs instead (and the report says so).
+Mutants the scheduling rules refuse (`slot`) are always graded with a real run: the
+rules read the tenant's Slots, which the snapshot does not hold.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ import asyncpg
 
 from app.db import Scopes
 from app.grading.engine import grade
+from app.grading.fhirpath import ClauseMemo
 from app.grading.snapshot import ExpectationResult, RunSnapshot, Verdict
 from app.orchestration import oracle as oracle_replay
 from app.orchestration.mutants import Mutant, derive_mutants
+from app.orchestration.rewrites import Rewrite, derive_rewrites
 from app.orchestration.simulation import Patient, Simulation, patient_of
 from app.runs import service as runs_service
 from app.scenarios.schema import Scenario
@@ -33,6 +40,7 @@ from app.scenarios.validation import validate_scenario
 from app.tenants.quota import RunLimits
 
 LABEL = "scenario-check"
+HTTP_ERROR = 400
 
 
 @dataclass
@@ -59,6 +67,30 @@ class MutantResult:
 
 
 @dataclass
+class RewriteResult:
+    """An equivalent rewrite and, when it fails, what broke: each failing required
+    expectation with the clause (or, without one, the detail) that failed."""
+
+    kind: str
+    description: str
+    broke: list[dict[str, str]] = field(default_factory=list)  # {expectation, clause}
+
+    @property
+    def passed(self) -> bool:
+        return not self.broke
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "description": self.description,
+            "passed": self.passed,
+        }
+        if self.broke:
+            out["broke"] = self.broke
+        return out
+
+
+@dataclass
 class VariantReport:
     variant: str | None
     mode: str
@@ -67,6 +99,7 @@ class VariantReport:
     oracle_error: str | None = None
     noop_failed: bool = False
     mutants: list[MutantResult] = field(default_factory=list)
+    rewrites: list[RewriteResult] = field(default_factory=list)
     never_decisive: list[str] = field(default_factory=list)
     executor: str = "memory"
     disagreement: list[str] = field(default_factory=list)
@@ -76,8 +109,17 @@ class VariantReport:
         return [m for m in self.mutants if m.survived]
 
     @property
+    def false_failures(self) -> list[RewriteResult]:
+        return [r for r in self.rewrites if not r.passed]
+
+    @property
     def ok(self) -> bool:
-        return self.oracle_passed and self.noop_failed and not self.survivors
+        return (
+            self.oracle_passed
+            and self.noop_failed
+            and not self.survivors
+            and not self.false_failures
+        )
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -91,6 +133,10 @@ class VariantReport:
             "mutants": len(self.mutants),
             "mutantsCaught": len(self.mutants) - len(self.survivors),
             "survivors": [m.as_json() for m in self.survivors],
+            "caught": [m.as_json() for m in self.mutants if not m.survived],
+            "rewrites": len(self.rewrites),
+            "rewritesPassing": len(self.rewrites) - len(self.false_failures),
+            "falseFailures": [r.as_json() for r in self.false_failures],
             "neverDecisive": self.never_decisive,
             "mutantGrading": self.executor,
             "simulationDisagreed": self.disagreement,
@@ -104,6 +150,7 @@ class ScenarioReport:
     warnings: list[str] = field(default_factory=list)  # never a failure
     variants: list[VariantReport] = field(default_factory=list)
     mutant_kinds: dict[str, int] = field(default_factory=dict)
+    rewrite_kinds: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -117,6 +164,7 @@ class ScenarioReport:
             "problems": self.problems,
             "warnings": self.warnings,
             "mutantKinds": self.mutant_kinds,
+            "rewriteKinds": self.rewrite_kinds,
             "variants": [v.as_json() for v in self.variants],
         }
 
@@ -185,12 +233,23 @@ async def check_scenario(
     mutants = derive_mutants(scenario)
     for m in mutants:
         report.mutant_kinds[m.kind] = report.mutant_kinds.get(m.kind, 0) + 1
+    rewrites = derive_rewrites(scenario)
+    for rw in rewrites:
+        report.rewrite_kinds[rw.kind] = report.rewrite_kinds.get(rw.kind, 0) + 1
     every: list[str | None] = [None, *(v.persona for v in scenario.variants)]
     chosen = every if personas is None else [p for p in every if p in personas]
     for mode in [str(m) for m in scenario.modes]:
         for persona in chosen:
+            # A mutant that needs a real run (the scheduling rules refuse it whatever the
+            # persona or mode: they read the directory, not the fixture) runs once, in
+            # the first variant checked; `real_mutants` runs every mutant everywhere.
+            own = (
+                mutants
+                if not report.variants or real_mutants
+                else [m for m in mutants if not m.real_run]
+            )
             report.variants.append(
-                await _check_variant(target, scenario, mode, persona, mutants, real_mutants)
+                await _check_variant(target, scenario, mode, persona, own, rewrites, real_mutants)
             )
     return report
 
@@ -229,6 +288,7 @@ async def _check_variant(
     mode: str,
     persona: str | None,
     mutants: list[Mutant],
+    rewrites: list[Rewrite],
     real_mutants: bool,
 ) -> VariantReport:
     report = VariantReport(persona, mode)
@@ -261,14 +321,17 @@ async def _check_variant(
 
         patient = patient_of(scenario, persona)
         simulated = Simulation(before, patient)
-        oracle_memory = grade(expectations, simulated.run(scenario.oracle))
+        # Mutants and rewrites differ from the oracle in a call or two: most clauses read
+        # the same resources with the same variables, so their outcomes are shared.
+        memo = ClauseMemo()
+        oracle_memory = grade(expectations, simulated.run(scenario.oracle), memo)
         report.disagreement = _disagreement(oracle_memory, verdict_json)
         if report.disagreement or real_mutants:
             report.executor = "real runs"
         for mutant in mutants:
-            if report.executor == "memory":
+            if report.executor == "memory" and not mutant.real_run:
                 verdict = await asyncio.to_thread(
-                    _grade_mutant, expectations, before, mutant, patient
+                    _grade_mutant, expectations, before, mutant, patient, memo
                 )
                 caught = _required_failing(verdict.results)
             else:
@@ -278,6 +341,16 @@ async def _check_variant(
             if result.survived:
                 result.should_catch = _should_catch(oracle_memory, simulated, mutant)
             report.mutants.append(result)
+        for rewrite in rewrites:
+            if report.executor == "memory":
+                graded = await asyncio.to_thread(
+                    _grade_rewrite, expectations, before, rewrite, patient, memo
+                )
+                broke = _broke(graded.results)
+            else:
+                broke, run_id = await _real_rewrite(target, scenario, mode, persona, rewrite)
+                created.append(run_id)
+            report.rewrites.append(RewriteResult(rewrite.kind, rewrite.description, broke))
         broken = {e for m in report.mutants for e in m.caught_by}
         report.never_decisive = [
             r.id for r in oracle_memory.results if r.required and r.id not in broken
@@ -288,20 +361,98 @@ async def _check_variant(
 
 
 def _grade_mutant(
-    expectations: Any, before: RunSnapshot, mutant: Mutant, patient: Patient | None = None
+    expectations: Any,
+    before: RunSnapshot,
+    mutant: Mutant,
+    patient: Patient | None = None,
+    memo: ClauseMemo | None = None,
 ) -> Verdict:
-    return grade(expectations, Simulation(before, patient).run(mutant.calls))
+    return grade(expectations, Simulation(before, patient).run(mutant.calls), memo)
+
+
+def _grade_rewrite(
+    expectations: Any,
+    before: RunSnapshot,
+    rewrite: Rewrite,
+    patient: Patient | None = None,
+    memo: ClauseMemo | None = None,
+) -> Verdict:
+    snapshot = Simulation(before, patient).run(rewrite.calls, rewrite.expanded, rewrite.saves)
+    return grade(expectations, snapshot, memo)
+
+
+def _clause_of(evidence: dict[str, Any], detail: str) -> str:
+    failing = [
+        c["where"] + (f" ({c['error']})" if c.get("error") else "")
+        for c in evidence.get("clauses") or []
+        if not c.get("holds")
+    ]
+    return "; ".join(failing) or detail
+
+
+def _broke(results: list[ExpectationResult]) -> list[dict[str, str]]:
+    """Each failing required expectation and the clause that broke it (for an any_of,
+    its alternatives' clauses)."""
+    out = []
+    for r in results:
+        if not (r.required and r.passed is False):
+            continue
+        clause = _clause_of(r.evidence.as_json(), "")
+        if not clause and r.children:
+            clause = " | ".join(
+                f"{c.id}: {_clause_of(c.evidence.as_json(), c.detail)}" for c in r.children
+            )
+        out.append({"expectation": r.id, "clause": clause or r.detail})
+    return out
+
+
+def _broke_json(verdict: dict[str, Any]) -> list[dict[str, str]]:
+    """The same, read from a stored verdict (a real run's)."""
+    out = []
+    for e in verdict.get("expectations", []):
+        if not (e.get("required") and e.get("passed") is False):
+            continue
+        clause = _clause_of(e.get("evidence") or {}, "")
+        if not clause and e.get("children"):
+            clause = " | ".join(
+                f"{c['id']}: {_clause_of(c.get('evidence') or {}, c.get('detail', ''))}"
+                for c in e["children"]
+            )
+        out.append({"expectation": e["id"], "clause": clause or str(e.get("detail", ""))})
+    return out
+
+
+async def _real_rewrite(
+    target: Target, scenario: Scenario, mode: str, persona: str | None, rewrite: Rewrite
+) -> tuple[list[dict[str, str]], str]:
+    run = await _start(target, scenario, mode, persona)
+    await oracle_replay.replay(
+        target.app,
+        target.root,
+        target.authorization,
+        run,
+        rewrite.calls,
+        strict=False,
+        expanded=rewrite.expanded,
+        saves=rewrite.saves,
+    )
+    final = await _finish(target, run)
+    return _broke_json(final.verdict or {}), run.id
 
 
 async def _real_mutant(
     target: Target, scenario: Scenario, mode: str, persona: str | None, mutant: Mutant
 ) -> tuple[list[str], str]:
     run = await _start(target, scenario, mode, persona)
-    await oracle_replay.replay(
+    statuses = await oracle_replay.replay(
         target.app, target.root, target.authorization, run, mutant.calls, strict=False
     )
     final = await _finish(target, run)
-    return _required_failing_json(final.verdict or {}), run.id
+    caught = _required_failing_json(final.verdict or {})
+    refused = statuses[mutant.probe] if mutant.probe is not None else None
+    if refused is not None and refused >= HTTP_ERROR:
+        caught.insert(0, f"the API (refused with {refused})")
+    return caught, run.id
 
 
 def _disagreement(memory: Verdict, real: dict[str, Any]) -> list[str]:
@@ -319,6 +470,8 @@ def _should_catch(oracle: Verdict, simulated: Simulation, mutant: Mutant) -> lis
     """The required expectations that looked at what the mutated call wrote in the
     oracle run (so they should have noticed the change); for a reorder, the api_call
     expectations whose `before` the change defeats."""
+    if mutant.kind == "collateral":
+        return []  # nothing looks at a resource the oracle leaves alone
     if mutant.call_index is None:
         return [
             r.id for r in oracle.results if r.required and r.type in ("api_call", "any_of", "asked")
@@ -332,7 +485,10 @@ def _should_catch(oracle: Verdict, simulated: Simulation, mutant: Mutant) -> lis
 def render(reports: list[ScenarioReport]) -> str:
     """A readable table: one line per scenario and variant, then the details of every
     failure and warning."""
-    lines = [f"{'scenario':<44} {'variant':<20} {'valid':<6} {'oracle':<7} {'no-op':<6} mutants"]
+    lines = [
+        f"{'scenario':<44} {'variant':<20} {'valid':<6} {'oracle':<7} {'no-op':<6} "
+        f"{'mutants (must fail)':<24} rewrites (must pass)"
+    ]
     details: list[str] = []
     for report in reports:
         details += [f"{report.scenario_id}: warning: {w}" for w in report.warnings]
@@ -344,12 +500,14 @@ def render(reports: list[ScenarioReport]) -> str:
         for v in report.variants:
             name = (v.variant or "baseline") + (f" ({v.mode})" if several_modes else "")
             caught = len(v.mutants) - len(v.survivors)
+            passing = len(v.rewrites) - len(v.false_failures)
             mark = "" if v.executor == "memory" else " (real runs)"
             lines.append(
                 f"{report.scenario_id:<44} {name:<20} {'yes':<6} "
                 f"{'passes' if v.oracle_passed else 'FAILS':<7} "
                 f"{'fails' if v.noop_failed else 'PASSES':<6} "
-                f"{caught}/{len(v.mutants)} caught{mark}"
+                f"{f'{caught}/{len(v.mutants)} caught{mark}':<24} "
+                f"{passing}/{len(v.rewrites)} pass"
             )
             where = f"{report.scenario_id} [{name}]"
             if v.oracle_error:
@@ -363,6 +521,9 @@ def render(reports: list[ScenarioReport]) -> str:
                 details.append(
                     f"{where}: mutant survived: {m.description}; should be caught by: {catch}"
                 )
+            for r in v.false_failures:
+                broke = "; ".join(f"{b['expectation']} ({b['clause']})" for b in r.broke)
+                details.append(f"{where}: false failure: {r.description} fails {broke}")
             if v.disagreement:
                 details.append(
                     f"{where}: note: the in-memory replay disagreed on "

@@ -3,18 +3,23 @@
 A scenario is a weak test when a solution that is *almost* right still passes. The
 mutants here are the near misses an agent really makes: a write left out, a write for
 the wrong patient, a wrong code or status, a lookup done after acting instead of
-before, the right writes made without asking the simulated patient first (a guess).
-Every mutant must fail at least one required expectation (`app.orchestration.check`).
+before, the right writes made without asking the simulated patient first (a guess), a
+change to a chart resource nobody asked to touch (`collateral`), a resource created twice
+(`duplicate`), a booking moved off the free slots (`slot`). Every mutant must fail at
+least one required expectation (`app.orchestration.check`); the opposite direction,
+rewrites that must still pass, is `app.orchestration.rewrites`.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from app.fhir.scheduling import HOLDING
 from app.fhir.validation import required_codes
 from app.grading.api_call import path_matches
 from app.patient_sim.engine import facts_asked
@@ -36,12 +41,47 @@ _SECOND_CHOICE = {"status": "cancelled", "intent": "plan", "priority": "stat"}
 _WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
+# A time token `<sign><N><unit>@HH:MM` (the clock part is what a slot mutant moves).
+_CLOCK_TOKEN_RE = re.compile(r"([+-]\d+(?:wd|d))@(\d{2}):(\d{2})")
+# How far a `slot` mutant moves a booking, and the hour it moves one to at night.
+SLOT_SHIFT_MINUTES = 10
+NIGHT_HOUR = 3
+# Collateral changes: per fixture resource type, a JSON Patch a careless agent might
+# make on a resource the scenario never asked it to touch.
+_NOTE = [{"text": "Reviewed while handling another request."}]
+_COLLATERAL: dict[str, tuple[str, list[dict[str, Any]]]] = {
+    "Patient": (
+        "telecom rewritten",
+        [{"op": "add", "path": "/telecom", "value": [{"system": "phone", "value": "555-0199"}]}],
+    ),
+    "Condition": ("a note added", [{"op": "add", "path": "/note", "value": _NOTE}]),
+    "Observation": ("a note added", [{"op": "add", "path": "/note", "value": _NOTE}]),
+    "AllergyIntolerance": ("a note added", [{"op": "add", "path": "/note", "value": _NOTE}]),
+    "Immunization": ("a note added", [{"op": "add", "path": "/note", "value": _NOTE}]),
+    "ServiceRequest": ("a note added", [{"op": "add", "path": "/note", "value": _NOTE}]),
+}
+# Types whose collateral change is a status change (to the first of these it does not
+# have already).
+_COLLATERAL_STATUS: dict[str, tuple[str, ...]] = {
+    "MedicationStatement": ("stopped", "on-hold"),
+    "MedicationRequest": ("stopped", "on-hold"),
+    "Appointment": ("cancelled", "noshow"),
+    "Coverage": ("cancelled", "draft"),
+}
+
+
 @dataclass(frozen=True)
 class Mutant:
-    kind: str  # drop | redirect | code | reorder | guess
+    kind: str  # drop | redirect | code | reorder | guess | collateral | duplicate | slot
     description: str
     calls: tuple[OracleCall, ...]
-    call_index: int | None  # the oracle call mutated (None for reorder)
+    call_index: int | None  # the oracle call mutated (None for reorder and collateral)
+    # Graded with a real run even where the in-memory replay is trusted: the scheduling
+    # rules that refuse it read the tenant's Slots, which a run snapshot does not hold.
+    real_run: bool = False
+    # The index in `calls` of the mutated call: when the API refuses it (the scheduling
+    # rules' 409), the near miss cannot be made at all, which counts as caught.
+    probe: int | None = None
 
 
 def is_write(call: OracleCall) -> bool:
@@ -80,8 +120,11 @@ def derive_mutants(scenario: Scenario) -> list[Mutant]:
         mutants.append(Mutant("drop", f"{describe(index, call)} left out", rest, index))
         mutants.extend(_redirects(oracle, index, call, patients))
         mutants.extend(_code_changes(oracle, index, call))
+        mutants.extend(_duplicates(scenario, oracle, index, call))
+        mutants.extend(_slot_moves(scenario, oracle, index, call))
     mutants.extend(_reorders(scenario, oracle))
     mutants.extend(_guesses(scenario, oracle))
+    mutants.extend(_collaterals(scenario, oracle))
     return mutants
 
 
@@ -298,3 +341,148 @@ def _guesses(scenario: Scenario, oracle: list[OracleCall]) -> Iterator[Mutant]:
         tuple(c for i, c in enumerate(oracle) if i not in questions),
         None,
     )
+
+
+def _books(call: OracleCall) -> bool:
+    """Whether the call writes a whole Appointment that holds time from start to end
+    (the writes the scheduling rules check)."""
+    body = call.body
+    return (
+        call.method in ("POST", "PUT")
+        and isinstance(body, dict)
+        and body.get("resourceType") == "Appointment"
+        and body.get("status") in HOLDING
+        and "start" in body
+        and "end" in body
+    )
+
+
+def _duplicates(
+    scenario: Scenario, oracle: list[OracleCall], index: int, call: OracleCall
+) -> Iterator[Mutant]:
+    """A create made twice in a row (a retry that did not check the first had worked).
+    The copy saves nothing: later calls keep using the first resource. A booking made
+    twice meets the scheduling rules (a 409: it overlaps the first), so it is graded
+    with a real run."""
+    if call.method != "POST":
+        return
+    again = call.model_copy(update={"save_as": None})
+    calls = (*oracle[: index + 1], again, *oracle[index + 1 :])
+    yield Mutant(
+        "duplicate",
+        f"{describe(index, call)} made twice",
+        calls,
+        index,
+        real_run=_books(call) and scenario.scheduling != "lenient",
+        probe=index + 1,
+    )
+
+
+def _slot_moves(
+    scenario: Scenario, oracle: list[OracleCall], index: int, call: OracleCall
+) -> Iterator[Mutant]:
+    """A booking (an Appointment that holds time, created or written whole) moved off the
+    free slots: 10 minutes later, and to 03:00. The scheduling rules refuse both (409),
+    or, in a lenient scenario, grading must."""
+    body = call.body
+    if not _books(call) or not isinstance(body, dict):
+        return
+    start, end = _clock_token(body.get("start")), _clock_token(body.get("end"))
+    if start is None or end is None:
+        return
+    length = end[1] - start[1]
+    moves = [
+        (f"{SLOT_SHIFT_MINUTES} minutes later", start[1] + SLOT_SHIFT_MINUTES),
+        (f"to {NIGHT_HOUR:02d}:00", NIGHT_HOUR * 60),
+    ]
+    for what, minute in moves:
+        if minute + length >= 24 * 60 or minute == start[1]:
+            continue
+        moved = {
+            **body,
+            "start": {"$time": _with_clock(start[0], minute)},
+            "end": {"$time": _with_clock(end[0], minute + length)},
+        }
+        yield Mutant(
+            "slot",
+            f"{describe(index, call)} moved {what}, off the free slots",
+            _replaced(oracle, index, call.model_copy(update={"body": moved})),
+            index,
+            real_run=scenario.scheduling != "lenient",
+            probe=index,
+        )
+
+
+def _clock_token(value: Any) -> tuple[str, int] | None:
+    """(day part, minute of the day) of a `{"$time": "+Nwd@HH:MM"}` token."""
+    if not isinstance(value, dict) or set(value) != {"$time"}:
+        return None
+    match = _CLOCK_TOKEN_RE.fullmatch(str(value["$time"]))
+    if match is None:
+        return None
+    return match.group(1), int(match.group(2)) * 60 + int(match.group(3))
+
+
+def _with_clock(day: str, minute: int) -> str:
+    return f"{day}@{minute // 60:02d}:{minute % 60:02d}"
+
+
+def written_symbols(oracle: list[OracleCall]) -> set[str]:
+    """Fixture symbols whose resource the oracle writes (by path: `PUT /Appointment/@x`)."""
+    out = set()
+    for call in oracle:
+        if not is_write(call):
+            continue
+        for segment in urlsplit(call.path).path.split("/"):
+            if segment.startswith("@"):
+                out.add(segment[1:])
+    return out
+
+
+def _collaterals(scenario: Scenario, oracle: list[OracleCall]) -> Iterator[Mutant]:
+    """The oracle's work plus a change to one fixture resource it does not write (the
+    first of each type): a status change, a telecom rewrite or a note. A scenario that
+    limits what may change (every change allowed by some expectation) catches these."""
+    touched = written_symbols(oracle)
+    # What the stimulus writes is already changed as the run starts: a "change" to it may
+    # be none (cancelling what the stimulus cancelled).
+    touched |= {
+        r["id"][1:]
+        for r in scenario.stimulus
+        if isinstance(r.get("id"), str) and r["id"].startswith("@")
+    }
+    seen: set[str] = set()
+    for resource in scenario.fixture:
+        rtype, rid = resource.get("resourceType"), resource.get("id")
+        if not (isinstance(rtype, str) and isinstance(rid, str) and rid.startswith("@")):
+            continue
+        if rid[1:] in touched or rtype in seen:
+            continue
+        change = _collateral_change(rtype, resource)
+        if change is None:
+            continue
+        seen.add(rtype)
+        what, patch = change
+        extra = OracleCall(method="PATCH", path=f"/{rtype}/{rid}", body=patch)
+        yield Mutant(
+            "collateral",
+            f"the oracle's work plus an unrequested change to {rid} ({rtype}): {what}",
+            (*oracle, extra),
+            None,
+        )
+
+
+def _collateral_change(
+    resource_type: str, resource: dict[str, Any]
+) -> tuple[str, list[dict[str, Any]]] | None:
+    if resource_type in _COLLATERAL:
+        what, patch = _COLLATERAL[resource_type]
+        return what, copy.deepcopy(patch)
+    for status in _COLLATERAL_STATUS.get(resource_type, ()):
+        if status != resource.get("status"):
+            current = resource.get("status")
+            return (
+                f"status '{current}' changed to '{status}'",
+                [{"op": "add", "path": "/status", "value": status}],
+            )
+    return None

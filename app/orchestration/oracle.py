@@ -10,7 +10,7 @@ without one); where a worker also answers, the first reply to be stored wins."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -18,6 +18,7 @@ import httpx
 from app.db import Scopes
 from app.errors import Unprocessable
 from app.kit.urls import run_view_base
+from app.orchestration.rewrites import bundle_urls
 from app.patient_sim import service as patient_sim_service
 from app.runs.service import RunRow
 from app.scenarios.expansion import ExpansionError, expand_path, expand_value
@@ -32,11 +33,16 @@ async def replay(
     calls: Sequence[OracleCall],
     *,
     strict: bool = True,
+    expanded: Callable[[OracleCall, Any], Any] | None = None,
+    saves: Mapping[str, str] | None = None,
 ) -> list[int | None]:
     """Each call's status (None: not sent, it names a symbol no earlier call saved).
     `strict`: the first failing call raises a 422 naming it (a reference solution must
     work); otherwise failures are recorded and the replay goes on (a near miss may
-    fail halfway, as an agent would)."""
+    fail halfway, as an agent would). `expanded` rewrites each body after expansion (an
+    equivalent rewrite's, `app.orchestration.rewrites`). A POST to `/` is a transaction
+    Bundle, sent to the FHIR base itself; `saves` (fullUrl -> symbol) names what its
+    creates save for later calls."""
     fhir_base = run_view_base("", run.id)
     refs = dict(run.fixture)
     statuses: list[int | None] = []
@@ -45,14 +51,20 @@ async def replay(
     async with httpx.AsyncClient(transport=transport, base_url=root, headers=headers) as client:
         for index, call in enumerate(calls):
             try:
-                body = expand_value(call.body, refs, run.started_at) if call.body else None
+                body = (
+                    bundle_urls(expand_value(call.body, refs, run.started_at), refs)
+                    if call.body
+                    else None
+                )
                 path = expand_path(call.path, refs)
             except ExpansionError as exc:
                 if strict:
                     raise Unprocessable(f"oracle call {index}: {exc}") from None
                 statuses.append(None)
                 continue
-            url = path if path.startswith("/api/") else fhir_base + path
+            if expanded is not None and body is not None:
+                body = expanded(call, body)
+            url = path if path.startswith("/api/") else fhir_base + path.rstrip("/")
             content_type = (
                 "application/json-patch+json"
                 if call.method == "PATCH" and isinstance(body, list)
@@ -71,6 +83,8 @@ async def replay(
                         f"{response.status_code}: {response.text[:300]}"
                     )
                 continue
+            if saves and isinstance(body, dict) and body.get("resourceType") == "Bundle":
+                _save_entries(body, response.json(), saves, refs)
             if call.save_as and response.content:
                 created = response.json()
                 refs[call.save_as] = f"{created['resourceType']}/{created['id']}"
@@ -81,3 +95,16 @@ async def _let_patient_answer(app: Any, run: RunRow) -> None:
     scopes = getattr(app.state, "scopes", None)
     if isinstance(scopes, Scopes):
         await patient_sim_service.reply_to_messages(scopes, None, run.tenant_id, run.id)
+
+
+def _save_entries(
+    sent: dict[str, Any], answer: Any, saves: Mapping[str, str], refs: dict[str, str]
+) -> None:
+    """The symbols a transaction's creates save: each response entry answers the
+    request entry at the same index."""
+    answered = answer.get("entry") if isinstance(answer, dict) else None
+    for entry, result in zip(sent.get("entry") or [], answered or [], strict=False):
+        symbol = saves.get(entry.get("fullUrl", ""))
+        location = (result.get("response") or {}).get("location", "")
+        if symbol and location:
+            refs[symbol] = "/".join(location.split("/")[:2])

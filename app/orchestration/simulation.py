@@ -4,8 +4,11 @@ Grading sees a run only through its snapshot (`app.grading.snapshot`): the fixtu
 it reads now, the resources the system wrote, and the calls it made. So a near-miss
 solution can be graded without a server: start from the snapshot of a real run taken
 before its oracle, apply each call the way the FHIR API would (create, update, JSON
-Patch or merge patch, delete, each validated like a real write), and record every call
-as the trace would. `app.orchestration.check` proves the two agree for each scenario by
+Patch or merge patch, delete, a transaction Bundle's entries all or none, each
+validated like a real write), and record every call as the trace would. What it cannot
+see is the tenant's own data: the scheduling rules (which read the directory's Slots)
+are not applied, so the mutants they refuse are graded with real runs.
+`app.orchestration.check` proves the two agree for each scenario by
 replaying the unmutated oracle both ways and comparing the verdicts; where they differ
 it grades the mutants with real runs instead.
 
@@ -17,7 +20,7 @@ after it, revealing the facts the message asks about, up to `maxTurns` replies.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,6 +34,7 @@ from app.fhir.validation import validate_resource
 from app.grading.snapshot import Call, ChangedResource, Revealed, RunSnapshot
 from app.kit.clock import fhir_instant
 from app.orchestration.mutants import is_write
+from app.orchestration.rewrites import bundle_urls, transaction_order
 from app.patient_sim import engine as patient_engine
 from app.scenarios.expansion import ExpansionError, expand_path, expand_value
 from app.scenarios.schema import OracleCall, PatientSim, Scenario, Variant, symbol_name
@@ -78,9 +82,11 @@ class Simulation:
         self.replies = 0
         self.revealed: list[Revealed] = []
         self.refs: dict[str, str] = dict(before.fixture)
-        # What each reference reads now: the fixture, then whatever is written.
+        # What each reference reads now: the fixture, then whatever is written. Shared
+        # with `before`, not copied: a write stores a new object (a patch applies to a
+        # copy), so nothing here is ever changed in place.
         self.state: dict[str, dict[str, Any] | None] = {
-            ref: copy.deepcopy(before.current.get(symbol)) for symbol, ref in before.fixture.items()
+            ref: before.current.get(symbol) for symbol, ref in before.fixture.items()
         }
         self.written: dict[str, _Written] = {}
         self.calls: list[Call] = []
@@ -88,25 +94,43 @@ class Simulation:
         self.serial = 0
         self.statuses: list[int | None] = []  # per call: status, None if not sent
         self.refs_written: dict[int, str] = {}  # call index -> the resource it wrote
+        self.saves: dict[str, str] = {}  # a transaction entry's fullUrl -> symbol to save
 
-    def run(self, calls: Sequence[OracleCall]) -> RunSnapshot:
+    def run(
+        self,
+        calls: Sequence[OracleCall],
+        expanded: Callable[[OracleCall, Any], Any] | None = None,
+        saves: Mapping[str, str] | None = None,
+    ) -> RunSnapshot:
+        """Replay `calls`; `expanded` rewrites each body after expansion, `saves` names
+        the symbols a transaction's creates save by fullUrl (a rewrite's)."""
+        self.saves = dict(saves or {})
         for call in calls:
-            self.statuses.append(self._call(call))
+            self.statuses.append(self._call(call, expanded))
         return self.snapshot()
 
-    def _call(self, call: OracleCall) -> int | None:
+    def _call(
+        self, call: OracleCall, expanded: Callable[[OracleCall, Any], Any] | None = None
+    ) -> int | None:
         try:
             body = (
-                expand_value(call.body, self.refs, self.before.started_at)
+                bundle_urls(expand_value(call.body, self.refs, self.before.started_at), self.refs)
                 if call.body is not None
                 else None
             )
             path = expand_path(call.path, self.refs)
         except ExpansionError:
             return None  # a symbol the left-out call would have saved: never sent
+        if expanded is not None and body is not None:
+            body = expanded(call, body)
         self.at += STEP
         parts = urlsplit(path)
-        status, ref = self._write(call, parts.path, body) if is_write(call) else (200, None)
+        if call.method == "POST" and parts.path.strip("/") == "":
+            status, ref = self._transaction(body), None
+        elif is_write(call):
+            status, ref = self._write(call.method, parts.path, body)
+        else:
+            status, ref = 200, None
         if ref is not None:
             self.refs_written[len(self.statuses)] = ref
             if call.save_as is not None:
@@ -161,22 +185,59 @@ class Simulation:
             patient_engine.Turn("patient", reply.text),
         ]
 
-    def _write(self, call: OracleCall, path: str, body: Any) -> tuple[int, str | None]:
+    def _transaction(self, bundle: Any) -> int:
+        """A transaction Bundle: ids for its creates first (so entries refer to each other
+        by fullUrl), then its writes in the spec's order; one failure undoes them all."""
+        entries = bundle.get("entry") if isinstance(bundle, dict) else None
+        if bundle.get("type") != "transaction" or not isinstance(entries, list):
+            return 400
+        mapping: dict[str, str] = {}
+        plan: list[tuple[str, str, Any, str | None]] = []
+        for entry in entries:
+            request = entry.get("request") if isinstance(entry, dict) else None
+            if not isinstance(request, dict):
+                return 400
+            method = str(request.get("method", ""))
+            path = "/" + str(request.get("url", "")).lstrip("/")
+            rid = None
+            if method == "POST":
+                self.serial += 1
+                rid = f"sim{self.serial}"
+                full_url = entry.get("fullUrl")
+                if isinstance(full_url, str):
+                    mapping[full_url] = f"{path.strip('/')}/{rid}"
+            plan.append((method, path, entry.get("resource"), rid))
+        saved = (copy.deepcopy(self.state), copy.deepcopy(self.written))
+        for method, path, resource, rid in sorted(plan, key=lambda p: transaction_order(p[0])):
+            status, _ = self._write(method, path, _resolve_urns(resource, mapping), rid)
+            if status >= 400:
+                self.state, self.written = saved
+                return 400
+        for full_url, symbol in self.saves.items():
+            if full_url in mapping:
+                self.refs[symbol] = mapping[full_url]
+        return 200
+
+    def _write(
+        self, method: str, path: str, body: Any, new_id: str | None = None
+    ) -> tuple[int, str | None]:
         """The status, and the resource written (None when nothing was)."""
         segments = [s for s in path.split("/") if s]
-        if call.method == "POST" and len(segments) == 1:
-            self.serial += 1
-            return self._store(segments[0], f"sim{self.serial}", body, created=True)
+        if method == "POST" and len(segments) == 1:
+            if new_id is None:
+                self.serial += 1
+                new_id = f"sim{self.serial}"
+            return self._store(segments[0], new_id, body, created=True)
         if len(segments) != 2:
             return 400, None
         ref = f"{segments[0]}/{segments[1]}"
         current = self.state.get(ref)
-        if call.method == "DELETE":
+        if method == "DELETE":
             if current is None:
                 return 404, None
             self._record(ref, None, created=False)
             return 204, ref
-        if call.method == "PUT":
+        if method == "PUT":
             return self._store(segments[0], segments[1], body, created=current is None)
         if current is None:
             return 404, None
@@ -260,6 +321,19 @@ class Simulation:
             patient_replies=self.before.patient_replies + self.replies,
             final=True,
         )
+
+
+def _resolve_urns(value: Any, mapping: dict[str, str]) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: mapping.get(v, v)
+            if k == "reference" and isinstance(v, str)
+            else _resolve_urns(v, mapping)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_resolve_urns(v, mapping) for v in value]
+    return value
 
 
 def simulate(

@@ -75,6 +75,21 @@ def test_a_near_duplicate_not_matching_the_expectation_fails() -> None:
     assert "created Appointment/a2" in result.detail
 
 
+def test_a_duplicate_is_never_expected_even_when_allowed() -> None:
+    """Two identical Tasks both match the allowed expectation; the second is a duplicate
+    (written a minute later, with its own identifier and authoredOn)."""
+    first = task("t1") | {"authoredOn": "2025-03-07T08:01:00Z"}
+    again = task("t2") | {"authoredOn": "2025-03-07T08:02:00Z", "identifier": [{"value": "2"}]}
+    tasks = {"id": "tasks", "type": "resource", "resourceType": "Task"}
+    guard = {"id": "guard", "type": "changes", "allow": ["tasks"]}
+    result = result_of([tasks, guard], [changed(first), changed(again, first=2)])
+    assert result.passed is False
+    assert "created Task/t2, a duplicate of Task/t1" in result.detail
+    assert result.evidence.closest == "Task/t2"
+    different = task("t3", priority="urgent")
+    assert result_of([tasks, guard], [changed(first), changed(different, first=2)]).passed
+
+
 def test_an_update_names_the_paths_that_changed() -> None:
     before = {
         "resourceType": "Patient",
@@ -182,7 +197,7 @@ def test_a_shared_resource_edited_through_the_run_view_is_the_runs_change() -> N
 
 
 def test_many_evidence_refs_are_all_allowed_beyond_the_listing_cap() -> None:
-    writes = [changed(communication(f"c{i}", text="hi"), first=i) for i in range(30)]
+    writes = [changed(communication(f"c{i}", text=f"note {i}"), first=i) for i in range(30)]
     result = result_of([REPLIED, {"id": "guard", "type": "changes", "allow": ["replied"]}], writes)
     assert result.passed is True
 

@@ -11,6 +11,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from app.grading.fhirpath import (
+    ClauseMemo,
     FhirPathContext,
     FhirPathError,
     _compile,
@@ -365,3 +366,30 @@ def test_clause_value_is_json_safe_and_short() -> None:
 
 def test_compiled_expressions_are_cached() -> None:
     assert _compile("status = 'booked'") is _compile("status = 'booked'")
+
+
+def test_clause_memo_shares_outcomes_across_passes_only_when_they_read_the_same() -> None:
+    memo = ClauseMemo()
+    variables = {
+        "fixture": {"patient": "p1"},
+        "current": {},
+        "runStart": "2026-03-03T09:00:00.000+00:00",
+        "now": "2026-03-03T09:00:01.000+00:00",
+    }
+    later = {**variables, "now": "2026-03-03T09:00:02.000+00:00"}
+    task = {"resourceType": "Task", "status": "requested", "meta": {"versionId": "1"}}
+    restamped = {**task, "meta": {"versionId": "2"}}
+    first = FhirPathContext(variables, memo)
+    assert first.check("status = 'requested'", task).holds
+    assert first.check("meta.versionId = '1'", task).holds
+    # Another pass: `meta` and `%now` differ, which only the expressions naming them see.
+    second = FhirPathContext(later, memo)
+    key = memo.key("status = 'requested'", restamped, later)
+    assert memo.get(key) is not None  # shared
+    assert memo.get(memo.key("meta.versionId = '1'", restamped, later)) is None
+    assert not second.check("meta.versionId = '1'", restamped).holds
+    assert memo.get(memo.key("%now > %runStart", task, later)) is None
+    assert first.check("%now > %runStart", task).holds
+    assert memo.get(memo.key("%now > %runStart", task, later)) is None
+    assert memo.get(memo.key("%now > %runStart", task, variables)) is not None
+    assert memo.get(memo.key("status = 'requested'", {**task, "status": "done"}, later)) is None

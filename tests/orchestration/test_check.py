@@ -29,7 +29,7 @@ LIBRARY = sorted(builtin_scenarios())
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def failures(report: dict[str, Any]) -> list[str]:
+def failures(report: dict[str, Any], ignore: frozenset[str] = frozenset()) -> list[str]:
     out = list(report["problems"])
     for v in report["variants"]:
         name = f"{v['variant'] or 'baseline'} ({v['mode']})"
@@ -37,7 +37,14 @@ def failures(report: dict[str, Any]) -> list[str]:
             out.append(f"[{name}] oracle fails {v['oracleFailing']} {v['oracleError'] or ''}")
         if not v["nothingFails"]:
             out.append(f"[{name}] doing nothing passes")
-        out += [f"[{name}] survived: {m['description']}" for m in v["survivors"]]
+        out += [
+            f"[{name}] survived: {m['description']}"
+            for m in v["survivors"]
+            if m["kind"] not in ignore
+        ]
+        out += [
+            f"[{name}] false failure: {r['description']}: {r['broke']}" for r in v["falseFailures"]
+        ]
     return out
 
 
@@ -47,9 +54,10 @@ async def test_library_scenario_passes_the_check(tenant: TenantHandle, scenario_
         r = await client.post(f"{tenant.server}/api/testing/scenarios/{scenario_id}/check")
     assert r.status_code == 200, r.text
     report = r.json()
-    assert report["ok"], failures(report)
+    assert failures(report) == []
     assert report["variants"][0]["variant"] is None
     assert all(v["mutants"] > 0 for v in report["variants"])
+    assert all(v["rewrites"] > 0 for v in report["variants"])
     # Every mode the scenario has is checked, each with every persona.
     scenario = builtin_scenarios()[scenario_id].scenario
     checked = {(v["mode"], v["variant"]) for v in report["variants"]}
@@ -119,6 +127,34 @@ def strong() -> dict[str, Any]:
     booked["where"].append(
         "participant.where(actor.reference = 'Patient/' + %fixture.patient).exists()"
     )
+    document["expectations"].append(UNTOUCHED_PATIENT)
+    return document
+
+
+# Catches a collateral change to the chart (the Patient's telecom rewritten).
+UNTOUCHED_PATIENT = {
+    "id": "patient-untouched",
+    "type": "resource",
+    "label": "No Patient written",
+    "resourceType": "Patient",
+    "count": {"max": 0},
+}
+
+
+def brittle() -> dict[str, Any]:
+    """Fair in what it asks, brittle in how it reads: the booking must name exactly two
+    participants, so a harmless Location participant fails it."""
+    document = strong()
+    document["id"] = "custom.brittle-booking"
+    document["expectations"][0]["where"].append("participant.count() = 2")
+    return document
+
+
+def find_coverage() -> dict[str, Any]:
+    """FIND_COVERAGE, also catching the near misses a `changes` expectation would."""
+    document = copy.deepcopy(FIND_COVERAGE)
+    document["expectations"][0]["count"] = {"min": 1, "max": 1}
+    document["expectations"].append(UNTOUCHED_PATIENT)
     return document
 
 
@@ -138,18 +174,41 @@ async def test_weak_custom_scenario_is_caught(tenant: TenantHandle) -> None:
     assert missing.status_code == 404
     assert weak["ok"] is False
     survivors = weak["variants"][0]["survivors"]
-    assert [m["kind"] for m in survivors] == ["redirect"], survivors
+    assert [m["kind"] for m in survivors] == ["redirect", "collateral"], survivors
     assert "Patient/understudy-other-patient" in survivors[0]["description"]
     assert survivors[0]["shouldCatch"] == ["booked"]
+    assert "telecom rewritten" in survivors[1]["description"]
     assert weak["variants"][0]["neverDecisive"] == ["no-cancel"]
+    # Both directions are in the report: the booking moved off the slots, or made
+    # twice, is refused by the scheduling rules; every rewrite passes.
+    caught = {m["kind"]: m["caughtBy"] for m in weak["variants"][0]["caught"]}
+    assert caught["slot"][0] == "the API (refused with 409)"
+    assert caught["duplicate"] == ["the API (refused with 409)"]
+    assert weak["variants"][0]["falseFailures"] == []
+    assert weak["variants"][0]["rewritesPassing"] == weak["variants"][0]["rewrites"] > 0
     assert fixed["ok"] is True, failures(fixed)
+
+
+async def test_a_brittle_scenario_shows_the_false_failure(tenant: TenantHandle) -> None:
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=120) as client:
+        report = await _import_and_check(client, tenant.server, brittle())
+    assert report["ok"] is False
+    variant = report["variants"][0]
+    assert variant["survivors"] == []
+    assert variant["oraclePasses"] and variant["nothingFails"]
+    (false_failure,) = variant["falseFailures"]
+    assert false_failure["kind"] == "extras"
+    assert false_failure["broke"] == [
+        {"expectation": "booked", "clause": "participant.count() = 2"}
+    ]
+    assert report["rewriteKinds"]["offset"] == 2
 
 
 async def test_warnings_are_reported_not_failures(tenant: TenantHandle) -> None:
     async with httpx.AsyncClient(
         base_url=f"{tenant.server}/api/testing", headers=tenant.headers, timeout=120
     ) as client:
-        assert (await client.post("/scenarios", json=FIND_COVERAGE)).status_code == 201
+        assert (await client.post("/scenarios", json=find_coverage())).status_code == 201
         r = await client.post(f"/scenarios/{FIND_COVERAGE['id']}/check")
     assert r.status_code == 200, r.text
     report = r.json()
@@ -175,12 +234,15 @@ async def check_target(settings: Settings, tenant: TenantHandle) -> AsyncIterato
         )
 
 
-@pytest.mark.parametrize("scenario_id", ["scheduling.reschedule-ask-day", "results.critical-lab"])
+@pytest.mark.parametrize(
+    "scenario_id",
+    ["scheduling.reschedule-ask-day", "results.critical-lab", "orders.repeat-lab-next-morning"],
+)
 async def test_memory_grading_equals_real_runs(
     settings: Settings, tenant: TenantHandle, scenario_id: str
 ) -> None:
-    """Every mutant of an agent and a workflow scenario, graded both ways: the same
-    required expectations fail."""
+    """Every mutant and every rewrite of an agent and a workflow scenario, graded both
+    ways: the same required expectations fail (for a rewrite: none)."""
     loaded = builtin_scenarios()[scenario_id]
     async with check_target(settings, tenant) as target:
         memory = await check.check_scenario(target, loaded, personas=[None])
@@ -193,6 +255,11 @@ async def test_memory_grading_equals_real_runs(
     for m, r in pairs:
         assert m.description == r.description
         assert m.caught_by == r.caught_by, m.description
+    rewrites = list(zip(memory.variants[0].rewrites, real.variants[0].rewrites, strict=True))
+    assert {m.kind for m, _ in rewrites} >= {"offset", "transaction", "extras"}
+    for m, r in rewrites:
+        assert m.description == r.description
+        assert m.broke == r.broke, m.description
 
 
 async def test_cli_exit_status_and_table(settings: Settings, tmp_path: Path) -> None:
@@ -225,11 +292,20 @@ async def test_cli_exit_status_and_table(settings: Settings, tmp_path: Path) -> 
     assert code == 1, text
     assert "mutant survived" in text and "should be caught by: booked" in text
     assert "0/1 scenarios pass the check" in text
+    brittle_file = tmp_path / "brittle.json"
+    brittle_file.write_text(json.dumps({**brittle(), "id": "custom.cli-brittle"}))
+    code, text = await cli(str(brittle_file))
+    assert code == 1, text  # a false failure fails the check as a survivor does
+    assert "false failure: harmless extras" in text
+    assert "fails booked (participant.count() = 2)" in text
     warned_file = tmp_path / "warned.json"
-    warned_file.write_text(json.dumps({**FIND_COVERAGE, "id": "custom.cli-warned"}))
-    code, text = await cli(str(ROOT / "scenarios" / "results.critical-lab.json"), str(warned_file))
+    warned_file.write_text(json.dumps({**find_coverage(), "id": "custom.cli-warned"}))
+    strong_file = tmp_path / "strong.json"
+    strong_file.write_text(json.dumps({**strong(), "id": "custom.cli-strong"}))
+    code, text = await cli(str(strong_file), str(warned_file))
     assert code == 0, text  # a warning is not a failure
     assert "2/2 scenarios pass the check" in text
+    assert "rewrites (must pass)" in text
     assert "custom.cli-warned: warning: /fixture/1/id: symbol @cov is defined but never" in text
     bad = tmp_path / "bad.json"
     bad.write_text('{"id": "x"')

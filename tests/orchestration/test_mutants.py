@@ -138,3 +138,84 @@ def test_reorder_only_for_required_before() -> None:
     document = optional.model_dump(by_alias=True, exclude_none=True)
     document["expectations"][0]["required"] = False
     assert "reorder" not in kinds(derive_mutants(Scenario.model_validate(document)))
+
+
+SLOTTED = {
+    "method": "POST",
+    "path": "/Appointment",
+    "save_as": "booking",
+    "body": {
+        "resourceType": "Appointment",
+        "status": "booked",
+        "start": {"$time": "+2wd@10:00"},
+        "end": {"$time": "+2wd@10:30"},
+        "participant": [
+            {"actor": {"reference": "@patient"}, "status": "accepted"},
+            {"actor": {"reference": "Practitioner/demo-canonical-prac-chen"}, "status": "accepted"},
+        ],
+    },
+}
+
+
+def test_each_create_duplicated_a_booking_with_a_real_run() -> None:
+    found = [m for m in derive_mutants(scenario([LOOK, BOOK, CANCEL])) if m.kind == "duplicate"]
+    assert len(found) == 1  # creates only: a PATCH made twice changes nothing
+    calls = found[0].calls
+    assert [c.method for c in calls] == ["GET", "POST", "POST", "PATCH"]
+    assert calls[1].body == calls[2].body and calls[2].save_as is None
+    assert found[0].probe == 2
+    assert not found[0].real_run  # no start/practitioner: the scheduling rules pass it
+    booking = [m for m in derive_mutants(scenario([LOOK, SLOTTED])) if m.kind == "duplicate"]
+    assert booking[0].real_run  # the second booking overlaps the first: a 409
+    assert booking[0].calls[1].save_as == "booking"
+
+
+def test_a_booking_moved_off_the_free_slots() -> None:
+    found = [m for m in derive_mutants(scenario([LOOK, SLOTTED])) if m.kind == "slot"]
+    moved = [(m.calls[1].body["start"], m.calls[1].body["end"]) for m in found]
+    assert moved == [
+        ({"$time": "+2wd@10:10"}, {"$time": "+2wd@10:40"}),
+        ({"$time": "+2wd@03:00"}, {"$time": "+2wd@03:30"}),
+    ]
+    assert all(m.real_run and m.probe == 1 for m in found)
+    assert "10 minutes later" in found[0].description
+    # A lenient scenario's rules let it through: grading alone must catch it, in memory.
+    lenient = derive_mutants(scenario([LOOK, SLOTTED], scheduling="lenient"))
+    assert all(not m.real_run for m in lenient if m.kind == "slot")
+    # Not a booking (no clock token, or a status that holds no time): nothing to move.
+    assert "slot" not in kinds(derive_mutants(scenario([LOOK, BOOK])))
+    waitlisted = {**SLOTTED, "body": {**SLOTTED["body"], "status": "waitlist"}}  # type: ignore[dict-item]
+    assert "slot" not in kinds(derive_mutants(scenario([LOOK, waitlisted])))
+
+
+def test_collateral_change_on_a_fixture_resource_the_oracle_leaves_alone() -> None:
+    s = scenario([LOOK, BOOK])
+    document = s.model_dump(by_alias=True, exclude_none=True)
+    document["fixture"] += [
+        {"resourceType": "Condition", "id": "@htn", "subject": {"reference": "@patient"}},
+        {"resourceType": "Condition", "id": "@afib", "subject": {"reference": "@patient"}},
+        {
+            "resourceType": "MedicationStatement",
+            "id": "@statin",
+            "status": "active",
+            "medicationCodeableConcept": {"text": "statin"},
+            "subject": {"reference": "@patient"},
+        },
+    ]
+    found = [m for m in derive_mutants(Scenario.model_validate(document)) if m.kind == "collateral"]
+    extra = {m.calls[-1].path: m.calls[-1].body for m in found}
+    # The oracle's calls, then one change per type (the first resource of each).
+    assert all(m.calls[:-1] == (s.oracle[0], s.oracle[1]) for m in found)
+    assert set(extra) == {
+        "/Patient/@patient",
+        "/Appointment/@appt",
+        "/Condition/@htn",
+        "/MedicationStatement/@statin",
+    }
+    assert extra["/Patient/@patient"][0]["path"] == "/telecom"
+    assert extra["/Condition/@htn"][0]["path"] == "/note"
+    assert extra["/Appointment/@appt"] == [{"op": "add", "path": "/status", "value": "cancelled"}]
+    assert extra["/MedicationStatement/@statin"][0]["value"] == "stopped"
+    # A resource the oracle writes is not collateral.
+    touched = derive_mutants(scenario([LOOK, BOOK, CANCEL]))
+    assert "/Appointment/@appt" not in {m.calls[-1].path for m in touched if m.kind == "collateral"}

@@ -107,3 +107,65 @@ def test_invalid_writes_and_missing_symbols_are_not_applied() -> None:
     assert sim.statuses == [400, None, 404, 400]
     assert snapshot.changed == []
     assert len(snapshot.calls) == 3  # the call naming an unsaved symbol was never sent
+
+
+def test_transaction_bundle_all_or_nothing_with_fullurl_references() -> None:
+    urn = "urn:uuid:7d3c6f6e-0000-4000-8000-000000000001"
+    bundle = {
+        "resourceType": "Bundle",
+        "type": "transaction",
+        "entry": [
+            {
+                "fullUrl": urn,
+                "request": {"method": "POST", "url": "Task"},
+                "resource": TASK,
+            },
+            {
+                "request": {"method": "PATCH", "url": "Appointment/@appt"},
+                "resource": [{"op": "replace", "path": "/status", "value": "cancelled"}],
+            },
+            {
+                "request": {"method": "POST", "url": "Communication"},
+                "resource": {
+                    "resourceType": "Communication",
+                    "status": "completed",
+                    "about": [{"reference": urn}],
+                },
+            },
+        ],
+    }
+    sim = Simulation(before())
+    snapshot = sim.run(
+        [
+            call("POST", "/", bundle),
+            call("PATCH", "/Task/@task", {"status": "accepted"}),
+        ],
+        saves={urn: "task"},
+    )
+    assert sim.statuses == [200, 200]
+    assert [c.path for c in snapshot.calls] == ["/", "/Task/sim1"]
+    by_ref = {f"{c.resource_type}/{c.id}": c.resource for c in snapshot.changed}
+    assert by_ref["Communication/sim2"]["about"] == [{"reference": "Task/sim1"}]  # type: ignore[index]
+    assert by_ref["Task/sim1"]["status"] == "accepted"  # type: ignore[index]
+    assert snapshot.current["appt"]["status"] == "cancelled"  # type: ignore[index]
+
+    # One bad entry: nothing at all is written.
+    broken = {**bundle, "entry": [*bundle["entry"], {"request": {"method": "PUT", "url": "Task"}}]}
+    sim = Simulation(before())
+    snapshot = sim.run([call("POST", "/", broken)])
+    assert sim.statuses == [400]
+    assert snapshot.changed == []
+    assert snapshot.current["appt"]["status"] == "booked"  # type: ignore[index]
+
+
+def test_expanded_hook_rewrites_bodies_after_expansion() -> None:
+    seen: list[Any] = []
+
+    def hook(c: OracleCall, body: Any) -> Any:
+        seen.append(body["for"])
+        return {**body, "description": "rewritten"}
+
+    snapshot = Simulation(before()).run([call("POST", "/Task", TASK)], hook)
+    assert seen == [{"reference": "Patient/r1-patient"}]
+    task = snapshot.changed[0].resource
+    assert task is not None and task["description"] == "rewritten"
