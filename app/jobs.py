@@ -68,16 +68,17 @@ class Jobs:
             _queue_name=self.queue_name,
         )
 
-    async def grade_soon(self, tenant_id: uuid.UUID, run_id: str) -> None:
-        """Grade the run about half a second from now; repeated calls within that window
-        collapse into one job (its id names the window)."""
-        bucket = int(time.time() / GRADE_DEBOUNCE_SECONDS)
+    async def grade_soon(self, tenant_id: uuid.UUID, run_id: str, delay: float = 0.0) -> None:
+        """Grade the run about half a second (plus `delay`) from now; repeated calls
+        within that window collapse into one job (its id names the window)."""
+        defer = GRADE_DEBOUNCE_SECONDS + delay
+        bucket = int((time.time() + delay) / GRADE_DEBOUNCE_SECONDS)
         await self.redis.enqueue_job(
             GRADE_JOB,
             str(tenant_id),
             run_id,
             _job_id=f"grade:{run_id}:{bucket}",
-            _defer_by=GRADE_DEBOUNCE_SECONDS,
+            _defer_by=defer,
             _queue_name=self.queue_name,
         )
 
@@ -106,14 +107,15 @@ class AfterCommit:
     in one place (`flush`); a rollback drops them. Jobs are deduplicated here (one grade
     per run, one drain per tenant) before they reach Redis."""
 
-    grades: dict[tuple[uuid.UUID, str], None] = field(default_factory=dict)
+    grades: dict[tuple[uuid.UUID, str], float] = field(default_factory=dict)  # -> delay
     deliveries: dict[uuid.UUID, float] = field(default_factory=dict)
     live: set[uuid.UUID] = field(default_factory=set)
     writes: Counter[uuid.UUID] = field(default_factory=Counter)
     promotions: dict[uuid.UUID, None] = field(default_factory=dict)
 
-    def grade(self, tenant_id: uuid.UUID, run_id: str) -> None:
-        self.grades[(tenant_id, run_id)] = None
+    def grade(self, tenant_id: uuid.UUID, run_id: str, delay: float = 0.0) -> None:
+        key = (tenant_id, run_id)
+        self.grades[key] = min(delay, self.grades.get(key, delay))
 
     def deliver(self, tenant_id: uuid.UUID, delay: float = 0.0) -> None:
         self.deliveries[tenant_id] = min(delay, self.deliveries.get(tenant_id, delay))
@@ -130,7 +132,8 @@ class AfterCommit:
 
     def merge(self, other: AfterCommit) -> None:
         """Take over the effects of an inner unit that committed with this one."""
-        self.grades.update(other.grades)
+        for (tenant_id, run_id), delay in other.grades.items():
+            self.grade(tenant_id, run_id, delay)
         for tenant_id, delay in other.deliveries.items():
             self.deliver(tenant_id, delay)
         self.live |= other.live
@@ -145,8 +148,8 @@ class AfterCommit:
         for tenant_id, count in self.writes.items():
             hooks.wrote(tenant_id, count)
         if jobs is not None:
-            for tenant_id, run_id in self.grades:
-                await jobs.grade_soon(tenant_id, run_id)
+            for (tenant_id, run_id), delay in self.grades.items():
+                await jobs.grade_soon(tenant_id, run_id, delay)
             for tenant_id, delay in self.deliveries.items():
                 await jobs.deliver_soon(tenant_id, delay)
         if hooks.promote is not None:

@@ -112,6 +112,14 @@ class Settings(BaseSettings):
     grade_interval_seconds: int = Field(
         default=15, ge=1, le=60, description="How often the worker grades every live run with news."
     )
+    settle_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        le=120,
+        description="A run whose required checks all hold passes once the system under test "
+        "has been quiet (no call, no write) this long, so extra work right after the job is "
+        "still graded; finish ends it at once.",
+    )
 
     mcp_allowed_hosts: list[str] = Field(
         default=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],

@@ -96,7 +96,13 @@ async def grade_run(ctx: dict[str, Any], tenant_id: str, run_id: str) -> str:
     changed (debounced by job id). A run it ends frees a slot: queued eval items are
     promoted once the verdict commits."""
     await _simulate(ctx, uuid.UUID(tenant_id), run_id)
-    run = await runs_service.grade_run(ctx["scopes"], uuid.UUID(tenant_id), run_id, llm=ctx["llm"])
+    run = await runs_service.grade_run(
+        ctx["scopes"],
+        uuid.UUID(tenant_id),
+        run_id,
+        llm=ctx["llm"],
+        settle_seconds=ctx["settings"].settle_seconds,
+    )
     return run.status
 
 
@@ -128,7 +134,13 @@ async def grade_live_runs(ctx: dict[str, Any]) -> int:
         async with limit:
             try:
                 await _simulate(ctx, tenant_id, run_id)
-                await runs_service.grade_run(ctx["scopes"], tenant_id, run_id, llm=ctx["llm"])
+                await runs_service.grade_run(
+                    ctx["scopes"],
+                    tenant_id,
+                    run_id,
+                    llm=ctx["llm"],
+                    settle_seconds=ctx["settings"].settle_seconds,
+                )
             except Exception:
                 log.exception("grade_failed run=%s", run_id)
 

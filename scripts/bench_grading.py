@@ -17,7 +17,8 @@ its settings from the environment: UNDERSTUDY_LOCAL_DATABASE=<scratch database>,
 UNDERSTUDY_QUEUE_NAME=understudy:bench-grading:<pid> (a Redis queue of its own),
 UNDERSTUDY_DATA_DIR=<a temporary directory> (so the dev key is a fresh one),
 UNDERSTUDY_MAX_LIVE_RUNS=2000 and UNDERSTUDY_DAILY_WRITE_QUOTA=10000000 (limits raised
-for the benchmark);
+for the benchmark), UNDERSTUDY_SETTLE_SECONDS=0 (the quiet a pass waits for is a
+deliberate delay, 5 s by default: (b) measures the grading path, not that wait);
 UNDERSTUDY_DATABASE_URL/REDIS_URL/PUBLIC_URL are removed so the local servers are used.
 The dev key is read from the server's output ("API key: …").
 A custom scenario, `bench.grading-chart-10`, is imported over HTTP: a Patient and nine
@@ -866,13 +867,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "queue": queue,
         "settings": {
             "UNDERSTUDY_MAX_LIVE_RUNS": MAX_LIVE_RUNS,
+            "UNDERSTUDY_SETTLE_SECONDS": 0,
             "TICK_CONCURRENCY": TICK_CONCURRENCY,
         },
     }
 
     def serve_and_measure() -> None:
         with scratch(args, queue, "bench_grading_") as tmp:
-            env = server_env(args, tmp / "data", queue, UNDERSTUDY_MAX_LIVE_RUNS=str(MAX_LIVE_RUNS))
+            env = server_env(
+                args,
+                tmp / "data",
+                queue,
+                UNDERSTUDY_MAX_LIVE_RUNS=str(MAX_LIVE_RUNS),
+                UNDERSTUDY_SETTLE_SECONDS="0",
+            )
             server = Server(command, env, tmp / "server.log")
             log(f"starting: {' '.join(command)}")
             try:

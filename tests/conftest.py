@@ -71,6 +71,9 @@ def settings(database_url: str) -> Settings:
         # A queue of this session's own: parallel test sessions share the Redis server.
         queue_name=f"understudy:test:{os.getpid()}",
         grade_interval_seconds=5,
+        # Shorter than the default quiet before a pass, still long enough for the tests of
+        # work that lands after the job is done.
+        settle_seconds=1.0,
         # Webhook retries and timeouts fast enough for tests of retry, timeout and failure.
         webhook_retry_seconds=[0.2, 0.2, 0.2, 0.2, 0.2],
         webhook_timeout_seconds=1.0,

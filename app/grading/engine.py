@@ -1,7 +1,7 @@
 """Grade a run: expectations + RunSnapshot → Verdict. Pure, deterministic, no I/O.
 
-Each expectation is graded once per pass, memoised, on demand: an `api_call` with
-`before: X` grades X first (wherever X sits, nested `any_of` children included) so it
+Each expectation is graded once per pass, memoised, on demand: an `api_call` or `asked`
+with `before: X` grades X first (wherever X sits, nested `any_of` children included) so it
 knows X's first evidence time. A `before` naming an unknown id or forming a cycle is a
 failing expectation, never an exception; so is any error inside a grader, and a
 FHIRPath error is a failing clause with its message in the evidence.
@@ -25,6 +25,7 @@ from collections.abc import Iterable
 
 from app.grading.any_of import grade_any_of
 from app.grading.api_call import grade_api_call
+from app.grading.asked import grade_asked
 from app.grading.changes import grade_changes
 from app.grading.fhirpath import FhirPathContext, fhirpath_datetime
 from app.grading.field import grade_field
@@ -34,6 +35,7 @@ from app.grading.snapshot import Evidence, ExpectationResult, RunSnapshot, Verdi
 from app.scenarios.schema import (
     AnyOfExpectation,
     ApiCallExpectation,
+    AskedExpectation,
     ChangesExpectation,
     Expectation,
     FieldExpectation,
@@ -104,6 +106,8 @@ class _Grader:
             return grade_webhook(expectation, snapshot)
         if isinstance(expectation, ChangesExpectation):
             return grade_changes(expectation, snapshot, self.fp, self._allowed, self.by_id)
+        if isinstance(expectation, AskedExpectation):
+            return self._asked(expectation)
         return grade_rubric(expectation)
 
     def _allowed(self, target: Expectation) -> ExpectationResult:
@@ -116,20 +120,31 @@ class _Grader:
     def _api_call(self, expectation: ApiCallExpectation) -> ExpectationResult:
         if expectation.before is None:
             return grade_api_call(expectation, self.snapshot, None)
-        target = self.by_id.get(expectation.before)
+        target = self._before(expectation, expectation.before)
+        if isinstance(target, str):
+            return make_result(expectation, False, Evidence(), target)
+        return grade_api_call(expectation, self.snapshot, target)
+
+    def _asked(self, expectation: AskedExpectation) -> ExpectationResult:
+        target = self._before(expectation, expectation.before)
+        if isinstance(target, str):
+            return make_result(expectation, False, Evidence(), target)
+        return grade_asked(expectation, self.snapshot, target)
+
+    def _before(self, expectation: Expectation, named: str) -> ExpectationResult | str:
+        """The graded result of the expectation `named` (an expectation's `before`), or
+        why there is none: no such id, or a cycle (every expectation on it fails)."""
+        target = self.by_id.get(named)
         if target is None:
-            detail = f"before names no expectation: {expectation.before!r}"
-            return make_result(expectation, False, Evidence(), detail)
-        cycle = f"before {expectation.before!r} forms a cycle"
+            return f"before names no expectation: {named!r}"
+        cycle = f"before {named!r} forms a cycle"
         if id(target) in self.in_progress:
             # Everything on the chain from the target to here waits on itself: all of it
             # fails, not just the expectation that happened to close the loop.
             self.cyclic.update(self.in_progress[self.in_progress.index(id(target)) :])
-            return make_result(expectation, False, Evidence(), cycle)
-        target_result = self.grade(target)
-        if id(expectation) in self.cyclic:
-            return make_result(expectation, False, Evidence(), cycle)
-        return grade_api_call(expectation, self.snapshot, target_result)
+            return cycle
+        result = self.grade(target)
+        return cycle if id(expectation) in self.cyclic else result
 
 
 def grade_webhook(expectation: WebhookExpectation, snapshot: RunSnapshot) -> ExpectationResult:

@@ -56,6 +56,20 @@ class Delivery:
     resource_ref: str
 
 
+@dataclass(frozen=True, slots=True)
+class Revealed:
+    """A fact the simulated patient revealed: one per topic per reply. `at` is when the
+    reply was written; `asked_ref` the staff message it answers (its `inResponseTo`),
+    and `asked` whether that message asked about the topic — by the fact's keywords, or as
+    the model judged (False: the patient let it slip unasked)."""
+
+    at: datetime
+    topic: str
+    reply_ref: str  # "Communication/<id>"
+    asked_ref: str  # "Communication/<id>"
+    asked: bool = True
+
+
 @dataclass
 class RunSnapshot:
     run_id: str
@@ -69,6 +83,8 @@ class RunSnapshot:
     calls: list[Call] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     webhooks_supported: bool = False
+    revealed: list[Revealed] = field(default_factory=list)  # for `asked`
+    patient_replies: int = 0  # replies the simulated patient wrote
     final: bool = False  # grading at the end (finish, deadline): rubric may be judged
 
 

@@ -6,6 +6,7 @@ import uuid
 from datetime import datetime
 
 from sqlalchemy import BigInteger, DateTime, Float, Identity, Index, Integer, Text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.models.base import Base
@@ -46,3 +47,8 @@ class SimReplyLog(Base):
     note: Mapped[str | None] = mapped_column(Text)  # why a stand-in answered, if it did
     issues: Mapped[str | None] = mapped_column(Text)  # fidelity audit findings, newline-separated
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # What the `asked` expectation grades: the fact topics the staff message asked about
+    # (by keyword, or as the model judged), those the reply revealed, and when it was written.
+    asked_topics: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default="{}")
+    revealed_topics: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default="{}")
+    replied_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

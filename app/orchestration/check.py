@@ -25,7 +25,7 @@ from app.grading.engine import grade
 from app.grading.snapshot import ExpectationResult, RunSnapshot, Verdict
 from app.orchestration import oracle as oracle_replay
 from app.orchestration.mutants import Mutant, derive_mutants
-from app.orchestration.simulation import Simulation
+from app.orchestration.simulation import Patient, Simulation, patient_of
 from app.runs import service as runs_service
 from app.scenarios.schema import Scenario
 from app.scenarios.service import LoadedScenario
@@ -259,14 +259,17 @@ async def _check_variant(
         if not report.oracle_passed:
             return report
 
-        simulated = Simulation(before)
+        patient = patient_of(scenario, persona)
+        simulated = Simulation(before, patient)
         oracle_memory = grade(expectations, simulated.run(scenario.oracle))
         report.disagreement = _disagreement(oracle_memory, verdict_json)
         if report.disagreement or real_mutants:
             report.executor = "real runs"
         for mutant in mutants:
             if report.executor == "memory":
-                verdict = await asyncio.to_thread(_grade_mutant, expectations, before, mutant)
+                verdict = await asyncio.to_thread(
+                    _grade_mutant, expectations, before, mutant, patient
+                )
                 caught = _required_failing(verdict.results)
             else:
                 caught, run_id = await _real_mutant(target, scenario, mode, persona, mutant)
@@ -284,8 +287,10 @@ async def _check_variant(
         await _cleanup(target, created)
 
 
-def _grade_mutant(expectations: Any, before: RunSnapshot, mutant: Mutant) -> Verdict:
-    return grade(expectations, Simulation(before).run(mutant.calls))
+def _grade_mutant(
+    expectations: Any, before: RunSnapshot, mutant: Mutant, patient: Patient | None = None
+) -> Verdict:
+    return grade(expectations, Simulation(before, patient).run(mutant.calls))
 
 
 async def _real_mutant(
@@ -315,7 +320,9 @@ def _should_catch(oracle: Verdict, simulated: Simulation, mutant: Mutant) -> lis
     oracle run (so they should have noticed the change); for a reorder, the api_call
     expectations whose `before` the change defeats."""
     if mutant.call_index is None:
-        return [r.id for r in oracle.results if r.required and r.type in ("api_call", "any_of")]
+        return [
+            r.id for r in oracle.results if r.required and r.type in ("api_call", "any_of", "asked")
+        ]
     ref = simulated.refs_written.get(mutant.call_index)
     if ref is None:
         return []

@@ -3,8 +3,8 @@
 A scenario is a weak test when a solution that is *almost* right still passes. The
 mutants here are the near misses an agent really makes: a write left out, a write for
 the wrong patient, a wrong code or status, a lookup done after acting instead of
-before. Every mutant must fail at least one required expectation
-(`app.orchestration.check`).
+before, the right writes made without asking the simulated patient first (a guess).
+Every mutant must fail at least one required expectation (`app.orchestration.check`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,15 @@ from urllib.parse import urlsplit
 
 from app.fhir.validation import required_codes
 from app.grading.api_call import path_matches
+from app.patient_sim.engine import facts_asked
 from app.scenarios.schema import (
     AnyOfExpectation,
     ApiCallExpectation,
+    AskedExpectation,
     Expectation,
     OracleCall,
     Scenario,
+    symbol_name,
 )
 
 # The patient a write is redirected to when the fixture has only one: nobody's chart.
@@ -35,7 +38,7 @@ _WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 @dataclass(frozen=True)
 class Mutant:
-    kind: str  # drop | redirect | code | reorder
+    kind: str  # drop | redirect | code | reorder | guess
     description: str
     calls: tuple[OracleCall, ...]
     call_index: int | None  # the oracle call mutated (None for reorder)
@@ -78,6 +81,7 @@ def derive_mutants(scenario: Scenario) -> list[Mutant]:
         mutants.extend(_redirects(oracle, index, call, patients))
         mutants.extend(_code_changes(oracle, index, call))
     mutants.extend(_reorders(scenario, oracle))
+    mutants.extend(_guesses(scenario, oracle))
     return mutants
 
 
@@ -240,3 +244,57 @@ def _reorders(scenario: Scenario, oracle: list[OracleCall]) -> Iterator[Mutant]:
             (*kept, *moved),
             None,
         )
+
+
+def _asked_facts(expectations: list[Expectation]) -> set[str]:
+    """The facts required `asked` expectations (any_of children included) look for."""
+    out: set[str] = set()
+    for expectation in expectations:
+        if isinstance(expectation, AskedExpectation) and expectation.required:
+            out.add(expectation.fact)
+        elif isinstance(expectation, AnyOfExpectation) and expectation.required:
+            out |= _asked_facts(expectation.expectations)
+    return out
+
+
+def _text(body: dict[str, Any]) -> str:
+    return "\n".join(
+        str(p["contentString"])
+        for p in body.get("payload") or []
+        if isinstance(p, dict) and isinstance(p.get("contentString"), str)
+    )
+
+
+def _guesses(scenario: Scenario, oracle: list[OracleCall]) -> Iterator[Mutant]:
+    """The oracle without its questions: every message to the simulated patient that asks
+    about a fact an `asked` expectation needs is left out, the writes stay (guessed)."""
+    sim = scenario.patient_sim
+    facts = _asked_facts(list(scenario.expectations))
+    if sim is None or not facts:
+        return
+    patient = symbol_name(sim.patient)
+
+    def asks(call: OracleCall) -> bool:
+        body = call.body
+        if not (is_write(call) and isinstance(body, dict)):
+            return False
+        if body.get("resourceType") != "Communication":
+            return False
+        recipients = [
+            r.get("reference") for r in body.get("recipient") or [] if isinstance(r, dict)
+        ]
+        if not any(isinstance(r, str) and symbol_name(r) == patient for r in recipients):
+            return False
+        return any(f.topic in facts for f in facts_asked(sim, _text(body)))
+
+    questions = [i for i, call in enumerate(oracle) if asks(call)]
+    if not questions:
+        return
+    yield Mutant(
+        "guess",
+        "the writes made without asking the patient ("
+        + ", ".join(describe(i, oracle[i]) for i in questions)
+        + " left out)",
+        tuple(c for i, c in enumerate(oracle) if i not in questions),
+        None,
+    )

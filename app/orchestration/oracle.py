@@ -1,5 +1,12 @@
 """Replaying oracle calls through the app's own HTTP stack (run view, trace and all),
-exactly as a client would: for reference runs and scenario checks."""
+exactly as a client would: for reference runs and scenario checks.
+
+In a `patientSim` scenario the replay waits for the simulated patient after each write,
+as a correct agent waits for the answer to its question before acting on it: the
+patient (the scripted stand-in, so a replay is reproducible and the in-memory replay of
+`app.orchestration.simulation` agrees with it) answers every message written to them
+before the next call is sent. No worker is needed for that (the scenario check runs
+without one); where a worker also answers, the first reply to be stored wins."""
 
 from __future__ import annotations
 
@@ -8,8 +15,10 @@ from typing import Any
 
 import httpx
 
+from app.db import Scopes
 from app.errors import Unprocessable
 from app.kit.urls import run_view_base
+from app.patient_sim import service as patient_sim_service
 from app.runs.service import RunRow
 from app.scenarios.expansion import ExpansionError, expand_path, expand_value
 from app.scenarios.schema import OracleCall
@@ -53,6 +62,8 @@ async def replay(
                 call.method, url, json=body, headers={"Content-Type": content_type}
             )
             statuses.append(response.status_code)
+            if call.method != "GET" and response.status_code < 400:
+                await _let_patient_answer(app, run)
             if response.status_code >= 400:
                 if strict:
                     raise Unprocessable(
@@ -64,3 +75,9 @@ async def replay(
                 created = response.json()
                 refs[call.save_as] = f"{created['resourceType']}/{created['id']}"
     return statuses
+
+
+async def _let_patient_answer(app: Any, run: RunRow) -> None:
+    scopes = getattr(app.state, "scopes", None)
+    if isinstance(scopes, Scopes):
+        await patient_sim_service.reply_to_messages(scopes, None, run.tenant_id, run.id)

@@ -8,6 +8,10 @@ Patch or merge patch, delete, each validated like a real write), and record ever
 as the trace would. `app.orchestration.check` proves the two agree for each scenario by
 replaying the unmutated oracle both ways and comparing the verdicts; where they differ
 it grades the mutants with real runs instead.
+
+In a `patientSim` scenario the simulated patient answers too, as the scripted stand-in
+would (the real replays use it): each message written to the patient gets a reply just
+after it, revealing the facts the message asks about, up to `maxTurns` replies.
 """
 
 from __future__ import annotations
@@ -24,14 +28,30 @@ import jsonpatch
 
 from app.fhir.search.index import all_references
 from app.fhir.validation import validate_resource
-from app.grading.snapshot import Call, ChangedResource, RunSnapshot
+from app.grading.snapshot import Call, ChangedResource, Revealed, RunSnapshot
 from app.kit.clock import fhir_instant
 from app.orchestration.mutants import is_write
+from app.patient_sim import engine as patient_engine
 from app.scenarios.expansion import ExpansionError, expand_path, expand_value
-from app.scenarios.schema import OracleCall
+from app.scenarios.schema import OracleCall, PatientSim, Scenario, Variant, symbol_name
 
 # Calls are spaced this far apart in simulated time, so `before` sees their order.
 STEP = timedelta(milliseconds=10)
+
+
+@dataclass(frozen=True)
+class Patient:
+    """The simulated patient of a scenario, in one persona."""
+
+    sim: PatientSim
+    persona: Variant | None
+
+
+def patient_of(scenario: Scenario, persona: str | None) -> Patient | None:
+    if scenario.patient_sim is None:
+        return None
+    variant = next((v for v in scenario.variants if v.persona == persona), None)
+    return Patient(scenario.patient_sim, variant)
 
 
 @dataclass
@@ -47,8 +67,16 @@ class _Written:
 class Simulation:
     """One replay: the state of the run's resources and its calls so far."""
 
-    def __init__(self, before: RunSnapshot) -> None:
+    def __init__(self, before: RunSnapshot, patient: Patient | None = None) -> None:
         self.before = before
+        self.patient = patient
+        self.patient_ref = (
+            before.fixture.get(symbol_name(patient.sim.patient)) if patient is not None else None
+        )
+        self.answered: set[str] = set()  # messages the patient dealt with
+        self.thread: list[patient_engine.Turn] = []
+        self.replies = 0
+        self.revealed: list[Revealed] = []
         self.refs: dict[str, str] = dict(before.fixture)
         # What each reference reads now: the fixture, then whatever is written.
         self.state: dict[str, dict[str, Any] | None] = {
@@ -94,7 +122,44 @@ class Simulation:
                 refs=(),
             )
         )
+        if ref is not None and ref.startswith("Communication/"):
+            self._answer(ref)
         return status
+
+    def _answer(self, ref: str) -> None:
+        """The simulated patient's reply to a message written to them, just after it
+        (before the next call), as the real replay waits for it."""
+        message = self.state.get(ref)
+        if self.patient is None or message is None or ref in self.answered:
+            return
+        sender = str((message.get("sender") or {}).get("reference", ""))
+        recipients = [str(r.get("reference", "")) for r in message.get("recipient") or []]
+        if self.patient_ref is None or sender == self.patient_ref:
+            return
+        if self.patient_ref not in recipients:
+            return
+        text = "\n".join(
+            str(p["contentString"])
+            for p in message.get("payload") or []
+            if isinstance(p, dict) and p.get("contentString")
+        )
+        turns_so_far = len(self.answered)
+        self.answered.add(ref)
+        if patient_engine.turns_left(self.patient.sim, turns_so_far) <= 0:
+            return
+        sim, persona = self.patient.sim, self.patient.persona
+        reply = patient_engine.scripted_reply(sim, persona, text, self.thread)
+        asked = {fact.topic for fact in patient_engine.facts_asked(sim, text)}
+        self.replies += 1
+        at = self.at + STEP / 2
+        for topic in reply.revealed:
+            self.revealed.append(
+                Revealed(at, topic, f"Communication/simreply{self.replies}", ref, topic in asked)
+            )
+        self.thread += [
+            patient_engine.Turn("staff", text),
+            patient_engine.Turn("patient", reply.text),
+        ]
 
     def _write(self, call: OracleCall, path: str, body: Any) -> tuple[int, str | None]:
         """The status, and the resource written (None when nothing was)."""
@@ -190,9 +255,13 @@ class Simulation:
             # Only the replayed calls: a call another run shared before the oracle started
             # is not part of the solution being graded.
             calls=list(self.calls),
+            revealed=[*self.before.revealed, *self.revealed],
+            patient_replies=self.before.patient_replies + self.replies,
             final=True,
         )
 
 
-def simulate(before: RunSnapshot, calls: Sequence[OracleCall]) -> RunSnapshot:
-    return Simulation(before).run(calls)
+def simulate(
+    before: RunSnapshot, calls: Sequence[OracleCall], patient: Patient | None = None
+) -> RunSnapshot:
+    return Simulation(before, patient).run(calls)

@@ -371,6 +371,35 @@ def audit_reply(sim: PatientSim, message: str, reply: str) -> list[str]:
     return issues
 
 
+def revealed_by_model(
+    sim: PatientSim, message: str, reply: str, reported: list[str]
+) -> tuple[str, ...]:
+    """The topics a model's reply revealed: those it reported that name a fact of the
+    scenario, and any fact whose answer the reply states word for word (unless the staff
+    message already said it), in the facts' order. A model may under-report; a verbatim
+    answer is revealed whatever it says."""
+    named = set(reported)
+    return tuple(
+        fact.topic
+        for fact in sim.facts
+        if fact.topic in named
+        or (
+            bool(tokens(fact.answer))
+            and _contains(reply, fact.answer)
+            and not _contains(message, fact.answer)
+        )
+    )
+
+
+def asked_by_model(sim: PatientSim, message: str, reported: list[str]) -> tuple[str, ...]:
+    """The topics a message asked about, as far as a model's reply tells: those its
+    keywords ask about, and those the model reported revealing (it reveals only what is
+    asked, so a question in other words than the keywords still counts), in the facts'
+    order. An answer the model states without reporting it is not taken as asked."""
+    named = set(reported) | {fact.topic for fact in facts_asked(sim, message)}
+    return tuple(fact.topic for fact in sim.facts if fact.topic in named)
+
+
 # --- the model ---------------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ import uuid
 import asyncpg
 
 from app.contract.runs import SimulatedReply, SimulatorIssue
+from app.grading.snapshot import Revealed
 from app.patient_sim import repository
 
 
@@ -34,3 +35,24 @@ async def simulator_report(
         for r in rows
     ]
     return replies, issues
+
+
+async def revealed_facts(
+    conn: repository.Reader, tenant_id: uuid.UUID, run_id: str
+) -> tuple[list[Revealed], int]:
+    """What the `asked` expectation grades: each fact a reply revealed (attributed to the
+    message it answers, at the time the reply was written), and how many replies the
+    patient wrote."""
+    rows = await repository.written_replies(conn, tenant_id=tenant_id, run_id=run_id)
+    revealed = [
+        Revealed(
+            at=r["replied_at"],
+            topic=topic,
+            reply_ref=f"Communication/{r['reply_id']}",
+            asked_ref=f"Communication/{r['message_id']}",
+            asked=topic in (r["asked_topics"] or ()),
+        )
+        for r in rows
+        for topic in r["revealed_topics"] or ()
+    ]
+    return revealed, len(rows)

@@ -53,12 +53,17 @@ async def claim_reply(
     note: str | None,
     issues: str | None,
     at: datetime,
+    asked_topics: list[str],
+    revealed_topics: list[str],
 ) -> bool:
-    """Claim the message for this answer; False when another worker already did."""
+    """Claim the message for this answer; False when another worker already did.
+    `asked_topics`: the facts the message asked about; `revealed_topics`: those the
+    reply reveals."""
     claimed = await conn.fetchval(
         """INSERT INTO sim_reply (tenant_id, run_id, message_id, turn, engine, model,
-                prompt_version, temperature, seed, note, issues, at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                prompt_version, temperature, seed, note, issues, at, asked_topics,
+                revealed_topics)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
             ON CONFLICT DO NOTHING RETURNING 1""",
         tenant_id,
         run_id,
@@ -72,20 +77,29 @@ async def claim_reply(
         note,
         issues,
         at,
+        asked_topics,
+        revealed_topics,
     )
     return claimed is not None
 
 
 async def set_reply_id(
-    conn: Conn, *, tenant_id: uuid.UUID, run_id: str, message_id: str, reply_id: str
+    conn: Conn,
+    *,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    message_id: str,
+    reply_id: str,
+    replied_at: datetime,
 ) -> None:
     await conn.execute(
-        """UPDATE sim_reply SET reply_id = $4
+        """UPDATE sim_reply SET reply_id = $4, replied_at = $5
             WHERE tenant_id = $1 AND run_id = $2 AND message_id = $3""",
         tenant_id,
         run_id,
         message_id,
         reply_id,
+        replied_at,
     )
 
 
@@ -109,4 +123,19 @@ async def reply_to(
         tenant_id,
         run_id,
         message_id,
+    )
+
+
+async def written_replies(
+    conn: Reader, *, tenant_id: uuid.UUID, run_id: str
+) -> list[asyncpg.Record]:
+    """The replies the patient wrote (not the turns the cap silenced), oldest first:
+    message_id, reply_id, replied_at, asked_topics, revealed_topics."""
+    return await conn.fetch(
+        """SELECT message_id, reply_id, coalesce(replied_at, at) AS replied_at, asked_topics,
+                revealed_topics
+        FROM sim_reply WHERE tenant_id = $1 AND run_id = $2 AND reply_id IS NOT NULL
+        ORDER BY turn, replied_at""",
+        tenant_id,
+        run_id,
     )

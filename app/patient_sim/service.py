@@ -154,6 +154,7 @@ async def _answer(
     seed = _seed(run.id, message_id)
     engine_name, model, note, prompt_version = "scripted", None, None, None
     reply = engine.scripted_reply(sim, persona, text, thread)
+    asked = tuple(fact.topic for fact in engine.facts_asked(sim, text))
     if llm is not None and llm.configured:
         try:
             result = await llm.complete_json(
@@ -165,7 +166,11 @@ async def _answer(
                 temperature=TEMPERATURE,
                 seed=seed,
             )
-            reply = engine.SimReply(result.value.reply, tuple(result.value.revealed_topics))
+            revealed = engine.revealed_by_model(
+                sim, text, result.value.reply, result.value.revealed_topics
+            )
+            reply = engine.SimReply(result.value.reply, revealed)
+            asked = engine.asked_by_model(sim, text, result.value.revealed_topics)
             engine_name, model, prompt_version = "llm", result.model, engine.PROMPT_VERSION
         except LlmUnavailable as exc:
             note = f"scripted stand-in answered: {exc.reason}"
@@ -207,6 +212,8 @@ async def _answer(
             note=note,
             issues="\n".join(issues) or None,
             at=now,
+            asked_topics=list(asked),
+            revealed_topics=list(reply.revealed),
         )
         if not claimed:
             return None  # another worker answered it
@@ -217,6 +224,7 @@ async def _answer(
             run_id=run.id,
             message_id=message_id,
             reply_id=result_write.id,
+            replied_at=result_write.last_updated,
         )
         tx.after.wrote(run.tenant_id, ctx.writes)
         if ctx.deliveries:

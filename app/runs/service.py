@@ -41,7 +41,7 @@ from app.kit import jsontext
 from app.kit.clock import utcnow
 from app.kit.urls import FHIR_PREFIX, RUNS_PREFIX, run_view_base
 from app.llm.client import LlmClient
-from app.patient_sim.report import simulator_report
+from app.patient_sim.report import revealed_facts, simulator_report
 from app.runs import repository
 from app.runs.errors import LiveRunLimit, RunNotFound, RunNotLive, RunStillLive
 from app.runs.fhir_writes import FHIR_WRITES
@@ -482,6 +482,9 @@ async def build_snapshot(
         Delivery(at=at, event=event, resource_ref=ref)
         for at, event, ref in await webhooks_service.run_deliveries(conn, run.tenant_id, run.id)
     ]
+    revealed, patient_replies = (
+        await revealed_facts(conn, run.tenant_id, run.id) if _asks(expectations) else ([], 0)
+    )
     return RunSnapshot(
         run_id=run.id,
         started_at=run.started_at,
@@ -494,7 +497,16 @@ async def build_snapshot(
         calls=calls,
         deliveries=deliveries,
         webhooks_supported=True,
+        revealed=revealed,
+        patient_replies=patient_replies,
         final=final,
+    )
+
+
+def _asks(expectations: list[Expectation]) -> bool:
+    """Whether any expectation (any_of children included) is an `asked`."""
+    return any(
+        e.type == "asked" or (e.type == "any_of" and _asks(e.expectations)) for e in expectations
     )
 
 
@@ -554,8 +566,12 @@ async def grade_run(
     *,
     final: bool = False,
     llm: LlmClient | None = None,
+    settle_seconds: float = 0.0,
 ) -> RunRow:
     """Grade a live run; end it when it passed, when `final` (finish), or at its deadline.
+    A pass waits until the system under test has been quiet `settle_seconds` (no traced
+    call, no write): until then the run stays live and is graded again when the quiet
+    would be over, so extra work right after the job still counts against it.
     A run that already ended is returned as it is. Holds at most one connection at a
     time and no transaction across the judging (which may call a model and uses the pool
     itself); the verdict is one conditional UPDATE, and a run it ends frees a live slot
@@ -572,7 +588,10 @@ async def grade_run(
     now = snapshot.now
     status: RunStatus | None = None
     note = None
-    if verdict.passed:
+    settling = 0.0
+    if verdict.passed and not final and now < run.deadline:
+        settling = settle_seconds - (now - _last_activity(run, snapshot)).total_seconds()
+    if verdict.passed and settling <= 0:
         status = RunStatus.PASSED
     elif final:
         status = RunStatus.FAILED
@@ -619,7 +638,17 @@ async def grade_run(
         )
         if updated is None:
             return await get_run(tx.conn, tenant_id, run_id)
+        if settling > 0:
+            tx.after.grade(tenant_id, run_id, delay=settling)
         return RunRow.from_record(updated)
+
+
+def _last_activity(run: RunRow, snapshot: RunSnapshot) -> datetime:
+    """When the system under test last did something the run can see: a traced call, or
+    a write it made."""
+    moments = [run.started_at, *(c.at for c in snapshot.calls)]
+    moments += [c.last_changed_at for c in snapshot.changed]
+    return max(moments)
 
 
 def _slot_freed(tx: Tx, tenant_id: uuid.UUID) -> None:

@@ -98,6 +98,16 @@ class ApiCallExpectation(ExpectationBase):
     count: Count | None = None
 
 
+class AskedExpectation(ExpectationBase):
+    """In a `patientSim` scenario: the simulated patient revealed the fact `fact` (a
+    topic of `patientSim.facts`) in a reply to a message that asked about it, before the
+    first evidence of the expectation `before` — asked, not guessed."""
+
+    type: Literal["asked"]
+    fact: str = Field(min_length=1)
+    before: str = Field(min_length=1)
+
+
 TextSource = Literal["communications", "tasks", "documents"]
 ALL_TEXT_SOURCES: tuple[TextSource, ...] = ("communications", "tasks", "documents")
 
@@ -137,7 +147,8 @@ Expectation = Annotated[
     | ApiCallExpectation
     | RubricExpectation
     | ChangesExpectation
-    | AnyOfExpectation,
+    | AnyOfExpectation
+    | AskedExpectation,
     Field(discriminator="type"),
 ]
 AnyOfExpectation.model_rebuild()

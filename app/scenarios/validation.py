@@ -74,6 +74,7 @@ _EXPECTATION_TYPES: Final = (
     "rubric",
     "changes",
     "any_of",
+    "asked",
 )
 # What a `changes` expectation may name in `allow`: the types whose evidence is resources.
 _ALLOWABLE_TYPES: Final = frozenset({"resource", "field", "any_of"})
@@ -442,7 +443,7 @@ class _Checker:
                     kinds[eid] = expectation.get("type")
             self.check_expectation(expectation, path)
             kind = expectation.get("type")
-            if kind == "api_call" and isinstance(eid, str):
+            if kind in ("api_call", "asked") and isinstance(eid, str):
                 before = expectation.get("before")
                 if isinstance(before, str):
                     befores.append((eid, before, f"{path}/before"))
@@ -512,10 +513,33 @@ class _Checker:
                     f"{path}/path",
                     "path must start with '/' (relative to the FHIR base, or /api/...)",
                 )
+        elif kind == "asked":
+            self.check_asked(expectation, path)
         elif kind == "rubric" and expectation.get("required") is True:
             self.add(
                 f"{path}/required",
                 "rubric checks are always bonus: remove required, or set it to false",
+            )
+
+    def check_asked(self, expectation: dict[str, Any], path: str) -> None:
+        sim = _get(self.data, "patientSim")
+        if not isinstance(sim, dict):
+            self.add(
+                f"{path}/type",
+                "an asked expectation needs a simulated patient: the scenario has no patientSim",
+            )
+            return
+        fact = expectation.get("fact")
+        topics = [
+            f["topic"]
+            for f in _list(sim.get("facts"))
+            if isinstance(f, dict) and isinstance(f.get("topic"), str)
+        ]
+        if isinstance(fact, str) and fact not in topics:
+            known = ", ".join(repr(t) for t in topics) or "none"
+            self.add(
+                f"{path}/fact",
+                f"fact {fact!r} is not a topic of patientSim.facts (topics: {known})",
             )
 
     def check_fhirpath(self, expression: str, path: str) -> None:

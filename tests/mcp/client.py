@@ -15,7 +15,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
 
 from app.scenarios.expansion import expand_path, expand_value
-from app.scenarios.schema import Scenario
+from app.scenarios.schema import Scenario, symbol_name
 
 
 @asynccontextmanager
@@ -92,12 +92,31 @@ def tool_for(method: str, path: str, body: Any) -> tuple[str, dict[str, Any]]:
 
 async def replay_oracle(client: mcp.Client, run: dict[str, Any], scenario: Scenario) -> None:
     """The scenario's reference solution, every call made through the MCP tools on the
-    session's current run (no run_id passed)."""
+    session's current run (no run_id passed). A message to the simulated patient is
+    followed by reading the thread until they answer, as an agent waits for the answer to
+    its question before acting on it (`asked` expectations need the reply first)."""
     refs = dict(run["fixture"])
     started = datetime.fromisoformat(run["started_at"])
+    patient = (
+        refs.get(symbol_name(scenario.patient_sim.patient))
+        if scenario.patient_sim is not None
+        else None
+    )
     for call in scenario.oracle:
         body = expand_value(call.body, refs, started) if call.body else None
         name, args = tool_for(call.method, expand_path(call.path, refs), body)
         result = await call_ok(client, name, args)
         if call.save_as:
             refs[call.save_as] = result["reference"]
+        if name == "fhir_create" and patient is not None and _to(body, patient):
+            thread = await call_ok(client, "get_patient_messages", {"wait_seconds": 10})
+            assert not thread["awaiting_reply"], thread
+
+
+def _to(body: Any, patient: str) -> bool:
+    """Whether a body is a Communication addressed to `patient` ("Patient/<id>")."""
+    return (
+        isinstance(body, dict)
+        and body.get("resourceType") == "Communication"
+        and any(r.get("reference") == patient for r in body.get("recipient") or [])
+    )

@@ -11,9 +11,11 @@ from app.patient_sim.engine import (
     LlmSimReply,
     SimReply,
     Turn,
+    asked_by_model,
     audit_reply,
     facts_asked,
     llm_messages,
+    revealed_by_model,
     scripted_reply,
     turns_left,
 )
@@ -494,3 +496,38 @@ def test_turn_cap_is_at_most_twelve() -> None:
     # The schema rejects more; a sim built around validation is still capped.
     sim = PatientSim.model_construct(patient="@patient", goal="x", facts=[], max_turns=40)
     assert turns_left(sim, 0) == 12
+
+
+@pytest.mark.parametrize(
+    ("message", "reply", "reported", "expected"),
+    [
+        ("Which day?", "Tuesdays, mostly.", ["preferred day"], ("preferred day",)),
+        # A topic the scenario does not have is dropped.
+        ("Which day?", "Tuesdays, mostly.", ["preferred day", "insurance"], ("preferred day",)),
+        # An answer stated word for word is revealed, reported or not.
+        ("Hello", "Hi! The CVS on Main Street.", [], ("pharmacy",)),
+        # Repeating what the staff wrote reveals nothing.
+        ("Is it the CVS on Main Street?", "Yes, the CVS on Main Street.", [], ()),
+        # The facts' order, whatever order the model reported them in.
+        (
+            "When?",
+            "Mornings, before 11. Tuesdays work best for me.",
+            ["preferred time"],
+            ("preferred day", "preferred time"),
+        ),
+    ],
+)
+def test_revealed_by_model(
+    message: str, reply: str, reported: list[str], expected: tuple[str, ...]
+) -> None:
+    assert revealed_by_model(SIM, message, reply, reported) == expected
+
+
+def test_asked_by_model_trusts_the_models_report_beside_the_keywords() -> None:
+    # "Which weekday" asks about the day by keyword; "when can you come" by nothing, but
+    # the model reported revealing the time: taken as asked. An unknown topic is dropped.
+    assert asked_by_model(SIM, "Which weekday?", []) == ("preferred day",)
+    assert asked_by_model(SIM, "When can you come?", ["preferred time", "insurance"]) == (
+        "preferred time",
+    )
+    assert asked_by_model(SIM, "Hello", []) == ()

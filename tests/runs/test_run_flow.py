@@ -141,6 +141,36 @@ async def test_a_collateral_change_fails_naming_what_changed(tenant: TenantHandl
     assert any("(by booked)" in m for m in guard["evidence"]["matches"])
 
 
+async def test_extra_work_right_after_the_job_is_still_graded(tenant: TenantHandle) -> None:
+    """A pass waits for the agent to go quiet: a collateral edit made after the worker saw
+    every check hold (within the settle window) still fails the run."""
+    run = await start(tenant)
+    await book(run, tenant, CHEN)
+    holding = await wait_for(tenant, run["id"], {"passed", "failed"}, within=0.8)
+    assert holding["status"] == "live"  # every check holds, but the agent may not be done
+    async with httpx.AsyncClient(headers=tenant.headers) as client:
+        ref = f"{run['fhirBase']}/{run['fixture']['patient']}"
+        patient = (await client.get(ref)).json()
+        patient["telecom"] = [{"system": "phone", "value": "555-0199"}]  # "while I was at it"
+        assert (await client.put(ref, json=patient)).status_code == 200
+    final = await wait_for(tenant, run["id"], {"passed", "failed", "timed_out"}, within=2)
+    assert final["status"] == "live", "a failing check keeps the run live"
+    async with api(tenant) as client:
+        final = (await client.post(f"/runs/{run['id']}/finish")).json()
+    assert final["status"] == "failed"
+    failing = {e["id"] for e in final["expectations"] if e["passed"] is False}
+    assert failing == {"nothing-else-changed"}
+
+
+async def test_a_quiet_agent_passes_once_the_settle_window_is_over(tenant: TenantHandle) -> None:
+    run = await start(tenant)
+    began = time.monotonic()
+    await book(run, tenant, CHEN)
+    final = await wait_for(tenant, run["id"], {"passed", "failed", "timed_out"})
+    assert final["status"] == "passed"
+    assert time.monotonic() - began >= 1.0  # the test settings' settle_seconds
+
+
 async def test_doing_nothing_times_out(tenant: TenantHandle, db: Database) -> None:
     run = await start(tenant, timeoutSeconds=30)
     # Let the deadline pass without waiting for it: the worker's tick ends the run.
