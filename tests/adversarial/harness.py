@@ -22,10 +22,11 @@ each test then checks its agent's verdict: a wrong agent's run must not pass (th
 prints which expectations caught it), a correct agent's run must pass (the test prints
 the expectations that failed).
 
-A run passes as soon as every required expectation holds (the worker grades about half a
-second after each write), so a wrong agent does its wrong work *before* the part that
-completes the job, or in the same transaction; `Verdict.ended_early` tells when the run
-ended before the agent's last write.
+The worker may end a run as passed before `finish` once every required expectation holds
+and the agent has been quiet for `settle_seconds` (1 s in tests). Agents here work without
+pauses, so their extra or duplicate writes land well inside that; a duplicate that is the
+completing write itself is sent in one Bundle (`create_together`) so no grading can fall
+between. `Verdict.ended_early` tells when the run ended before the agent's last write.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ CHEN = "Practitioner/demo-canonical-prac-chen"
 PATEL = "Practitioner/demo-canonical-prac-patel"
 ORG = "Organization/demo-canonical-org"
 # Runs of one module at once (a tenant may have 20 live runs; the machine is small).
-CONCURRENCY = 10
+CONCURRENCY = 16
 # How long to wait for the simulated patient's reply.
 REPLY_WITHIN = 15.0
 
@@ -220,6 +221,16 @@ class Run:
             bundle_entries.append(entry)
         return await self.post(
             "", {"resourceType": "Bundle", "type": "transaction", "entry": bundle_entries}
+        )
+
+    async def create_together(self, *bodies: dict[str, Any]) -> dict[str, Any]:
+        """POST each body in one transaction Bundle (all land at once: a run can't pass
+        between them)."""
+        return await self.transaction(
+            [
+                {"method": "POST", "url": b["resourceType"], "fullUrl": urn(), "resource": b}
+                for b in bodies
+            ]
         )
 
     async def attempt(self, method: str, path: str, body: Any = None) -> int:
