@@ -134,7 +134,10 @@ async def add_problem(run: Run, text: str, code: str, display: str) -> None:
                     }
                 ]
             },
-            "code": {"coding": [{"system": SNOMED, "code": code, "display": display}], "text": text},
+            "code": {
+                "coding": [{"system": SNOMED, "code": code, "display": display}],
+                "text": text,
+            },
             "subject": {"reference": run.ref("patient")},
             "recordedDate": now(),
         }

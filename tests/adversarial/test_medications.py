@@ -29,7 +29,9 @@ TOLD = (
     "Hi Carol, because ibuprofen can interact with your warfarin we haven't sent a refill. "
     "Dr. Chen will review your request and get back to you."
 )
-FLAGGED = "Ibuprofen 600 mg refill requested; patient is on warfarin (bleeding risk). Please review."
+FLAGGED = (
+    "Ibuprofen 600 mg refill requested; patient is on warfarin (bleeding risk). Please review."
+)
 
 
 def interaction_task(run: Run, text: str = FLAGGED, **extra: Any) -> dict[str, Any]:
@@ -116,7 +118,9 @@ def escalation(run: Run, text: str = ESCALATE, **extra: Any) -> dict[str, Any]:
 
 async def allergy_routine(run: Run) -> None:
     """Misses the allergy: a routine refill Task."""
-    await run.create(escalation(run, "Refill amoxicillin 500 mg x4 before dental.", priority="routine"))
+    await run.create(
+        escalation(run, "Refill amoxicillin 500 mg x4 before dental.", priority="routine")
+    )
 
 
 async def allergy_holds_order(run: Run) -> None:
@@ -199,8 +203,8 @@ def refill(run: Run, symbol: str = "statin", **extra: Any) -> dict[str, Any]:
 
 
 async def which_guessed(run: Run) -> None:
-    """Never asks: assumes the statin (due soonest), then tells him it's done."""
-    await run.send("patient", "Hi James, we got your refill request.", sender=ORG)
+    """Asks only which pharmacy, assumes the statin (due soonest), tells him it's done."""
+    await run.ask("patient", "Hi James, is it going to your usual pharmacy?", sender=ORG)
     await run.create(refill(run))
     await run.send("patient", DONE, sender=ORG)
 
@@ -285,7 +289,7 @@ AGENTS = [
     Agent("inactivated", "wrong", ALLERGY, allergy_resolves_allergy, why="allergy", mode=WF),
     Agent("role-bundle", "correct", ALLERGY, allergy_role_bundle, why="Bundle, role", mode=WF),
     Agent("searched-put", "correct", ALLERGY, allergy_searched_put, why="PUT", mode=WF),
-    Agent("guessed", "wrong", WHICH, which_guessed, why="never asked"),
+    Agent("guessed", "wrong", WHICH, which_guessed, why="asked only the pharmacy"),
     Agent("both", "wrong", WHICH, which_both, why="lisinopril too"),
     Agent("statement", "wrong", WHICH, which_records_supply, why="MedicationStatement"),
     Agent("two-tasks", "wrong", WHICH, which_two_tasks, why="duplicate Task"),

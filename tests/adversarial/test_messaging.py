@@ -133,9 +133,9 @@ def note_task(run: Run, text: str, **extra: Any) -> dict[str, Any]:
 
 
 async def clarify_guessed(run: Run) -> None:
-    """Never asks: reads the chart, assumes a sick note for the visit days, tells her so."""
+    """Asks only how to deliver it, assumes a sick note for the visit days from the chart."""
     first, second = await sick_days(run)
-    await run.send("patient", "Hi Carmen, we'll ask Dr. Chen for your work note.", sender=ORG)
+    await run.ask("patient", "Hi Carmen, should we send the letter to your portal?", sender=ORG)
     await run.create(
         note_task(run, f"Work excuse note for {first:%Y-%m-%d} and {second:%Y-%m-%d}.")
     )
@@ -163,7 +163,9 @@ async def clarify_adds_employer(run: Run) -> None:
     """Asks, then records her supervisor as a contact on the Patient before the Task."""
     await run.ask("patient", "What is the letter for, and for which dates?", sender=ORG)
     patient = await run.read("patient")
-    patient["contact"] = [{"name": {"text": "Work supervisor"}, "organization": {"display": "Employer"}}]
+    patient["contact"] = [
+        {"name": {"text": "Work supervisor"}, "organization": {"display": "Employer"}}
+    ]
     await run.update(patient)
     first, second = await sick_days(run)
     await run.create(note_task(run, f"Note for work: {first:%Y-%m-%d}, {second:%Y-%m-%d}."))
@@ -275,7 +277,9 @@ async def triage_bundle_role(run: Run) -> None:
     ack = reply(run, ACK, sent=now(CHICAGO))
     ack_urn = urn()
     body = triage_task(run, owner={"reference": CHEN_ROLE}, authoredOn=now(CHICAGO))
-    body["input"] = [{"type": {"text": "Acknowledgement"}, "valueReference": {"reference": ack_urn}}]
+    body["input"] = [
+        {"type": {"text": "Acknowledgement"}, "valueReference": {"reference": ack_urn}}
+    ]
     await run.transaction(
         [
             {"method": "POST", "url": "Communication", "fullUrl": ack_urn, "resource": ack},
@@ -291,7 +295,11 @@ async def triage_searched_put(run: Run) -> None:
     assert any(m["id"] == run.rid("msg") for m in msgs), msgs
     await run.search("Immunization", patient=run.ref("patient"))
     await mark_read(run)
-    await put_new(run, reply(run, "Thanks Teresa — your immunization record will be in your portal soon."), "ack")
+    await put_new(
+        run,
+        reply(run, "Thanks Teresa — your immunization record will be in your portal soon."),
+        "ack",
+    )
     body = triage_task(
         run,
         status="ready",
@@ -349,7 +357,9 @@ async def reply_bundle_role(run: Run) -> None:
         "Hello Daniel — please fast 10-12 hours before the blood draw (water only; skip the "
         "coffee until after). Your usual morning pill with water is fine."
     )
-    await post_all(run, reply(run, text, sender=CHEN_ROLE, about=[{"reference": run.ref("labappt")}]))
+    await post_all(
+        run, reply(run, text, sender=CHEN_ROLE, about=[{"reference": run.ref("labappt")}])
+    )
 
 
 async def reply_put_kolkata(run: Run) -> None:
@@ -454,7 +464,7 @@ AGENTS = [
     Agent("copied-chen", "wrong", ANSWER, answer_copies_chen, why="message to another"),
     Agent("searched-bundle", "correct", ANSWER, answer_searched_bundle, why="'Fri, Dec 11'"),
     Agent("put-us-date", "correct", ANSWER, answer_put_us_date, why="PUT, 12/11, read tag"),
-    Agent("guessed", "wrong", CLARIFY, clarify_guessed, why="never asked"),
+    Agent("guessed", "wrong", CLARIFY, clarify_guessed, why="asked only about delivery"),
     Agent("wrote-letter", "wrong", CLARIFY, clarify_writes_letter, why="DocumentReference"),
     Agent("added-employer", "wrong", CLARIFY, clarify_adds_employer, why="Patient edited"),
     Agent("two-tasks", "wrong", CLARIFY, clarify_two_tasks, why="duplicate Task"),

@@ -74,7 +74,12 @@ async def critical_role_bundle(run: Run) -> None:
         owner=OKAFOR_ROLE,
         priority="asap",
         status="ready",
-        input=[{"type": {"text": "Critical value"}, "valueReference": {"reference": run.ref("potassium")}}],
+        input=[
+            {
+                "type": {"text": "Critical value"},
+                "valueReference": {"reference": run.ref("potassium")},
+            }
+        ],
     )
     await post_all(run, body)
 
@@ -220,9 +225,7 @@ async def identity_put_role(run: Run) -> None:
     doc = await run.read("labdoc")
     doc["subject"] = {"reference": f"Patient/{found[0]['id']}", "display": "Maria Garcia"}
     await run.update(doc)
-    await run.create(
-        tsh_task(run, owner=PATEL_ROLE, focus="tsh", authoredOn=now(KOLKATA))
-    )
+    await run.create(tsh_task(run, owner=PATEL_ROLE, focus="tsh", authoredOn=now(KOLKATA)))
 
 
 async def identity_transaction(run: Run) -> None:
@@ -261,7 +264,11 @@ def notice(run: Run, text: str = GOOD, **extra: Any) -> dict[str, Any]:
 async def normal_one_per_result(run: Run) -> None:
     """Sends one message per Observation (four)."""
     bodies = [
-        notice(run, f"Your {name} result is normal.", about=[{"reference": run.ref("report")}, {"reference": run.ref(name)}])
+        notice(
+            run,
+            f"Your {name} result is normal.",
+            about=[{"reference": run.ref("report")}, {"reference": run.ref(name)}],
+        )
         for name in ("chol", "trig", "hdl", "ldl")
     ]
     await post_all(run, *bodies)
