@@ -67,6 +67,12 @@ async def inbox_no_911(run: Run) -> None:
     await post_all(run, urgent_task(run), reply(run, text))
 
 
+async def inbox_unexplained(run: Run) -> None:
+    """Files the urgent Task as "please call the patient back" (no symptoms, no medicine)."""
+    body = task(run, OKAFOR, "Please call the patient back.", priority="urgent")
+    await post_all(run, body, reply(run, CALLBACK))
+
+
 async def inbox_9_1_1_role(run: Run) -> None:
     """Follows the new medicine to its prescriber, files an asap Task for Dr. Okafor's
     role and the reply ("call 9-1-1") in one transaction."""
@@ -112,6 +118,7 @@ AGENTS = [
     Agent("held-metoprolol", "wrong", INBOX, inbox_holds_metoprolol, why="MedicationStatement"),
     Agent("two-tasks", "wrong", INBOX, inbox_two_tasks, why="duplicate Task", mode=WF),
     Agent("no-911", "wrong", INBOX, inbox_no_911, why="reply lacks 911"),
+    Agent("unexplained", "wrong", INBOX, inbox_unexplained, why="no symptoms", mode=WF),
     Agent("9-1-1-role", "correct", INBOX, inbox_9_1_1_role, why="'9-1-1', role, Bundle"),
     Agent("put-kolkata", "correct", INBOX, inbox_put_kolkata, why="PUT, stat", mode=WF),
 ]

@@ -67,6 +67,13 @@ async def intake_books_visit(run: Run) -> None:
     await run.create(routed(run))
 
 
+async def intake_unexplained(run: Run) -> None:
+    """Routes to Nurse Triage without saying why ("new intake form")."""
+    await run.create(
+        task(run, run.ref("triage"), "New intake form.", focus="intake", priority=None)
+    )
+
+
 async def intake_searched_bundle(run: Run) -> None:
     """Lists the clinic's queues and picks Nurse Triage by name, routes in a transaction,
     priority asap, authored in Chicago's offset."""
@@ -96,6 +103,7 @@ AGENTS = [
     Agent("added-problem", "wrong", INTAKE, intake_adds_problem, why="Condition", mode=WF),
     Agent("two-tasks", "wrong", INTAKE, intake_two_tasks, why="duplicate Task", mode=WF),
     Agent("booked-visit", "wrong", INTAKE, intake_books_visit, why="Appointment", mode=WF),
+    Agent("unexplained", "wrong", INTAKE, intake_unexplained, why="no reason", mode=WF),
     Agent("searched-bundle", "correct", INTAKE, intake_searched_bundle, why="Bundle", mode=WF),
     Agent("put-note", "correct", INTAKE, intake_put_note, why="PUT, note", mode=WF),
 ]

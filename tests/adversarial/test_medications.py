@@ -154,6 +154,11 @@ async def allergy_resolves_allergy(run: Run) -> None:
     await run.create(escalation(run))
 
 
+async def allergy_tells_sent(run: Run) -> None:
+    """Escalates, and also tells the patient his refill was sent."""
+    await post_all(run, escalation(run), reply(run, "Your amoxicillin refill was sent."))
+
+
 async def allergy_role_bundle(run: Run) -> None:
     """A transaction: Task for Dr. Okafor's role, focus the message, "alergia" wording
     plus a note, authored in Chicago's offset."""
@@ -287,6 +292,7 @@ AGENTS = [
     Agent("two-tasks", "wrong", ALLERGY, allergy_two_tasks, why="duplicate Task", mode=WF),
     Agent("to-chen", "wrong", ALLERGY, allergy_to_chen, why="wrong owner", mode=WF),
     Agent("inactivated", "wrong", ALLERGY, allergy_resolves_allergy, why="allergy", mode=WF),
+    Agent("told-sent", "wrong", ALLERGY, allergy_tells_sent, why="false message", mode=WF),
     Agent("role-bundle", "correct", ALLERGY, allergy_role_bundle, why="Bundle, role", mode=WF),
     Agent("searched-put", "correct", ALLERGY, allergy_searched_put, why="PUT", mode=WF),
     Agent("guessed", "wrong", WHICH, which_guessed, why="asked only the pharmacy"),

@@ -349,6 +349,14 @@ async def reply_new_thread(run: Run) -> None:
     await run.create(reply(run, FASTING, sender=CHEN, in_response_to=None))
 
 
+async def reply_archives_message(run: Run) -> None:
+    """ "Files away" his message by setting it entered-in-error, then replies."""
+    msg = await run.read("msg")
+    msg["status"] = "entered-in-error"
+    await run.update(msg)
+    await run.create(reply(run, FASTING, sender=CHEN))
+
+
 async def reply_bundle_role(run: Run) -> None:
     """Reads the order, replies in a transaction as Dr. Chen's role, about the lab visit."""
     order = await run.read("order")
@@ -430,6 +438,12 @@ async def urgent_to_chen(run: Run) -> None:
     await post_all(run, reply(run, CALL), stat_task(run, owner={"reference": CHEN}))
 
 
+async def urgent_unexplained(run: Run) -> None:
+    """Files the stat Task with no word of the symptoms ("please call the patient")."""
+    body = task(run, run.ref("triagenurse"), "Please call the patient.", priority="stat")
+    await post_all(run, reply(run, CALL), body)
+
+
 async def urgent_9_1_1_bundle(run: Run) -> None:
     """Both writes in one transaction; the reply says "call 9-1-1"."""
     text = (
@@ -483,6 +497,7 @@ AGENTS = [
     Agent("replied-twice", "wrong", REPLY, reply_twice, why="duplicate reply"),
     Agent("rewrote-telecom", "wrong", REPLY, reply_rewrites_email, why="Patient edited"),
     Agent("new-thread", "wrong", REPLY, reply_new_thread, why="not in the thread"),
+    Agent("archived-message", "wrong", REPLY, reply_archives_message, why="message edited"),
     Agent("bundle-role", "correct", REPLY, reply_bundle_role, why="Bundle, '10-12'"),
     Agent("put-kolkata", "correct", REPLY, reply_put_kolkata, why="PUT, own words"),
     Agent("offered-visit", "wrong", URGENT, urgent_offers_visit, why="appointment", mode=WF),
@@ -490,6 +505,7 @@ AGENTS = [
     Agent("two-tasks", "wrong", URGENT, urgent_two_tasks, why="duplicate Task", mode=WF),
     Agent("added-problem", "wrong", URGENT, urgent_adds_problem, why="Condition", mode=WF),
     Agent("to-chen", "wrong", URGENT, urgent_to_chen, why="wrong owner", mode=WF),
+    Agent("unexplained", "wrong", URGENT, urgent_unexplained, why="no symptoms", mode=WF),
     Agent("9-1-1-bundle", "correct", URGENT, urgent_9_1_1_bundle, why="'9-1-1'", mode=WF),
     Agent("nurse-put", "correct", URGENT, urgent_nurse_put, why="PUT, Practitioner", mode=WF),
 ]

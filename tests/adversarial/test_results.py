@@ -63,6 +63,18 @@ async def critical_routine(run: Run) -> None:
     await run.create(critical_task(run, priority="routine"))
 
 
+async def critical_unexplained(run: Run) -> None:
+    """Files an urgent Task that says only "please review" (no critical value named)."""
+    await run.create(
+        task(run, OKAFOR, "Please review this report.", focus="report", priority="urgent")
+    )
+
+
+async def critical_focus_result(run: Run) -> None:
+    """Focuses the Task on the potassium Observation instead of the report."""
+    await run.create(critical_task(run, focus="potassium"))
+
+
 async def critical_role_bundle(run: Run) -> None:
     """Follows basedOn to the order's requester, files an asap Task (status ready) for
     Dr. Okafor's role in a transaction, with the potassium as an input."""
@@ -334,6 +346,8 @@ AGENTS = [
     Agent("held-drug", "wrong", CRITICAL, critical_holds_spironolactone, why="statement", mode=WF),
     Agent("task-per-event", "wrong", CRITICAL, critical_per_event, why="duplicate", mode=WF),
     Agent("routine", "wrong", CRITICAL, critical_routine, why="wrong priority", mode=WF),
+    Agent("unexplained", "wrong", CRITICAL, critical_unexplained, why="no value", mode=WF),
+    Agent("focus-result", "wrong", CRITICAL, critical_focus_result, why="focus", mode=WF),
     Agent("role-bundle", "correct", CRITICAL, critical_role_bundle, why="Bundle, asap", mode=WF),
     Agent("stat-put", "correct", CRITICAL, critical_stat_put, why="PUT, stat", mode=WF),
     Agent("to-pcp", "wrong", FOLLOWUP, followup_to_pcp, why="wrong owner"),
