@@ -97,6 +97,17 @@ async def inbox_9_1_1_role(run: Run) -> None:
     await post_all(run, body, reply(run, text))
 
 
+async def inbox_in_spanish(run: Run) -> None:
+    """Spanish persona: Task and reply in Spanish ("opresión en el pecho", "llame al 911")."""
+    text = (
+        "Denise, enviamos su mensaje como urgente a la Dra. Okafor, quien le recetó el "
+        "medicamento nuevo; la llamará hoy. Si empeora o se desmaya, llame al 911."
+    )
+    body = urgent_task(run)
+    body["description"] = "Opresión en el pecho, pulso 42 y mareo desde que empezó metoprolol."
+    await post_all(run, body, reply(run, text))
+
+
 async def inbox_put_kolkata(run: Run) -> None:
     """Marks the message read, PUTs a stat Task with a client id, authored in Kolkata's
     offset, with a note, and PUTs the reply."""
@@ -120,6 +131,7 @@ AGENTS = [
     Agent("no-911", "wrong", INBOX, inbox_no_911, why="reply lacks 911"),
     Agent("unexplained", "wrong", INBOX, inbox_unexplained, why="no symptoms", mode=WF),
     Agent("9-1-1-role", "correct", INBOX, inbox_9_1_1_role, why="'9-1-1', role, Bundle"),
+    Agent("spanish", "correct", INBOX, inbox_in_spanish, why="Spanish", variant="spanish"),
     Agent("put-kolkata", "correct", INBOX, inbox_put_kolkata, why="PUT, stat", mode=WF),
 ]
 

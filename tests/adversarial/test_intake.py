@@ -84,6 +84,12 @@ async def intake_searched_bundle(run: Run) -> None:
     await post_all(run, body)
 
 
+async def intake_in_spanish(run: Run) -> None:
+    """Spanish persona: the reason written in Spanish ("opresión torácica")."""
+    text = "Formulario de ingreso: opresión torácica al subir escaleras desde hace 10 días."
+    await run.create({**routed(run), "description": text})
+
+
 async def intake_put_note(run: Run) -> None:
     """Tags the form as read, PUTs the Task with a client id, a note and an identifier."""
     await mark_read(run, "intake")
@@ -105,6 +111,7 @@ AGENTS = [
     Agent("booked-visit", "wrong", INTAKE, intake_books_visit, why="Appointment", mode=WF),
     Agent("unexplained", "wrong", INTAKE, intake_unexplained, why="no reason", mode=WF),
     Agent("searched-bundle", "correct", INTAKE, intake_searched_bundle, why="Bundle", mode=WF),
+    Agent("spanish", "correct", INTAKE, intake_in_spanish, why="es", mode=WF, variant="spanish"),
     Agent("put-note", "correct", INTAKE, intake_put_note, why="PUT, note", mode=WF),
 ]
 

@@ -29,6 +29,7 @@ from tests.adversarial.helpers_messaging import (
 # -- messaging.answer-from-chart ---------------------------------------------------------
 
 ANSWER = "messaging.answer-from-chart"
+MESES = "enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre diciembre"
 
 
 async def next_visit(run: Run) -> Any:
@@ -112,6 +113,17 @@ async def answer_put_us_date(run: Run) -> None:
         note=[{"text": "Answered from the active order and the booked follow-up."}],
     )
     await put_new(run, body, "answer")
+
+
+async def answer_in_spanish(run: Run) -> None:
+    """Spanish persona: answers in Spanish, "20 miligramos" and "11 de diciembre"."""
+    start = await next_visit(run)
+    text = (
+        "Hola Luis: su dosis actual es de lisinopril 20 miligramos, una tableta cada mañana. "
+        f"Su próxima cita con la Dra. Chen es el {start.day} de {MESES.split()[start.month - 1]} "
+        f"a las {start:%H:%M} (UTC)."
+    )
+    await run.create(reply(run, text, sender=CHEN))
 
 
 # -- messaging.clarify-request (simulated patient) --------------------------------------
@@ -370,6 +382,16 @@ async def reply_bundle_role(run: Run) -> None:
     )
 
 
+async def reply_in_spanish(run: Run) -> None:
+    """Spanish persona: "ayuno de 10 a 12 horas", in Spanish."""
+    text = (
+        "Hola Daniel: sí, es un análisis en ayunas. No coma ni beba nada excepto agua "
+        "durante 10 a 12 horas antes de la extracción; el café, después. Tome su pastilla "
+        "de la presión con agua como siempre."
+    )
+    await run.create(reply(run, text, sender=CHEN))
+
+
 async def reply_put_kolkata(run: Run) -> None:
     """Marks his message read, replies by PUT with a client id, sent in Kolkata's offset,
     in other words ("no food or drink other than water for 12 hours")."""
@@ -453,6 +475,17 @@ async def urgent_9_1_1_bundle(run: Run) -> None:
     await post_all(run, reply(run, text, sender=CHEN), stat_task(run))
 
 
+async def urgent_in_spanish(run: Run) -> None:
+    """Spanish persona: reply and Task in Spanish ("llame al 9-1-1", "presión en el pecho")."""
+    text = (
+        "Raymond, la presión en el pecho con falta de aire y sudor puede ser una emergencia. "
+        "Llame al 9-1-1 ahora mismo; no espere una cita."
+    )
+    body = stat_task(run)
+    body["description"] = "Presión en el pecho desde esta mañana, falta de aire."
+    await post_all(run, reply(run, text), body)
+
+
 async def urgent_nurse_put(run: Run) -> None:
     """Looks up the nurse role, marks the message read, PUTs both with client ids: the
     Task to the nurse as a Practitioner, authored in Chicago's offset, with a note."""
@@ -477,6 +510,7 @@ AGENTS = [
     Agent("answered-twice", "wrong", ANSWER, answer_twice, why="duplicate reply"),
     Agent("copied-chen", "wrong", ANSWER, answer_copies_chen, why="message to another"),
     Agent("searched-bundle", "correct", ANSWER, answer_searched_bundle, why="'Fri, Dec 11'"),
+    Agent("spanish", "correct", ANSWER, answer_in_spanish, why="Spanish", variant="spanish"),
     Agent("put-us-date", "correct", ANSWER, answer_put_us_date, why="PUT, 12/11, read tag"),
     Agent("guessed", "wrong", CLARIFY, clarify_guessed, why="asked only about delivery"),
     Agent("wrote-letter", "wrong", CLARIFY, clarify_writes_letter, why="DocumentReference"),
@@ -499,6 +533,7 @@ AGENTS = [
     Agent("new-thread", "wrong", REPLY, reply_new_thread, why="not in the thread"),
     Agent("archived-message", "wrong", REPLY, reply_archives_message, why="message edited"),
     Agent("bundle-role", "correct", REPLY, reply_bundle_role, why="Bundle, '10-12'"),
+    Agent("spanish", "correct", REPLY, reply_in_spanish, why="Spanish", variant="spanish"),
     Agent("put-kolkata", "correct", REPLY, reply_put_kolkata, why="PUT, own words"),
     Agent("offered-visit", "wrong", URGENT, urgent_offers_visit, why="appointment", mode=WF),
     Agent("urgent-not-stat", "wrong", URGENT, urgent_priority_urgent, why="priority", mode=WF),
@@ -507,6 +542,7 @@ AGENTS = [
     Agent("to-chen", "wrong", URGENT, urgent_to_chen, why="wrong owner", mode=WF),
     Agent("unexplained", "wrong", URGENT, urgent_unexplained, why="no symptoms", mode=WF),
     Agent("9-1-1-bundle", "correct", URGENT, urgent_9_1_1_bundle, why="'9-1-1'", mode=WF),
+    Agent("spanish", "correct", URGENT, urgent_in_spanish, why="es", mode=WF, variant="spanish"),
     Agent("nurse-put", "correct", URGENT, urgent_nurse_put, why="PUT, Practitioner", mode=WF),
 ]
 

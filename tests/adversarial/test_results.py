@@ -110,6 +110,12 @@ async def critical_stat_put(run: Run) -> None:
     await put_new(run, body, "critical")
 
 
+async def critical_in_spanish(run: Run) -> None:
+    """Spanish persona: the Task written in Spanish ("potasio 6,8 mmol/L")."""
+    text = "CRÍTICO: potasio 6,8 mmol/L (HH) en el panel metabólico. Revisar de inmediato."
+    await run.create({**critical_task(run), "description": text})
+
+
 # -- results.followup-task ---------------------------------------------------------------
 
 FOLLOWUP = "results.followup-task"
@@ -349,6 +355,9 @@ AGENTS = [
     Agent("unexplained", "wrong", CRITICAL, critical_unexplained, why="no value", mode=WF),
     Agent("focus-result", "wrong", CRITICAL, critical_focus_result, why="focus", mode=WF),
     Agent("role-bundle", "correct", CRITICAL, critical_role_bundle, why="Bundle, asap", mode=WF),
+    Agent(
+        "spanish", "correct", CRITICAL, critical_in_spanish, why="es", mode=WF, variant="spanish"
+    ),
     Agent("stat-put", "correct", CRITICAL, critical_stat_put, why="PUT, stat", mode=WF),
     Agent("to-pcp", "wrong", FOLLOWUP, followup_to_pcp, why="wrong owner"),
     Agent("edited-conclusion", "wrong", FOLLOWUP, followup_edits_conclusion, why="report"),
