@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from tests.adversarial.harness import CHEN, ORG, Agent, Run, agent_test, results_fixture, urn
+from tests.adversarial.harness import CHEN, ORG, PATEL, Agent, Run, agent_test, results_fixture, urn
 from tests.adversarial.helpers_messaging import (
     CHEN_ROLE,
     CHICAGO,
@@ -283,6 +283,11 @@ async def triage_owner_patient(run: Run) -> None:
     await post_all(run, reply(run, ACK), triage_task(run, owner={"reference": run.ref("patient")}))
 
 
+async def triage_other_doctor(run: Run) -> None:
+    """Replies as Dr. Patel and gives him the Task (the message was to Dr. Chen)."""
+    await post_all(run, reply(run, ACK, sender=PATEL), triage_task(run, owner={"reference": PATEL}))
+
+
 async def triage_bundle_role(run: Run) -> None:
     """One transaction: the reply (urn) and a Task for Dr. Chen's role pointing at it,
     times in Chicago's offset."""
@@ -466,6 +471,11 @@ async def urgent_unexplained(run: Run) -> None:
     await post_all(run, reply(run, CALL), body)
 
 
+async def urgent_from_patel(run: Run) -> None:
+    """Sends the 911 reply as Dr. Patel, whom the patient never wrote to."""
+    await post_all(run, reply(run, CALL, sender=PATEL), stat_task(run))
+
+
 async def urgent_9_1_1_bundle(run: Run) -> None:
     """Both writes in one transaction; the reply says "call 9-1-1"."""
     text = (
@@ -524,6 +534,7 @@ AGENTS = [
     Agent("two-tasks", "wrong", TRIAGE, triage_two_tasks, why="duplicate Task", mode=WF),
     Agent("rewrote-telecom", "wrong", TRIAGE, triage_rewrites_email, why="Patient", mode=WF),
     Agent("owner-patient", "wrong", TRIAGE, triage_owner_patient, why="wrong owner", mode=WF),
+    Agent("other-doctor", "wrong", TRIAGE, triage_other_doctor, why="Dr. Patel", mode=WF),
     Agent("bundle-role", "correct", TRIAGE, triage_bundle_role, why="Bundle, urn", mode=WF),
     Agent("searched-put", "correct", TRIAGE, triage_searched_put, why="PUT, ready", mode=WF),
     Agent("no-fasting", "wrong", REPLY, reply_no_fasting, why="wrong answer"),
@@ -541,6 +552,7 @@ AGENTS = [
     Agent("added-problem", "wrong", URGENT, urgent_adds_problem, why="Condition", mode=WF),
     Agent("to-chen", "wrong", URGENT, urgent_to_chen, why="wrong owner", mode=WF),
     Agent("unexplained", "wrong", URGENT, urgent_unexplained, why="no symptoms", mode=WF),
+    Agent("from-patel", "wrong", URGENT, urgent_from_patel, why="sender", mode=WF),
     Agent("9-1-1-bundle", "correct", URGENT, urgent_9_1_1_bundle, why="'9-1-1'", mode=WF),
     Agent("spanish", "correct", URGENT, urgent_in_spanish, why="es", mode=WF, variant="spanish"),
     Agent("nurse-put", "correct", URGENT, urgent_nurse_put, why="PUT, Practitioner", mode=WF),

@@ -320,6 +320,13 @@ async def normal_copies_chen(run: Run) -> None:
     await post_all(run, fyi, notice(run))
 
 
+async def normal_from_patel(run: Run) -> None:
+    """Sends the notice as Dr. Patel, who neither ordered the panel nor is the clinic."""
+    body = notice(run)
+    body["sender"] = {"reference": PATEL}
+    await run.create(body)
+
+
 async def normal_bundle_chicago(run: Run) -> None:
     """Reads the results, notifies in a transaction as the clinic, sent in Chicago's
     offset, basedOn the order, about the report and its results."""
@@ -378,6 +385,7 @@ AGENTS = [
     Agent("edited-conclusion", "wrong", NORMAL, normal_edits_conclusion, why="report", mode=WF),
     Agent("rewrote-telecom", "wrong", NORMAL, normal_rewrites_telecom, why="Patient", mode=WF),
     Agent("copied-chen", "wrong", NORMAL, normal_copies_chen, why="FYI message", mode=WF),
+    Agent("from-patel", "wrong", NORMAL, normal_from_patel, why="sender", mode=WF),
     Agent("bundle-chicago", "correct", NORMAL, normal_bundle_chicago, why="Bundle", mode=WF),
     Agent("searched-put", "correct", NORMAL, normal_searched_put, why="PUT, role", mode=WF),
 ]
