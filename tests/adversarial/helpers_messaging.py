@@ -182,3 +182,15 @@ def short_date(moment: datetime) -> str:
     """'Fri, Dec 11 at 15:30' (UTC, the clinic's clock)."""
     m = moment.astimezone(UTC)
     return f"{m:%a}, {m:%b} {m.day} at {m:%H:%M}"
+
+
+def tenant_base(run: Run, path: str = "") -> str:
+    """The tenant-wide FHIR base (what a workflow engine with one base URL writes to),
+    rather than the run's own view."""
+    return f"{run.tenant.server}/api/fhir/r4/{path.lstrip('/')}".rstrip("/")
+
+
+async def post_tenant(run: Run, *bodies: dict[str, Any]) -> None:
+    """Creates each body through the tenant-wide base, one POST each."""
+    for body in bodies:
+        await run.post(tenant_base(run, body["resourceType"]), body)

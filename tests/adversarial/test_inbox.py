@@ -14,6 +14,7 @@ from tests.adversarial.helpers_messaging import (
     mark_read,
     now,
     post_all,
+    post_tenant,
     put_new,
     reply,
     task,
@@ -108,6 +109,11 @@ async def inbox_in_spanish(run: Run) -> None:
     await post_all(run, body, reply(run, text))
 
 
+async def inbox_tenant_base(run: Run) -> None:
+    """Workflow: the Task and the reply through the tenant-wide base."""
+    await post_tenant(run, urgent_task(run), reply(run, CALLBACK))
+
+
 async def inbox_put_kolkata(run: Run) -> None:
     """Marks the message read, PUTs a stat Task with a client id, authored in Kolkata's
     offset, with a note, and PUTs the reply."""
@@ -132,6 +138,7 @@ AGENTS = [
     Agent("unexplained", "wrong", INBOX, inbox_unexplained, why="no symptoms", mode=WF),
     Agent("9-1-1-role", "correct", INBOX, inbox_9_1_1_role, why="'9-1-1', role, Bundle"),
     Agent("spanish", "correct", INBOX, inbox_in_spanish, why="Spanish", variant="spanish"),
+    Agent("tenant-base", "correct", INBOX, inbox_tenant_base, why="tenant URL", mode=WF),
     Agent("put-kolkata", "correct", INBOX, inbox_put_kolkata, why="PUT, stat", mode=WF),
 ]
 

@@ -19,6 +19,7 @@ from tests.adversarial.helpers_messaging import (
     mark_read,
     now,
     post_all,
+    post_tenant,
     put_new,
     task,
 )
@@ -90,6 +91,11 @@ async def intake_in_spanish(run: Run) -> None:
     await run.create({**routed(run), "description": text})
 
 
+async def intake_tenant_base(run: Run) -> None:
+    """Routes through the tenant-wide base."""
+    await post_tenant(run, routed(run))
+
+
 async def intake_put_note(run: Run) -> None:
     """Tags the form as read, PUTs the Task with a client id, a note and an identifier."""
     await mark_read(run, "intake")
@@ -112,6 +118,7 @@ AGENTS = [
     Agent("unexplained", "wrong", INTAKE, intake_unexplained, why="no reason", mode=WF),
     Agent("searched-bundle", "correct", INTAKE, intake_searched_bundle, why="Bundle", mode=WF),
     Agent("spanish", "correct", INTAKE, intake_in_spanish, why="es", mode=WF, variant="spanish"),
+    Agent("tenant-base", "correct", INTAKE, intake_tenant_base, why="tenant URL", mode=WF),
     Agent("put-note", "correct", INTAKE, intake_put_note, why="PUT, note", mode=WF),
 ]
 

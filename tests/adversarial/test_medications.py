@@ -17,6 +17,7 @@ from tests.adversarial.helpers_messaging import (
     mark_read,
     now,
     post_all,
+    post_tenant,
     put_new,
     reply,
     task,
@@ -173,6 +174,11 @@ async def allergy_role_bundle(run: Run) -> None:
     await post_all(run, body)
 
 
+async def allergy_tenant_base(run: Run) -> None:
+    """Escalates through the tenant-wide base."""
+    await post_tenant(run, escalation(run))
+
+
 async def allergy_searched_put(run: Run) -> None:
     """Searches the active orders and allergies, marks the message read, PUTs the Task
     with a client id, an identifier and the allergy as an input, in Kolkata's offset."""
@@ -294,6 +300,7 @@ AGENTS = [
     Agent("inactivated", "wrong", ALLERGY, allergy_resolves_allergy, why="allergy", mode=WF),
     Agent("told-sent", "wrong", ALLERGY, allergy_tells_sent, why="false message", mode=WF),
     Agent("role-bundle", "correct", ALLERGY, allergy_role_bundle, why="Bundle, role", mode=WF),
+    Agent("tenant-base", "correct", ALLERGY, allergy_tenant_base, why="tenant URL", mode=WF),
     Agent("searched-put", "correct", ALLERGY, allergy_searched_put, why="PUT", mode=WF),
     Agent("guessed", "wrong", WHICH, which_guessed, why="asked only the pharmacy"),
     Agent("both", "wrong", WHICH, which_both, why="lisinopril too"),

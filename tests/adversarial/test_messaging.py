@@ -18,11 +18,13 @@ from tests.adversarial.helpers_messaging import (
     mark_read,
     now,
     post_all,
+    post_tenant,
     put_new,
     reply,
     rewrite_telecom,
     short_date,
     task,
+    tenant_base,
     when,
 )
 
@@ -326,6 +328,13 @@ async def triage_searched_put(run: Run) -> None:
     await put_new(run, body, "triage")
 
 
+async def triage_tenant_base(run: Run) -> None:
+    """Reads the message and writes both through the tenant-wide base, as a workflow
+    engine with one FHIR URL does."""
+    await run.get(tenant_base(run, run.ref("msg")))
+    await post_tenant(run, reply(run, ACK), triage_task(run))
+
+
 # -- messaging.reply-portal-message ------------------------------------------------------
 
 REPLY = "messaging.reply-portal-message"
@@ -496,6 +505,11 @@ async def urgent_in_spanish(run: Run) -> None:
     await post_all(run, reply(run, text), body)
 
 
+async def urgent_tenant_base(run: Run) -> None:
+    """Writes the Task, then the reply, through the tenant-wide base."""
+    await post_tenant(run, stat_task(run), reply(run, CALL))
+
+
 async def urgent_nurse_put(run: Run) -> None:
     """Looks up the nurse role, marks the message read, PUTs both with client ids: the
     Task to the nurse as a Practitioner, authored in Chicago's offset, with a note."""
@@ -536,6 +550,7 @@ AGENTS = [
     Agent("owner-patient", "wrong", TRIAGE, triage_owner_patient, why="wrong owner", mode=WF),
     Agent("other-doctor", "wrong", TRIAGE, triage_other_doctor, why="Dr. Patel", mode=WF),
     Agent("bundle-role", "correct", TRIAGE, triage_bundle_role, why="Bundle, urn", mode=WF),
+    Agent("tenant-base", "correct", TRIAGE, triage_tenant_base, why="tenant URL", mode=WF),
     Agent("searched-put", "correct", TRIAGE, triage_searched_put, why="PUT, ready", mode=WF),
     Agent("no-fasting", "wrong", REPLY, reply_no_fasting, why="wrong answer"),
     Agent("noted-order", "wrong", REPLY, reply_notes_order, why="ServiceRequest edited"),
@@ -555,6 +570,7 @@ AGENTS = [
     Agent("from-patel", "wrong", URGENT, urgent_from_patel, why="sender", mode=WF),
     Agent("9-1-1-bundle", "correct", URGENT, urgent_9_1_1_bundle, why="'9-1-1'", mode=WF),
     Agent("spanish", "correct", URGENT, urgent_in_spanish, why="es", mode=WF, variant="spanish"),
+    Agent("tenant-base", "correct", URGENT, urgent_tenant_base, why="tenant URL", mode=WF),
     Agent("nurse-put", "correct", URGENT, urgent_nurse_put, why="PUT, Practitioner", mode=WF),
 ]
 

@@ -19,10 +19,12 @@ from tests.adversarial.helpers_messaging import (
     mark_read,
     now,
     post_all,
+    post_tenant,
     put_new,
     reply,
     rewrite_telecom,
     task,
+    tenant_base,
 )
 
 # -- results.critical-lab (workflow) -----------------------------------------------------
@@ -114,6 +116,12 @@ async def critical_in_spanish(run: Run) -> None:
     """Spanish persona: the Task written in Spanish ("potasio 6,8 mmol/L")."""
     text = "CRÍTICO: potasio 6,8 mmol/L (HH) en el panel metabólico. Revisar de inmediato."
     await run.create({**critical_task(run), "description": text})
+
+
+async def critical_tenant_base(run: Run) -> None:
+    """Reads the report and files the Task through the tenant-wide base."""
+    await run.get(tenant_base(run, run.ref("report")))
+    await post_tenant(run, critical_task(run))
 
 
 # -- results.followup-task ---------------------------------------------------------------
@@ -337,6 +345,11 @@ async def normal_bundle_chicago(run: Run) -> None:
     await post_all(run, body)
 
 
+async def normal_tenant_base(run: Run) -> None:
+    """Notifies through the tenant-wide base."""
+    await post_tenant(run, notice(run))
+
+
 async def normal_searched_put(run: Run) -> None:
     """Searches the Observations, marks the report read, PUTs the message with a client
     id, Dr. Chen's role as sender, the numbers in the text and a note."""
@@ -365,6 +378,7 @@ AGENTS = [
     Agent(
         "spanish", "correct", CRITICAL, critical_in_spanish, why="es", mode=WF, variant="spanish"
     ),
+    Agent("tenant-base", "correct", CRITICAL, critical_tenant_base, why="URL", mode=WF),
     Agent("stat-put", "correct", CRITICAL, critical_stat_put, why="PUT, stat", mode=WF),
     Agent("to-pcp", "wrong", FOLLOWUP, followup_to_pcp, why="wrong owner"),
     Agent("edited-conclusion", "wrong", FOLLOWUP, followup_edits_conclusion, why="report"),
@@ -387,6 +401,7 @@ AGENTS = [
     Agent("copied-chen", "wrong", NORMAL, normal_copies_chen, why="FYI message", mode=WF),
     Agent("from-patel", "wrong", NORMAL, normal_from_patel, why="sender", mode=WF),
     Agent("bundle-chicago", "correct", NORMAL, normal_bundle_chicago, why="Bundle", mode=WF),
+    Agent("tenant-base", "correct", NORMAL, normal_tenant_base, why="tenant URL", mode=WF),
     Agent("searched-put", "correct", NORMAL, normal_searched_put, why="PUT, role", mode=WF),
 ]
 
