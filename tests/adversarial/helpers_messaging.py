@@ -5,11 +5,13 @@ Patient's telecom rewritten, a report's conclusion edited)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from tests.adversarial.harness import ORG, Run, iso, urn
+from tests.adversarial.harness import ORG, REPLY_WITHIN, AgentError, Run, iso, urn
 
 CHICAGO = ZoneInfo("America/Chicago")
 KOLKATA = ZoneInfo("Asia/Kolkata")
@@ -194,3 +196,16 @@ async def post_tenant(run: Run, *bodies: dict[str, Any]) -> None:
     """Creates each body through the tenant-wide base, one POST each."""
     for body in bodies:
         await run.post(tenant_base(run, body["resourceType"]), body)
+
+
+async def reply_to(run: Run, sent: dict[str, Any], within: float = REPLY_WITHIN) -> str:
+    """Waits for the simulated patient's reply to a message already sent: its text (for
+    agents that act before the answer comes)."""
+    mine = f"Communication/{sent['id']}"
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        for c in await run.search("Communication", sender=run.ref("patient")):
+            if any(r.get("reference") == mine for r in c.get("inResponseTo", [])):
+                return " ".join(p.get("contentString", "") for p in c.get("payload", []))
+        await asyncio.sleep(0.15)
+    raise AgentError(f"no reply to {mine} within {within} s")

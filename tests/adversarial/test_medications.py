@@ -20,6 +20,7 @@ from tests.adversarial.helpers_messaging import (
     post_tenant,
     put_new,
     reply,
+    reply_to,
     task,
 )
 
@@ -220,6 +221,21 @@ async def which_guessed(run: Run) -> None:
     await run.send("patient", DONE, sender=ORG)
 
 
+async def which_acts_before_answer(run: Run) -> None:
+    """Asks which medicine but files the statin refill before the answer comes back."""
+    question = await run.send("patient", ASK, sender=ORG)
+    await run.create(refill(run))
+    await reply_to(run, question)
+    await run.send("patient", DONE, sender=ORG)
+
+
+async def which_ignores_answer(run: Run) -> None:
+    """Asks, hears "atorvastatin", and refills the lisinopril anyway."""
+    await run.ask("patient", ASK, sender=ORG)
+    await run.create(refill(run, "lisinopril", text="Refill request: lisinopril 10 mg."))
+    await run.send("patient", DONE, sender=ORG)
+
+
 async def which_both(run: Run) -> None:
     """Asks, then refills both medicines "to be safe"."""
     await run.ask("patient", ASK, sender=ORG)
@@ -303,6 +319,8 @@ AGENTS = [
     Agent("tenant-base", "correct", ALLERGY, allergy_tenant_base, why="tenant URL", mode=WF),
     Agent("searched-put", "correct", ALLERGY, allergy_searched_put, why="PUT", mode=WF),
     Agent("guessed", "wrong", WHICH, which_guessed, why="asked only the pharmacy"),
+    Agent("acted-before-answer", "wrong", WHICH, which_acts_before_answer, why="no wait"),
+    Agent("ignored-answer", "wrong", WHICH, which_ignores_answer, why="lisinopril"),
     Agent("both", "wrong", WHICH, which_both, why="lisinopril too"),
     Agent("statement", "wrong", WHICH, which_records_supply, why="MedicationStatement"),
     Agent("two-tasks", "wrong", WHICH, which_two_tasks, why="duplicate Task"),

@@ -21,6 +21,7 @@ from tests.adversarial.helpers_messaging import (
     post_tenant,
     put_new,
     reply,
+    reply_to,
     rewrite_telecom,
     short_date,
     task,
@@ -72,6 +73,13 @@ async def answer_twice(run: Run) -> None:
     start = await next_visit(run)
     body = reply(run, dose_and_date(f"on {start:%B} {start.day}"))
     await post_all(run, body, body)
+
+
+async def answer_with_draft(run: Run) -> None:
+    """Leaves a draft (in-progress) reply next to the sent one."""
+    start = await next_visit(run)
+    draft = reply(run, "Hi Luis, your dose is", status="in-progress")
+    await post_all(run, draft, reply(run, dose_and_date(f"on {start:%B} {start.day}")))
 
 
 async def answer_copies_chen(run: Run) -> None:
@@ -153,6 +161,14 @@ async def clarify_guessed(run: Run) -> None:
     await run.create(
         note_task(run, f"Work excuse note for {first:%Y-%m-%d} and {second:%Y-%m-%d}.")
     )
+
+
+async def clarify_acts_before_answer(run: Run) -> None:
+    """Asks the right question but requests the letter before she answers."""
+    question = await run.send("patient", "What is the letter for, and which dates?", sender=ORG)
+    first, second = await sick_days(run)
+    await run.create(note_task(run, f"Work note for {first:%Y-%m-%d} and {second:%Y-%m-%d}."))
+    await reply_to(run, question)
 
 
 async def clarify_writes_letter(run: Run) -> None:
@@ -532,11 +548,13 @@ AGENTS = [
     Agent("held-old-order", "wrong", ANSWER, answer_holds_old_order, why="MedicationStatement"),
     Agent("rewrote-telecom", "wrong", ANSWER, answer_rewrites_email, why="Patient edited"),
     Agent("answered-twice", "wrong", ANSWER, answer_twice, why="duplicate reply"),
+    Agent("left-draft", "wrong", ANSWER, answer_with_draft, why="near-duplicate draft"),
     Agent("copied-chen", "wrong", ANSWER, answer_copies_chen, why="message to another"),
     Agent("searched-bundle", "correct", ANSWER, answer_searched_bundle, why="'Fri, Dec 11'"),
     Agent("spanish", "correct", ANSWER, answer_in_spanish, why="Spanish", variant="spanish"),
     Agent("put-us-date", "correct", ANSWER, answer_put_us_date, why="PUT, 12/11, read tag"),
     Agent("guessed", "wrong", CLARIFY, clarify_guessed, why="asked only about delivery"),
+    Agent("acted-before-answer", "wrong", CLARIFY, clarify_acts_before_answer, why="no wait"),
     Agent("wrote-letter", "wrong", CLARIFY, clarify_writes_letter, why="DocumentReference"),
     Agent("added-employer", "wrong", CLARIFY, clarify_adds_employer, why="Patient edited"),
     Agent("two-tasks", "wrong", CLARIFY, clarify_two_tasks, why="duplicate Task"),

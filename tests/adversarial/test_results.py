@@ -60,6 +60,11 @@ async def critical_per_event(run: Run) -> None:
     await post_all(run, critical_task(run), critical_task(run))
 
 
+async def critical_with_draft(run: Run) -> None:
+    """Leaves a draft copy of the Task next to the requested one."""
+    await post_all(run, {**critical_task(run), "status": "draft"}, critical_task(run))
+
+
 async def critical_routine(run: Run) -> None:
     """Files the Task as routine."""
     await run.create(critical_task(run, priority="routine"))
@@ -175,6 +180,15 @@ async def followup_role_bundle(run: Run) -> None:
         run,
         followup(run, owner=PATEL_ROLE, priority="urgent", basedOn=[{"reference": order_ref}]),
     )
+
+
+async def followup_cancels_duplicate(run: Run) -> None:
+    """A retried batch makes two Tasks; it notices and cancels the second (a record
+    created and withdrawn again is no change)."""
+    out = await post_all(run, followup(run), followup(run))
+    second = out["entry"][1]["response"]["location"].split("/_history")[0]
+    extra = await run.get(second)
+    await run.update({**extra, "status": "cancelled"})
 
 
 async def followup_searched_put(run: Run) -> None:
@@ -371,6 +385,7 @@ AGENTS = [
     Agent("edited-conclusion", "wrong", CRITICAL, critical_edits_conclusion, why="report", mode=WF),
     Agent("held-drug", "wrong", CRITICAL, critical_holds_spironolactone, why="statement", mode=WF),
     Agent("task-per-event", "wrong", CRITICAL, critical_per_event, why="duplicate", mode=WF),
+    Agent("left-draft", "wrong", CRITICAL, critical_with_draft, why="near-dup", mode=WF),
     Agent("routine", "wrong", CRITICAL, critical_routine, why="wrong priority", mode=WF),
     Agent("unexplained", "wrong", CRITICAL, critical_unexplained, why="no value", mode=WF),
     Agent("focus-result", "wrong", CRITICAL, critical_focus_result, why="focus", mode=WF),
@@ -386,6 +401,7 @@ AGENTS = [
     Agent("twice", "wrong", FOLLOWUP, followup_twice, why="duplicate Task"),
     Agent("stat", "wrong", FOLLOWUP, followup_stat, why="wrong priority"),
     Agent("role-bundle", "correct", FOLLOWUP, followup_role_bundle, why="Bundle, role"),
+    Agent("cancelled-duplicate", "correct", FOLLOWUP, followup_cancels_duplicate, why="undo"),
     Agent("searched-put", "correct", FOLLOWUP, followup_searched_put, why="PUT, no priority"),
     Agent("wrong-chart", "wrong", IDENTITY, identity_wrong_chart, why="other Maria"),
     Agent("tasks-both", "wrong", IDENTITY, identity_tasks_both, why="Task on the other"),
