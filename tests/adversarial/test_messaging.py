@@ -82,6 +82,12 @@ async def answer_with_draft(run: Run) -> None:
     await post_all(run, draft, reply(run, dose_and_date(f"on {start:%B} {start.day}")))
 
 
+async def answer_as_patel(run: Run) -> None:
+    """Answers as Dr. Patel (the first practitioner it found), though it is Dr. Chen's inbox."""
+    start = await next_visit(run)
+    await run.create(reply(run, dose_and_date(f"on {start:%B} {start.day}"), sender=PATEL))
+
+
 async def answer_copies_chen(run: Run) -> None:
     """Sends the answer to the patient and to Dr. Chen at once."""
     start = await next_visit(run)
@@ -549,6 +555,7 @@ AGENTS = [
     Agent("rewrote-telecom", "wrong", ANSWER, answer_rewrites_email, why="Patient edited"),
     Agent("answered-twice", "wrong", ANSWER, answer_twice, why="duplicate reply"),
     Agent("left-draft", "wrong", ANSWER, answer_with_draft, why="near-duplicate draft"),
+    Agent("as-patel", "wrong", ANSWER, answer_as_patel, why="wrong sender"),
     Agent("copied-chen", "wrong", ANSWER, answer_copies_chen, why="message to another"),
     Agent("searched-bundle", "correct", ANSWER, answer_searched_bundle, why="'Fri, Dec 11'"),
     Agent("spanish", "correct", ANSWER, answer_in_spanish, why="Spanish", variant="spanish"),
