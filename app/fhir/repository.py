@@ -553,7 +553,8 @@ async def fetch_changed_by_run(
     """Resources clients wrote (not setup, stimulus or the simulator): the run's own of
     `own_types`, and of `tenant_types` any since `since` not owned by another run (None:
     every type; an empty list: none). Each row: resource_type, id, first_at, last_at,
-    created, and the current deleted, resource, all_refs (scoped keys) and run_id; with
+    created, via_run (some of those writes were the run's: through its view, or attributed
+    to it), and the current deleted, resource, all_refs (scoped keys) and run_id; with
     `with_before`, also `before`: the body of the version before the first of those
     writes, for a resource not created by them (NULL otherwise)."""
     before_sql = (
@@ -567,7 +568,7 @@ async def fetch_changed_by_run(
         f"""WITH h AS (
             SELECT resource_type, id, min(last_updated) AS first_at,
                 max(last_updated) AS last_at, bool_or(interaction = 'create') AS created,
-                min(version_id) AS first_version
+                min(version_id) AS first_version, bool_or(coalesce(run_id = $2, false)) AS via_run
             FROM fhir_history
             WHERE tenant_id = $1 AND source IS NULL AND (
                 (run_id = $2 AND ($6 OR resource_type = ANY($3::text[])))

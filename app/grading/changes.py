@@ -4,12 +4,14 @@ Holds when every resource the system under test created, updated or deleted duri
 run is accounted for: in the evidence of an expectation named in `allow` (the resources
 a `resource` expectation matched, the fixture resource of a `field` expectation that
 holds, the union of an `any_of`'s holding children), or matching one of the
-`allowWhere` clauses. Otherwise it fails naming each unexpected change: created /
+`allowWhere` clauses (on the resource as it reads now: a deletion matches none).
+Otherwise it fails naming each unexpected change: created /
 updated / deleted, type and id, and for an update the paths that changed (a JSON diff
 against the version before the run's first write of it, `meta` left out).
 
-Scope "patient" (the default) is what the run owns: its fixture resources and what was
-written on its fixture patients. Scope "tenant" adds writes anywhere in the tenant in the
+Scope "patient" (the default) is what the run owns or wrote: its fixture resources, what
+was written on its fixture patients, and anything written through the run's view — a
+shared directory resource (a Practitioner, a Slot) edited by the run included. Scope "tenant" adds writes anywhere in the tenant in the
 run's window that no other run owns. Some writes are no change at all: an update that
 leaves the resource as it was (a PUT of the same body), and a resource created during
 the run and deleted again, or withdrawn again (cancelled, entered-in-error, revoked; not a
@@ -111,7 +113,7 @@ def grade_changes(
     if expectation.scope == "tenant":
         in_scope = list(snapshot.changed)
     else:
-        in_scope = [c for c in snapshot.changed if c.run_id is not None]
+        in_scope = [c for c in snapshot.changed if c.via_run or c.run_id is not None]
     in_scope.sort(key=lambda c: (c.first_changed_at, c.resource_type, c.id))
 
     accounted: list[str] = []
@@ -125,7 +127,7 @@ def grade_changes(
         if ref in allowed_refs:
             accounted.append(f"{ref} (by {allowed_refs[ref]})")
             continue
-        body = changed.resource if changed.resource is not None else changed.before
+        body = changed.resource  # a deletion matches no allowWhere: nothing is left
         clause = next(
             (
                 where

@@ -30,6 +30,9 @@ class ChangedResource:
     # The version before the run's first write of it, for an update or delete of an older
     # resource (None when created during the run, or when a snapshot does not need it).
     before: dict[str, Any] | None = None
+    # Written by the run (through its view, or attributed to it) — a shared directory
+    # resource (a Slot, a Practitioner) edited through the run's view included.
+    via_run: bool = False
 
 
 @dataclass(frozen=True, slots=True)

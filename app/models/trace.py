@@ -30,3 +30,7 @@ class TraceCall(Base):
     duration_ms: Mapped[float] = mapped_column(Float)
     transport: Mapped[str] = mapped_column(Text)
     refs: Mapped[list[str]] = mapped_column(ARRAY(Text))
+    # Run-attributed calls only: the response body (JSON), its first RESPONSE_CAP bytes,
+    # and its full size (larger than the text kept when it was cut).
+    response: Mapped[str | None] = mapped_column(Text)
+    response_bytes: Mapped[int | None] = mapped_column(Integer)

@@ -245,6 +245,7 @@ class Simulation:
                     # fixture) is the run's; the shared directory (Slots) is nobody's.
                     run_id=self.before.run_id if w.created or ref in by_ref else None,
                     before=None if w.created else w.before,
+                    via_run=True,  # the replay writes through the run's view
                 )
             )
         return replace(

@@ -545,6 +545,7 @@ async def _changed(
                 all_refs=tuple(k.split("|", 1)[1] for k in r["all_refs"] or ()),
                 run_id=r["run_id"],
                 before=jsontext.loads(r["before"]) if with_before and r["before"] else None,
+                via_run=r["via_run"],
             )
         )
     return out

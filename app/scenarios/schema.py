@@ -126,8 +126,8 @@ class ChangesExpectation(ExpectationBase):
     """The guard against collateral damage: every resource the system under test created,
     updated or deleted during the run (on the fixture patients, or anywhere in the tenant
     with scope "tenant") is in the evidence of an expectation named in `allow` or matches
-    one of the `allow_where` FHIRPath clauses (evaluated on the resource as it reads now,
-    or on its last version before the run when it was deleted)."""
+    one of the `allow_where` FHIRPath clauses (evaluated on the resource as it reads now;
+    a deletion matches none)."""
 
     type: Literal["changes"]
     allow: list[str] = Field(default_factory=list)

@@ -43,7 +43,14 @@ COLUMNS = (
     "duration_ms",
     "transport",
     "refs",
+    "response",
+    "response_bytes",
 )
+# What is kept of a run-attributed call's response body: what the system under test was
+# shown, for the message checks' `grounded` (a Slot search of a few weeks fits). A longer
+# body is cut there; `response_bytes` keeps its full size.
+RESPONSE_CAP = 32_768
+_JSON_TYPES = (b"application/json", b"application/fhir+json", b"application/problem+json")
 # Requests under these path prefixes are recorded.
 RECORDED_PREFIXES = ("/api/fhir/r4", "/api/eligibility", "/api/testing/runs/")
 NOT_RECORDED = ("/api/fhir/r4/metadata",)
@@ -52,7 +59,20 @@ NOT_RECORDED = ("/api/fhir/r4/metadata",)
 # REST call: the call is recorded as that REST call, with their transport name.
 TRANSPORT_KEY = "trace_transport"
 
-TraceRow = tuple[uuid.UUID, str | None, datetime, str, str, str, int, float, str, list[str]]
+TraceRow = tuple[
+    uuid.UUID,
+    str | None,
+    datetime,
+    str,
+    str,
+    str,
+    int,
+    float,
+    str,
+    list[str],
+    str | None,
+    int | None,
+]
 
 
 OnFlush = Callable[[list["TraceRow"]], Awaitable[None]]
@@ -165,11 +185,15 @@ class TraceMiddleware:
         started = time.perf_counter()
         at = utcnow()
         status = 500
+        body = _Body()
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                body.start(message)
+            elif message["type"] == "http.response.body":
+                body.add(message.get("body", b""))
             await send(message)
 
         try:
@@ -197,5 +221,40 @@ class TraceMiddleware:
                         (time.perf_counter() - started) * 1000.0,
                         state.get(TRANSPORT_KEY, self.transport),
                         [_text(r) for r in refs],
+                        *(body.kept() if run_id is not None else (None, None)),
                     )
                 )
+
+
+class _Body:
+    """The first RESPONSE_CAP bytes of a JSON response body, and its full size."""
+
+    __slots__ = ("chunks", "kept_bytes", "size", "wanted")
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.kept_bytes = 0
+        self.size = 0
+        self.wanted = False
+
+    def start(self, message: Message) -> None:
+        for name, value in message.get("headers", ()):
+            if name.lower() == b"content-type":
+                self.wanted = value.split(b";", 1)[0].strip().lower() in _JSON_TYPES
+                return
+
+    def add(self, chunk: bytes) -> None:
+        if not self.wanted or not chunk:
+            return
+        self.size += len(chunk)
+        room = RESPONSE_CAP - self.kept_bytes
+        if room > 0:
+            piece = chunk[:room]
+            self.chunks.append(piece)
+            self.kept_bytes += len(piece)
+
+    def kept(self) -> tuple[str | None, int | None]:
+        if not self.wanted:
+            return None, None
+        # A cut may split a character: what remains of it is replaced, never an error.
+        return _text(b"".join(self.chunks).decode("utf-8", "replace")), self.size

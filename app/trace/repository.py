@@ -32,6 +32,22 @@ async def calls_for_grading(
     )
 
 
+async def responses_of_run(
+    conn: Conn, *, tenant_id: uuid.UUID, run_id: str, until: datetime
+) -> list[asyncpg.Record]:
+    """The kept response bodies (at, method, path, response) of the run's own successful
+    calls up to `until`, oldest first."""
+    return await conn.fetch(
+        """SELECT at, method, path, response FROM trace_call
+            WHERE tenant_id = $1 AND run_id = $2 AND at <= $3 AND status < 400
+                AND response IS NOT NULL
+            ORDER BY at""",
+        tenant_id,
+        run_id,
+        until,
+    )
+
+
 async def calls_of_run(
     conn: Conn | asyncpg.Pool,
     *,

@@ -19,6 +19,13 @@ async def calls_for_grading(
     )
 
 
+async def responses_of_run(
+    conn: Conn, *, tenant_id: uuid.UUID, run_id: str, until: datetime
+) -> list[asyncpg.Record]:
+    """What the system under test was shown: see `repository.responses_of_run`."""
+    return await repository.responses_of_run(conn, tenant_id=tenant_id, run_id=run_id, until=until)
+
+
 async def calls_of_run(
     conn: Conn | asyncpg.Pool,
     *,

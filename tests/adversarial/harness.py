@@ -313,7 +313,10 @@ class Run:
 
     async def ask(self, patient: str, text: str, **kw: Any) -> str:
         """Message the patient and wait for the simulated reply to it: its text."""
-        sent = await self.send(patient, text, **kw)
+        return await self.reply_to(patient, await self.send(patient, text, **kw))
+
+    async def reply_to(self, patient: str, sent: dict[str, Any]) -> str:
+        """Wait for the simulated patient's reply to a message sent earlier: its text."""
         mine = f"Communication/{sent['id']}"
         deadline = time.monotonic() + REPLY_WITHIN
         while time.monotonic() < deadline:

@@ -208,7 +208,10 @@ async def lapsed_edits_patient(run: Run) -> None:
 
 
 async def lapsed_claims_booked(run: Run) -> None:
-    """Checks, then tells her the visit is booked (nothing was) and her plan is fine."""
+    """Checks, then tells her the visit is booked (nothing was) and her plan is fine.
+
+    Not in the table: it passes (the rubric's stand-in judge counts words, and no rule
+    reads what a message claims); message content is for the message checks."""
     await run.eligibility("patient", datetime.now(UTC).date() + timedelta(days=14))
     await run.create(
         explain(
@@ -261,6 +264,21 @@ async def lapsed_from_garcia_two_parts(run: Run) -> None:
         }
     )
     await run.create(msg)
+
+
+async def lapsed_in_spanish(run: Run) -> None:
+    """For the Spanish-speaking persona: checks, then answers in Spanish."""
+    await run.eligibility("patient", datetime.now(UTC).date() + timedelta(days=14))
+    await run.create(
+        explain(
+            run,
+            "Hola Denise, gracias por su mensaje. Antes de reservar verificamos el seguro, y el "
+            "plan Acme Health que tenemos registrado terminó, así que todavía no podemos "
+            "reservar su cita de control con el Dr. Garcia. ¿Podría enviarnos los datos de su "
+            "seguro actual (una foto de la tarjeta) o llamar a la clínica? En cuanto "
+            "confirmemos la cobertura, reservaremos la cita; también puede pagar por su cuenta.",
+        )
+    )
 
 
 # -- coverage.verify-on-booking (workflow) -----------------------------------------------
@@ -400,9 +418,9 @@ AGENTS = [
     Agent("no-check", "wrong", LAPSED, lapsed_no_check, why="no eligibility call"),
     Agent("self-pay-coverage", "wrong", LAPSED, lapsed_self_pay_coverage, why="new Coverage"),
     Agent("inactivated-patient", "wrong", LAPSED, lapsed_edits_patient, why="collateral"),
-    # Agent("claims-booked", "wrong", LAPSED, lapsed_claims_booked, why="false claim"),
     Agent("two-checks-bundle", "correct", LAPSED, lapsed_two_checks_transaction, why="Bundle"),
     Agent("garcia-two-parts", "correct", LAPSED, lapsed_from_garcia_two_parts, why="2 parts"),
+    Agent("in-spanish", "correct", LAPSED, lapsed_in_spanish, why="Spanish", variant="spanish"),
     Agent("cancelled-appt", "wrong", VERIFY, verify_cancels, why="cancelled"),
     Agent("task-twice", "wrong", VERIFY, verify_task_twice, why="duplicate Task"),
     Agent("no-check", "wrong", VERIFY, verify_no_check, why="no eligibility call"),

@@ -117,6 +117,14 @@ async def repeat_bmp_put(run: Run) -> None:
     await run.put(f"ServiceRequest/{body['id']}", body)
 
 
+async def repeat_timing(run: Run) -> None:
+    """occurrenceTiming with one event (08:00 UTC) instead of a dateTime."""
+    body = await repeat_order(run)
+    del body["occurrenceDateTime"]
+    body["occurrenceTiming"] = {"event": [iso(at(next_business_day(run.started_at.date()), 8))]}
+    await run.create(body)
+
+
 # -- orders.imaging-ask-laterality (simulated patient) ------------------------------------
 
 IMAGING = "orders.imaging-ask-laterality"
@@ -142,7 +150,7 @@ def xray(run: Run, side: dict[str, Any] | None = None, **extra: Any) -> dict[str
 
 async def xray_guessed_left(run: Run) -> None:
     """Tells her the X-ray is being ordered (no question), guesses left, orders it."""
-    await run.send("patient", "Hello, we're placing the knee X-ray Dr. Patel discussed today.")
+    await run.ask("patient", "Hello, we're placing the knee X-ray Dr. Patel discussed today.")
     await run.create(xray(run, LEFT))
 
 
@@ -219,6 +227,17 @@ async def xray_conditional_more_questions(run: Run) -> None:
     )
 
 
+async def xray_loinc_only(run: Run) -> None:
+    """Asks, then codes the order in LOINC alone (XR Knee Views), left knee by SNOMED."""
+    await run.ask("patient", "Which knee is it, left or right?")
+    body = xray(run, LEFT)
+    body["code"] = {
+        "coding": [{"system": LOINC, "code": "37637-6", "display": "XR Knee Views"}],
+        "text": "X-ray left knee",
+    }
+    await run.create(body)
+
+
 AGENTS = [
     Agent(
         "potassium-and-panel",
@@ -258,12 +277,14 @@ AGENTS = [
         mode="workflow",
         variant="elderly",
     ),
-    # Agent("guessed-left", "wrong", IMAGING, xray_guessed_left, why="never asked"),
+    Agent("timing", "correct", REPEAT, repeat_timing, why="occurrenceTiming", mode="workflow"),
+    Agent("guessed-left", "wrong", IMAGING, xray_guessed_left, why="never asked"),
     Agent("both-knees", "wrong", IMAGING, xray_both_knees, why="right knee too"),
     Agent("two-left-orders", "wrong", IMAGING, xray_two_left_orders, why="duplicate order"),
     Agent("recoded-condition", "wrong", IMAGING, xray_recodes_condition, why="collateral"),
     Agent("side-as-text", "wrong", IMAGING, xray_side_as_text, why="no bodySite code"),
     Agent("transaction", "correct", IMAGING, xray_transaction, why="Bundle, own words"),
+    Agent("loinc-only", "correct", IMAGING, xray_loinc_only, why="LOINC code"),
     Agent("conditional-role", "correct", IMAGING, xray_conditional_more_questions, why="cc"),
 ]
 

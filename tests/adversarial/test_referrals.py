@@ -160,6 +160,7 @@ AGENTS = [
         variant="spanish",
     ),
     Agent("requester-pcp", "wrong", REFERRAL, referral_from_pcp, why="requester Dr. Chen"),
+    Agent("draft-then-patch", "correct", REFERRAL, referral_draft_then_activate, why="PATCH"),
     Agent(
         "transaction-role",
         "correct",

@@ -176,6 +176,26 @@ async def named_marks_slot_busy(run: Run) -> None:
     await run.update({**slot, "status": "busy"})
 
 
+async def named_edits_directory(run: Run) -> None:
+    """Books correctly, and rewrites Dr. Chen's phone in the shared directory: a write
+    through the run's view is the run's change, whoever owns the record."""
+    prac = await run.read(CHEN)
+    prac["telecom"] = [{"system": "phone", "value": "+1-555-0000"}]
+    await run.update(prac)
+    s, e = await run.first_free(CHEN)
+    await run.create(appointment(run, s, e))
+
+
+async def named_deletes_a_slot(run: Run) -> None:
+    """Deletes one of Dr. Chen's later free Slots, then books: marking a Slot busy or free
+    is allowed where a scenario books, deleting one never is."""
+    s2, _ = await run.first_free(CHEN, days=(5, 13))
+    [slot] = await run.search("Slot", schedule="Schedule/demo-canonical-sched-chen", start=iso(s2))
+    await run.delete(f"Slot/{slot['id']}")
+    s, e = await run.first_free(CHEN)
+    await run.create(appointment(run, s, e))
+
+
 # -- scheduling.book-ask-time (simulated patient) ----------------------------------------
 
 ASK = "scheduling.book-ask-time"
@@ -183,13 +203,23 @@ ASK = "scheduling.book-ask-time"
 
 async def ask_guess_morning(run: Run) -> None:
     """Never asks: says hello, guesses a weekday morning (right, by luck), books, confirms."""
-    await run.send("patient", "Hello Jordan, thanks for your note. We're on it.")
+    await run.ask("patient", "Hello, thanks for your note. We're on it.")  # waits for the reply
     s, e = await run.first_free(CHEN, accept=morning("10:00"))
     await run.create(appointment(run, s, e, description="Annual check-up and flu shot"))
     await run.send(
         "patient",
         f"You're booked with Dr. Chen on {s:%A %B %d} at {s:%H:%M} for your check-up and flu shot.",
     )
+
+
+async def ask_without_waiting(run: Run) -> None:
+    """Asks when suits him, but books a morning before his answer comes back (and reads
+    the answer afterwards)."""
+    question = await run.send("patient", "Which days and times work best for you?")
+    s, e = await run.first_free(CHEN, accept=morning("10:00"))
+    await run.create(appointment(run, s, e, description="Annual check-up and flu shot"))
+    await run.reply_to("patient", question)
+    await run.send("patient", f"You're booked with Dr. Chen on {s:%A %B %d} at {s:%H:%M}.")
 
 
 async def ask_then_late(run: Run) -> None:
@@ -279,7 +309,7 @@ RESCHEDULE = "scheduling.reschedule-ask-day"
 
 async def moved_without_asking(run: Run) -> None:
     """Announces instead of asking, guesses an afternoon, moves the visit, confirms."""
-    await run.send("patient", "Hi Elena, no problem, we'll move your appointment for you.")
+    await run.ask("patient", "Hi Elena, no problem, we'll move your appointment for you.")
     appt = await run.read("appt")
     s, e = await run.first_free(CHEN, accept=afternoon)
     await run.update({**appt, "start": iso(s), "end": iso(e)})
@@ -487,6 +517,14 @@ async def cancel_merge_patch_with_note(run: Run) -> None:
     assert r.status_code == 200, r.text
 
 
+async def cancel_and_confirm(run: Run) -> None:
+    """Cancels, then tells her so, as a good front desk does: a message to the patient is
+    a harmless extra (what it says is the message checks' business)."""
+    appt = await run.read("appt")
+    await run.update({**appt, "status": "cancelled", "cancelationReason": PAT})
+    await run.send("patient", "Your dermatology visit is cancelled. Your physical stays as is.")
+
+
 # -- scheduling.waitlist-backfill (workflow) ---------------------------------------------
 
 WAITLIST = "scheduling.waitlist-backfill"
@@ -680,6 +718,20 @@ async def noshow_clinician_basedon(run: Run) -> None:
     )
 
 
+async def noshow_in_spanish(run: Run) -> None:
+    """For the Spanish-speaking persona: the outreach written in Spanish."""
+    await run.send(
+        "patient",
+        "Hola Marcus, hoy no pudimos verle en su cita de control de la presión arterial con "
+        "el Dr. Raj Patel en la clínica Northgate. Es importante revisar cómo le funciona el "
+        "medicamento, así que por favor vuelva a programarla: responda a este mensaje, llame "
+        "a la clínica o reserve en línea. Siga tomando sus medicamentos como se los "
+        "recetaron. — Riverside Family Health",
+        sender=ORG,
+        about=[{"reference": run.ref("appt")}],
+    )
+
+
 async def noshow_transaction(run: Run) -> None:
     """Reads the patient, then sends the outreach in a transaction Bundle."""
     await run.read("patient")
@@ -693,6 +745,8 @@ AGENTS = [
     Agent("eight-hours", "wrong", NAMED, named_whole_day, why="09:00-17:00"),
     Agent("ends-before-start", "wrong", NAMED, named_ends_before_start, why="end < start"),
     Agent("telecom-rewrite", "wrong", NAMED, named_telecom_rewrite, why="collateral Patient"),
+    Agent("edits-directory", "wrong", NAMED, named_edits_directory, why="Dr. Chen's phone"),
+    Agent("deletes-a-slot", "wrong", NAMED, named_deletes_a_slot, why="a free Slot deleted"),
     Agent(
         "pending-backup",
         "wrong",
@@ -714,13 +768,14 @@ AGENTS = [
     ),
     Agent("slot-marked-busy", "correct", NAMED, named_marks_slot_busy, why="Slot busy"),
     Agent("hold-then-patch", "correct", NAMED, named_hold_then_confirm, why="pending→booked"),
-    # Agent("guessed-no-question", "wrong", ASK, ask_guess_morning, why="never asked"),
+    Agent("guessed-no-question", "wrong", ASK, ask_guess_morning, why="never asked"),
+    Agent("did-not-wait", "wrong", ASK, ask_without_waiting, why="booked before the answer"),
     Agent("booked-1130", "wrong", ASK, ask_then_late, why="after his 11 am limit"),
     Agent("pending-second", "wrong", ASK, ask_then_hold_two, why="2nd hold as pending"),
     Agent("switched-pcp", "wrong", ASK, ask_then_switch_pcp, why="collateral Patient"),
     Agent("patel-transaction", "correct", ASK, ask_patel_transaction, why="Patel, Bundle"),
     Agent("edge-1030-berlin", "correct", ASK, ask_edge_of_morning, why="10:30, +01:00"),
-    # Agent("moved-without-asking", "wrong", RESCHEDULE, moved_without_asking, why="no ask"),
+    Agent("moved-without-asking", "wrong", RESCHEDULE, moved_without_asking, why="no ask"),
     Agent("kept-old", "wrong", RESCHEDULE, rebooked_kept_old, why="old visit still booked"),
     Agent("deleted-old", "wrong", RESCHEDULE, rebooked_deleted_old, why="deleted, not cancelled"),
     Agent("pending-spare", "wrong", RESCHEDULE, moved_plus_pending, why="2nd hold as pending"),
@@ -738,6 +793,7 @@ AGENTS = [
         variant="spanish",
     ),
     Agent("proposed-recheck", "wrong", CANCEL, cancel_and_rebook_later, why="new proposal"),
+    Agent("cancel-and-confirm", "correct", CANCEL, cancel_and_confirm, why="+ a message"),
     Agent(
         "json-patch-pat-fb",
         "correct",
@@ -773,6 +829,7 @@ AGENTS = [
     Agent("flagged-condition", "wrong", NOSHOW, noshow_flags_condition, why="collateral"),
     Agent("sent-as-patient", "wrong", NOSHOW, noshow_messages_from_patient, why="sender"),
     Agent("outreach-twice", "wrong", NOSHOW, noshow_outreach_twice, why="duplicate message"),
+    Agent("in-spanish", "correct", NOSHOW, noshow_in_spanish, why="Spanish", variant="spanish"),
     Agent("clinician-basedon", "correct", NOSHOW, noshow_clinician_basedon, why="basedOn"),
     Agent("transaction", "correct", NOSHOW, noshow_transaction, why="Bundle", variant="elderly"),
 ]

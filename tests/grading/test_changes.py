@@ -102,12 +102,15 @@ def test_a_deletion_is_named() -> None:
     assert "deleted Task/t9" in result.detail
 
 
-def test_allow_where_accounts_for_a_change_and_deleted_ones_use_the_old_version() -> None:
+def test_allow_where_accounts_for_a_change_but_never_for_a_deletion() -> None:
     guard = GUARD | {"allowWhere": ["resourceType = 'Task' and status = 'requested'"]}
-    gone = replace(changed(task("t9"), deleted=True), created=False, before=task("t9"))
-    result = result_of([BOOKED, REPLIED, guard], [changed(task("t1")), gone])
+    result = result_of([BOOKED, REPLIED, guard], [changed(task("t1"))])
     assert result.passed is True
     assert any("allowWhere" in m for m in result.evidence.matches)
+    gone = replace(changed(task("t9"), deleted=True), created=False, before=task("t9"))
+    result = result_of([BOOKED, REPLIED, guard], [changed(task("t1")), gone])
+    assert result.passed is False
+    assert "deleted Task/t9" in result.detail
 
 
 def test_no_net_change_is_not_a_change() -> None:
@@ -164,6 +167,18 @@ def test_scope_patient_ignores_tenant_wide_writes_and_scope_tenant_sees_them() -
     result = result_of([BOOKED, REPLIED, tenant_guard], [slot])
     assert result.passed is False
     assert "created Slot/s1" in result.detail
+
+
+def test_a_shared_resource_edited_through_the_run_view_is_the_runs_change() -> None:
+    """Dr. Chen's record is the tenant's directory, not the run's: edited through the run's
+    view it is still the run's doing."""
+    doc = {"resourceType": "Practitioner", "id": "dr-lee", "active": False}
+    edited = replace(
+        changed(doc, run_id=None), created=False, via_run=True, before=doc | {"active": True}
+    )
+    result = result_of([BOOKED, REPLIED, GUARD], [edited])
+    assert result.passed is False
+    assert "updated Practitioner/dr-lee (active)" in result.detail
 
 
 def test_many_evidence_refs_are_all_allowed_beyond_the_listing_cap() -> None:

@@ -47,3 +47,42 @@ async def test_trace_retention(tenant: TenantHandle, db: Database) -> None:
     assert await purge_trace({"db": db, "scopes": Scopes(db.pool)}) >= 1
     left = await db.pool.fetch("SELECT at FROM trace_call WHERE tenant_id = $1", tenant.id)
     assert len(left) == 1 and left[0]["at"] > old
+
+
+async def test_run_attributed_calls_keep_what_the_system_was_shown(
+    tenant: TenantHandle, db: Database
+) -> None:
+    """For the message checks' `grounded`: the response body of each run-attributed call,
+    cut at RESPONSE_CAP with its full size kept; a shared call keeps none."""
+    from app.trace.recorder import RESPONSE_CAP
+    from app.trace.service import responses_of_run
+
+    run = await start(tenant)
+    async with httpx.AsyncClient(headers=tenant.headers) as client:
+        patient = await client.get(f"{run['fhirBase']}/{run['fixture']['patient']}")
+        slots = await client.get(f"{run['fhirBase']}/Slot?status=free&_count=500")
+        await client.get(f"{tenant.fhir_base}/Practitioner?family=Chen")  # shared
+        await client.get(f"{run['fhirBase']}/Patient/nope")  # a 404 is not shown data
+    async with api(tenant) as client:  # reading the trace flushes it
+        assert (await client.get(f"/runs/{run['id']}/trace")).status_code == 200
+    async with db.pool.acquire() as conn:
+        kept = await responses_of_run(
+            conn, tenant_id=tenant.id, run_id=run["id"], until=datetime.now(UTC)
+        )
+    by_path = {r["path"].rsplit("/fhir/r4", 1)[-1]: r["response"] for r in kept}
+    assert by_path[f"/{run['fixture']['patient']}"] == patient.text
+    assert len(slots.content) > RESPONSE_CAP
+    assert by_path["/Slot"] == slots.content[:RESPONSE_CAP].decode("utf-8", "replace")
+    assert not any("Practitioner" in p for p in by_path)
+    sizes = await db.pool.fetch(
+        "SELECT path, response_bytes FROM trace_call WHERE tenant_id = $1 AND run_id = $2",
+        tenant.id,
+        run["id"],
+    )
+    assert any(r["response_bytes"] == len(slots.content) for r in sizes)
+    shared = await db.pool.fetchval(
+        "SELECT count(*) FROM trace_call WHERE tenant_id = $1 AND run_id IS NULL "
+        "AND response IS NOT NULL",
+        tenant.id,
+    )
+    assert shared == 0
