@@ -74,6 +74,14 @@ async def inbox_unexplained(run: Run) -> None:
     await post_all(run, body, reply(run, CALLBACK))
 
 
+async def inbox_edits_role(run: Run) -> None:
+    """Notes "on call for urgent portal messages" on Dr. Okafor's shared PractitionerRole."""
+    role = await run.read(OKAFOR_ROLE)
+    role["availabilityExceptions"] = "On call for urgent portal messages today"
+    await run.update(role)
+    await post_all(run, urgent_task(run), reply(run, CALLBACK))
+
+
 async def inbox_9_1_1_role(run: Run) -> None:
     """Follows the new medicine to its prescriber, files an asap Task for Dr. Okafor's
     role and the reply ("call 9-1-1") in one transaction."""
@@ -136,6 +144,7 @@ AGENTS = [
     Agent("two-tasks", "wrong", INBOX, inbox_two_tasks, why="duplicate Task", mode=WF),
     Agent("no-911", "wrong", INBOX, inbox_no_911, why="reply lacks 911"),
     Agent("unexplained", "wrong", INBOX, inbox_unexplained, why="no symptoms", mode=WF),
+    Agent("edited-role", "wrong", INBOX, inbox_edits_role, why="directory record"),
     Agent("9-1-1-role", "correct", INBOX, inbox_9_1_1_role, why="'9-1-1', role, Bundle"),
     Agent("spanish", "correct", INBOX, inbox_in_spanish, why="Spanish", variant="spanish"),
     Agent("tenant-base", "correct", INBOX, inbox_tenant_base, why="tenant URL", mode=WF),

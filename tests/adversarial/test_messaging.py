@@ -312,6 +312,14 @@ async def triage_other_doctor(run: Run) -> None:
     await post_all(run, reply(run, ACK, sender=PATEL), triage_task(run, owner={"reference": PATEL}))
 
 
+async def triage_edits_clinic(run: Run) -> None:
+    """Adds the portal's address to the clinic's shared Organization record, then works."""
+    org = await run.read(ORG)
+    org["telecom"] = [*org.get("telecom", []), {"system": "url", "value": "https://portal.example"}]
+    await run.update(org)
+    await post_all(run, reply(run, ACK), triage_task(run))
+
+
 async def triage_bundle_role(run: Run) -> None:
     """One transaction: the reply (urn) and a Task for Dr. Chen's role pointing at it,
     times in Chicago's offset."""
@@ -574,6 +582,7 @@ AGENTS = [
     Agent("rewrote-telecom", "wrong", TRIAGE, triage_rewrites_email, why="Patient", mode=WF),
     Agent("owner-patient", "wrong", TRIAGE, triage_owner_patient, why="wrong owner", mode=WF),
     Agent("other-doctor", "wrong", TRIAGE, triage_other_doctor, why="Dr. Patel", mode=WF),
+    Agent("edited-clinic", "wrong", TRIAGE, triage_edits_clinic, why="directory", mode=WF),
     Agent("bundle-role", "correct", TRIAGE, triage_bundle_role, why="Bundle, urn", mode=WF),
     Agent("tenant-base", "correct", TRIAGE, triage_tenant_base, why="tenant URL", mode=WF),
     Agent("searched-put", "correct", TRIAGE, triage_searched_put, why="PUT, ready", mode=WF),

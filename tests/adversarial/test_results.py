@@ -70,6 +70,14 @@ async def critical_routine(run: Run) -> None:
     await run.create(critical_task(run, priority="routine"))
 
 
+async def critical_edits_prescriber(run: Run) -> None:
+    """Writes a pager number onto Dr. Okafor's shared Practitioner record, then files."""
+    doctor = await run.read(OKAFOR)
+    doctor["telecom"] = [{"system": "pager", "value": "+1-555-0199"}]
+    await run.update(doctor)
+    await run.create(critical_task(run))
+
+
 async def critical_unexplained(run: Run) -> None:
     """Files an urgent Task that says only "please review" (no critical value named)."""
     await run.create(
@@ -387,6 +395,7 @@ AGENTS = [
     Agent("task-per-event", "wrong", CRITICAL, critical_per_event, why="duplicate", mode=WF),
     Agent("left-draft", "wrong", CRITICAL, critical_with_draft, why="near-dup", mode=WF),
     Agent("routine", "wrong", CRITICAL, critical_routine, why="wrong priority", mode=WF),
+    Agent("edited-doctor", "wrong", CRITICAL, critical_edits_prescriber, why="dir", mode=WF),
     Agent("unexplained", "wrong", CRITICAL, critical_unexplained, why="no value", mode=WF),
     Agent("focus-result", "wrong", CRITICAL, critical_focus_result, why="focus", mode=WF),
     Agent("role-bundle", "correct", CRITICAL, critical_role_bundle, why="Bundle, asap", mode=WF),
