@@ -222,10 +222,10 @@ async def which_guessed(run: Run) -> None:
 
 
 async def which_acts_before_answer(run: Run) -> None:
-    """Asks which medicine but files the statin refill before the answer comes back."""
-    question = await run.send("patient", ASK, sender=ORG)
-    await run.create(refill(run))
-    await reply_to(run, question)
+    """Asks which medicine but files the statin refill before the answer comes back (in
+    one Bundle with the question: no answer can come between them)."""
+    answer = await run.create_together(run.message_to("patient", ASK, sender=ORG), refill(run))
+    await reply_to(run, {"id": answer["entry"][0]["response"]["location"].split("/")[1]})
     await run.send("patient", DONE, sender=ORG)
 
 

@@ -170,11 +170,13 @@ async def clarify_guessed(run: Run) -> None:
 
 
 async def clarify_acts_before_answer(run: Run) -> None:
-    """Asks the right question but requests the letter before she answers."""
-    question = await run.send("patient", "What is the letter for, and which dates?", sender=ORG)
+    """Asks the right question but requests the letter before she answers (the question
+    and the Task in one Bundle: no answer can come between them)."""
     first, second = await sick_days(run)
-    await run.create(note_task(run, f"Work note for {first:%Y-%m-%d} and {second:%Y-%m-%d}."))
-    await reply_to(run, question)
+    question = run.message_to("patient", "What is the letter for, and which dates?", sender=ORG)
+    task = note_task(run, f"Work note for {first:%Y-%m-%d} and {second:%Y-%m-%d}.")
+    answer = await run.create_together(question, task)
+    await reply_to(run, {"id": answer["entry"][0]["response"]["location"].split("/")[1]})
 
 
 async def clarify_writes_letter(run: Run) -> None:
