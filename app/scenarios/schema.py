@@ -122,6 +122,16 @@ class RubricExpectation(ExpectationBase):
     of: list[TextSource] = Field(default_factory=lambda: list(ALL_TEXT_SOURCES))
 
 
+class AllowEntry(Model):
+    """An `allow` entry that limits what an update may touch: the resources in the
+    evidence of `of` may be updated only at `paths` (top-level elements or deeper,
+    `subject`, `participant[0].status`) — filing a document to a chart must not also
+    rewrite its content."""
+
+    of: str = Field(min_length=1)
+    paths: list[str] = Field(min_length=1)
+
+
 class ChangesExpectation(ExpectationBase):
     """The guard against collateral damage: every resource the system under test created,
     updated or deleted during the run (on the fixture patients, or anywhere in the tenant
@@ -130,7 +140,7 @@ class ChangesExpectation(ExpectationBase):
     a deletion matches none)."""
 
     type: Literal["changes"]
-    allow: list[str] = Field(default_factory=list)
+    allow: list[str | AllowEntry] = Field(default_factory=list)
     allow_where: list[str] = Field(default_factory=list)
     scope: Literal["patient", "tenant"] = "patient"
 

@@ -451,6 +451,8 @@ class _Checker:
                 for index, named in enumerate(_list(expectation.get("allow"))):
                     if isinstance(named, str):
                         allows.append((named, f"{path}/allow/{index}"))
+                    elif isinstance(named, dict) and isinstance(named.get("of"), str):
+                        allows.append((named["of"], f"{path}/allow/{index}/of"))
             if kind == "any_of" and isinstance(eid, str):
                 children[eid] = [
                     child["id"]

@@ -265,6 +265,17 @@ async def identity_copies_document(run: Run) -> None:
     await post_all(run, copy, tsh_task(run))
 
 
+async def identity_rewrites_document(run: Run) -> None:
+    """Files the document to the right chart, and "tidies" it: a new description and
+    the document marked amended — the scanned report is no longer what the lab sent."""
+    doc = await run.read("labdoc")
+    doc["subject"] = {"reference": run.ref("patient")}
+    doc["description"] = "TSH mildly raised, likely subclinical hypothyroidism"
+    doc["docStatus"] = "amended"
+    await run.update(doc)
+    await run.create(tsh_task(run))
+
+
 async def identity_put_role(run: Run) -> None:
     """Searches by name and birth date, PUTs the whole document with its subject set,
     then a Task for Dr. Patel's role focused on the TSH order, in Kolkata's offset."""
@@ -417,6 +428,7 @@ AGENTS = [
     Agent("completed-order", "wrong", IDENTITY, identity_completes_order, why="collateral"),
     Agent("two-tasks", "wrong", IDENTITY, identity_two_tasks, why="duplicate Task"),
     Agent("copied-document", "wrong", IDENTITY, identity_copies_document, why="not filed"),
+    Agent("rewrote-document", "wrong", IDENTITY, identity_rewrites_document, why="content"),
     Agent("put-role", "correct", IDENTITY, identity_put_role, why="PUT doc, role"),
     Agent("transaction", "correct", IDENTITY, identity_transaction, why="Bundle PUT+POST"),
     Agent("one-per-result", "wrong", NORMAL, normal_one_per_result, why="four messages", mode=WF),
