@@ -45,31 +45,113 @@ GROUP_GAP = 24
 YMD = tuple[int | None, int | None, int]  # year, month, day; None when not stated
 
 MONTHS: dict[str, int] = {
-    "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4,
-    "apr": 4, "may": 5, "june": 6, "jun": 6, "july": 7, "jul": 7, "august": 8, "aug": 8,
-    "september": 9, "sept": 9, "sep": 9, "october": 10, "oct": 10, "november": 11,
-    "nov": 11, "december": 12, "dec": 12,
-    "enero": 1, "ene": 1, "febrero": 2, "marzo": 3, "abril": 4, "abr": 4, "mayo": 5,
-    "junio": 6, "julio": 7, "agosto": 8, "ago": 8, "septiembre": 9, "setiembre": 9,
-    "set": 9, "octubre": 10, "noviembre": 11, "diciembre": 12, "dic": 12,
-}  # fmt: skip
+    "january": 1,
+    "jan": 1,
+    "february": 2,
+    "feb": 2,
+    "march": 3,
+    "mar": 3,
+    "april": 4,
+    "apr": 4,
+    "may": 5,
+    "june": 6,
+    "jun": 6,
+    "july": 7,
+    "jul": 7,
+    "august": 8,
+    "aug": 8,
+    "september": 9,
+    "sept": 9,
+    "sep": 9,
+    "october": 10,
+    "oct": 10,
+    "november": 11,
+    "nov": 11,
+    "december": 12,
+    "dec": 12,
+    "enero": 1,
+    "ene": 1,
+    "febrero": 2,
+    "marzo": 3,
+    "abril": 4,
+    "abr": 4,
+    "mayo": 5,
+    "junio": 6,
+    "julio": 7,
+    "agosto": 8,
+    "ago": 8,
+    "septiembre": 9,
+    "setiembre": 9,
+    "set": 9,
+    "octubre": 10,
+    "noviembre": 11,
+    "diciembre": 12,
+    "dic": 12,
+}
 WEEKDAYS: dict[str, int] = {
-    "monday": 0, "tuesday": 1, "wednesday": 2, "thursday": 3, "friday": 4, "saturday": 5,
-    "sunday": 6, "lunes": 0, "martes": 1, "miercoles": 2, "jueves": 3, "viernes": 4,
-    "sabado": 5, "domingo": 6,
-}  # fmt: skip
+    "monday": 0,
+    "tuesday": 1,
+    "wednesday": 2,
+    "thursday": 3,
+    "friday": 4,
+    "saturday": 5,
+    "sunday": 6,
+    "lunes": 0,
+    "martes": 1,
+    "miercoles": 2,
+    "jueves": 3,
+    "viernes": 4,
+    "sabado": 5,
+    "domingo": 6,
+}
 # Abbreviations that are also words ("sat", "wed", "sun", "mar") count only before a date.
 WEEKDAY_ABBREVIATIONS: dict[str, int] = {
-    "mon": 0, "tue": 1, "tues": 1, "wed": 2, "thu": 3, "thur": 3, "thurs": 3, "fri": 4,
-    "sat": 5, "sun": 6, "lun": 0, "mar": 1, "mie": 2, "mier": 2, "jue": 3, "vie": 4,
-    "sab": 5, "dom": 6,
-}  # fmt: skip
+    "mon": 0,
+    "tue": 1,
+    "tues": 1,
+    "wed": 2,
+    "thu": 3,
+    "thur": 3,
+    "thurs": 3,
+    "fri": 4,
+    "sat": 5,
+    "sun": 6,
+    "lun": 0,
+    "mar": 1,
+    "mie": 2,
+    "mier": 2,
+    "jue": 3,
+    "vie": 4,
+    "sab": 5,
+    "dom": 6,
+}
 NUMBER_WORDS: dict[str, int] = {
-    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-    "una": 1, "uno": 1, "dos": 2, "tres": 3, "cuatro": 4, "cinco": 5, "seis": 6,
-    "siete": 7, "ocho": 8, "nueve": 9, "diez": 10, "once": 11, "doce": 12,
-}  # fmt: skip
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "una": 1,
+    "uno": 1,
+    "dos": 2,
+    "tres": 3,
+    "cuatro": 4,
+    "cinco": 5,
+    "seis": 6,
+    "siete": 7,
+    "ocho": 8,
+    "nueve": 9,
+    "diez": 10,
+    "once": 11,
+    "doce": 12,
+}
 
 
 def _alternation(words: Iterable[str]) -> str:
@@ -125,13 +207,12 @@ _HOUR_MERIDIEM_RE = re.compile(rf"(?<![\w$:.,])(?P<h>\d{{1,2}})\s*{_MERIDIEM}(?!
 _SPOKEN_RE = re.compile(
     rf"(?<!\w)(?:(?P<lead>half past|quarter past|quarter to)\s+(?P<h1>\d{{1,2}}|{_HOUR_WORD})"
     rf"|(?:a\s+las?|las|at)\s+(?P<h2>\d{{1,2}}|{_HOUR_WORD})"
-    rf"(?:\s+(?P<tail>y media|y cuarto|menos cuarto|y (?P<mins>\d{{1,2}})|thirty|fifteen|forty-five))?)"
+    r"(?:\s+(?P<tail>y media|y cuarto|menos cuarto|y (?P<mins>\d{1,2})"
+    r"|thirty|fifteen|forty-five))?)"
     rf"(?!\w|:|\.\d|\s*(?:%|mg|ml|dollars?|dolares|pesos|euros|minutes|minutos|people|personas|units))"
     rf"(?:\s*{_MERIDIEM})?{_QUALIFIER}"
 )
-_NOON_RE = re.compile(
-    r"(?<!\w)(?:12\s+)?(?P<word>noon|midday|mediodia|midnight|medianoche)(?!\w)"
-)
+_NOON_RE = re.compile(r"(?<!\w)(?:12\s+)?(?P<word>noon|midday|mediodia|midnight|medianoche)(?!\w)")
 
 _GAP_BREAK_RE = re.compile(r"[.!?;\n]|(?<!\w)(?:or|and|but|instead|not|o|u|y|pero|no|ni)(?!\w)")
 _BARE_CUE_RE = re.compile(r"(?:^|\W)(?:on|el|for|para|del|dia|by|until|hasta)\W*$")
@@ -215,8 +296,13 @@ def _hours(hour: int, meridiem: str | None, qualifier: str | None) -> frozenset[
         return None
     mer = (meridiem or "").replace(".", "").replace(" ", "")
     qual = qualifier or ""
-    if mer == "pm" or qual in ("de la tarde", "de la noche", "in the afternoon",
-                                "in the evening", "at night"):  # fmt: skip
+    if mer == "pm" or qual in (
+        "de la tarde",
+        "de la noche",
+        "in the afternoon",
+        "in the evening",
+        "at night",
+    ):
         if hour > 12:
             return frozenset({hour})
         return frozenset({hour % 12 + 12})
@@ -310,9 +396,10 @@ def _scan(folded: str) -> list[_Mention]:
         if not free(m.start(), m.end()):
             continue
         a, b = int(m["a"]), int(m["b"])
-        cands = tuple(c for c in ((None, a, b), (None, b, a)) if _valid(*c))
-        if cands:
-            date_ = StatedDate(tuple(dict.fromkeys(cands)), bare=True)
+        pairs: tuple[YMD, ...] = ((None, a, b), (None, b, a))
+        readings = tuple(c for c in pairs if _valid(*c))
+        if readings:
+            date_ = StatedDate(tuple(dict.fromkeys(readings)), bare=True)
             take(_Mention(m.start(), m.end(), date=date_))
     for m in _ORDINAL_DAY_RE.finditer(folded):
         if free(m.start(), m.end()) and _valid(None, None, int(m["day"])):
@@ -387,8 +474,16 @@ def _group(folded: Folded, original: str, mentions: list[_Mention]) -> list[Stat
             continue
         start, end = folded.span(group[0].start, group[-1].end)
         stated.append(
-            Stated(tuple(dates), weekdays, times, start, end, original[start:end],
-                   quote(original, start, end), tuple(parts))  # fmt: skip
+            Stated(
+                tuple(dates),
+                weekdays,
+                times,
+                start,
+                end,
+                original[start:end],
+                quote(original, start, end),
+                tuple(parts),
+            )
         )
     return stated
 
@@ -481,8 +576,10 @@ def states_datetime(
                 # Date and time in separate sentences: the time must not sit with another
                 # date, or it is that date's time.
                 for s in statements:
-                    if any(t.matches(hour, minute) for t in s.times) and (
-                        not s.dates or s.date_agrees(day)
-                    ) and all(w == day.weekday() for w in s.weekdays):
+                    if (
+                        any(t.matches(hour, minute) for t in s.times)
+                        and (not s.dates or s.date_agrees(day))
+                        and all(w == day.weekday() for w in s.weekdays)
+                    ):
                         return DatetimeMatch(index, zone, local.isoformat(), s.quote)
     return None

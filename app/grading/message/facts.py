@@ -62,11 +62,13 @@ Source = str | Mapping[str, Any] | Sequence[Any] | int | float | None
 
 _NAME_WORD = r"[A-ZÁÉÍÓÚÑÜ][a-záéíóúñü'’-]+"
 _NOT_NAMES = frozenset(
-    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April "
-    "May June July August September October November December Lunes Martes Miércoles "
-    "Jueves Viernes Sábado Domingo Enero Febrero Marzo Abril Mayo Junio Julio Agosto "
-    "Septiembre Octubre Noviembre Diciembre The At On In Your You Will Office Clinic "
-    "Para Su Le El La Los Las".split()
+    str.split(
+        "Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April "
+        "May June July August September October November December Lunes Martes Miércoles "
+        "Jueves Viernes Sábado Domingo Enero Febrero Marzo Abril Mayo Junio Julio Agosto "
+        "Septiembre Octubre Noviembre Diciembre The At On In Your You Will Office Clinic "
+        "Para Su Le El La Los Las"
+    )
 )
 _TITLE_NAME_RE = re.compile(
     rf"(?<![\w])(?:Dr|Dra|DR|Doctor|Doctora|doctor|doctora)\.?\s+(?P<name>{_NAME_WORD}"
@@ -75,7 +77,9 @@ _TITLE_NAME_RE = re.compile(
 _SUFFIX_NAME_RE = re.compile(
     rf"(?<![\w])(?P<name>{_NAME_WORD}(?:\s{_NAME_WORD}){{1,2}}),?\s(?:MD|M\.D\.|DO|NP|PA-C|PA|RN|DNP)(?![\w])"
 )
-_ISO_DATETIME_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})?")
+_ISO_DATETIME_RE = re.compile(
+    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})?"
+)
 _ISO_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _ISO_TIME_RE = re.compile(r"(?P<h>\d{2}):(?P<m>\d{2})(?::\d{2}(?:\.\d+)?)?")
 # Text long enough to be a document, not a code, is read for facts; ids and codes are not.
@@ -140,13 +144,17 @@ class SourceIndex:
             for _, local in local_readings(parsed, zones):
                 d = local.date()
                 self._add_point(
-                    _Point(((d.year, d.month, d.day),), frozenset({d.weekday()}),
-                           frozenset({(local.hour, local.minute)}))  # fmt: skip
+                    _Point(
+                        ((d.year, d.month, d.day),),
+                        frozenset({d.weekday()}),
+                        frozenset({(local.hour, local.minute)}),
+                    )
                 )
         elif isinstance(parsed, date):
             d = parsed
-            self._add_point(_Point(((d.year, d.month, d.day),), frozenset({d.weekday()}),
-                                   frozenset()))  # fmt: skip
+            self._add_point(
+                _Point(((d.year, d.month, d.day),), frozenset({d.weekday()}), frozenset())
+            )
 
     def _walk(self, value: Any, texts: list[str], zones: tuple[str, ...]) -> None:
         if isinstance(value, str):
@@ -232,9 +240,9 @@ class SourceIndex:
         return found
 
 
-def _ymd_compatible(a: tuple[int | None, int | None, int], b: tuple[int | None, int | None, int]) -> (
-    bool
-):
+def _ymd_compatible(
+    a: tuple[int | None, int | None, int], b: tuple[int | None, int | None, int]
+) -> bool:
     return (
         a[2] == b[2]
         and (a[1] is None or b[1] is None or a[1] == b[1])
@@ -339,16 +347,27 @@ def concrete_facts(message: str) -> list[Fact]:
             facts.append(Fact(kind, text, start, cursor, quote(message, start, cursor)))
     for phone in find_phones(message, folded):
         if not phone.emergency:
-            facts.append(Fact("phone", phone.text, phone.start, phone.end,
-                              quote(message, phone.start, phone.end)))  # fmt: skip
+            facts.append(
+                Fact(
+                    "phone",
+                    phone.text,
+                    phone.start,
+                    phone.end,
+                    quote(message, phone.start, phone.end),
+                )
+            )
     for money in find_money(message, folded):
-        facts.append(Fact("money", money.text, money.start, money.end,
-                          quote(message, money.start, money.end)))  # fmt: skip
+        facts.append(
+            Fact(
+                "money", money.text, money.start, money.end, quote(message, money.start, money.end)
+            )
+        )
     for q in find_quantities(message, folded):
         facts.append(Fact("quantity", q.text, q.start, q.end, quote(message, q.start, q.end)))
-    for name, start, end in _names(message):
-        facts.append(Fact("practitioner", message[start:end], start, end,
-                          quote(message, start, end)))  # fmt: skip
+    for _name, start, end in _names(message):
+        facts.append(
+            Fact("practitioner", message[start:end], start, end, quote(message, start, end))
+        )
     facts.sort(key=lambda f: f.start)
     return facts
 
@@ -363,26 +382,54 @@ def grounded(
         ungrounded.extend(_check_stated(stated, message, index))
     for phone in find_phones(message, folded):
         if not phone.emergency and not index.has_phone(phone.digits):
-            ungrounded.append(Fact("phone", phone.text, phone.start, phone.end,
-                                   quote(message, phone.start, phone.end),
-                                   "no source has this number"))  # fmt: skip
+            ungrounded.append(
+                Fact(
+                    "phone",
+                    phone.text,
+                    phone.start,
+                    phone.end,
+                    quote(message, phone.start, phone.end),
+                    "no source has this number",
+                )
+            )
     for money in find_money(message, folded):
         if not index.has_money(money):
-            ungrounded.append(Fact("money", money.text, money.start, money.end,
-                                   quote(message, money.start, money.end),
-                                   "no source has this amount"))  # fmt: skip
+            ungrounded.append(
+                Fact(
+                    "money",
+                    money.text,
+                    money.start,
+                    money.end,
+                    quote(message, money.start, money.end),
+                    "no source has this amount",
+                )
+            )
     money_spans = [(m.start, m.end) for m in find_money(message, folded)]
     for q in find_quantities(message, folded):
         if any(a <= q.start < b for a, b in money_spans):
             continue
         if not index.has_quantity(q):
-            ungrounded.append(Fact("quantity", q.text, q.start, q.end,
-                                   quote(message, q.start, q.end),
-                                   "no source has this amount in this unit"))  # fmt: skip
+            ungrounded.append(
+                Fact(
+                    "quantity",
+                    q.text,
+                    q.start,
+                    q.end,
+                    quote(message, q.start, q.end),
+                    "no source has this amount in this unit",
+                )
+            )
     for name, start, end in _names(message):
         if not index.has_name(name):
-            ungrounded.append(Fact("practitioner", message[start:end], start, end,
-                                   quote(message, start, end),
-                                   "no source names this practitioner"))  # fmt: skip
+            ungrounded.append(
+                Fact(
+                    "practitioner",
+                    message[start:end],
+                    start,
+                    end,
+                    quote(message, start, end),
+                    "no source names this practitioner",
+                )
+            )
     ungrounded.sort(key=lambda f: f.start)
     return ungrounded

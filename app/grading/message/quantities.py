@@ -44,22 +44,86 @@ def _units(unit: str, dimension: str | None, factor: str, *spellings: str) -> No
 
 
 _units("mg", "mass", "1", "milligram", "milligrams", "miligramo", "miligramos", "mgs")
-_units("mcg", "mass", "0.001", "µg", "μg", "ug", "microgram", "micrograms", "microgramo",
-       "microgramos")  # fmt: skip
+_units(
+    "mcg", "mass", "0.001", "µg", "μg", "ug", "microgram", "micrograms", "microgramo", "microgramos"
+)
 _units("g", "mass", "1000", "gram", "grams", "gramo", "gramos", "gr")
 _units("kg", "mass", "1000000", "kilogram", "kilograms", "kilogramo", "kilogramos", "kilos")
-_units("mL", "volume", "1", "ml", "milliliter", "milliliters", "millilitre", "millilitres",
-       "mililitro", "mililitros", "cc")  # fmt: skip
+_units(
+    "mL",
+    "volume",
+    "1",
+    "ml",
+    "milliliter",
+    "milliliters",
+    "millilitre",
+    "millilitres",
+    "mililitro",
+    "mililitros",
+    "cc",
+)
 _units("L", "volume", "1000", "l", "liter", "liters", "litre", "litres", "litro", "litros")
-_units("unit", "unit", "1", "units", "u", "iu", "ui", "[iu]", "unidad", "unidades",
-       "international units", "unidades internacionales")  # fmt: skip
-_units("tablet", "tablet", "1", "tablets", "tab", "tabs", "tableta", "tabletas", "comprimido",
-       "comprimidos", "pastilla", "pastillas", "pill", "pills", "pildora", "pildoras",
-       "píldora", "píldoras", "{tablet}", "{tbl}")  # fmt: skip
-_units("capsule", "capsule", "1", "capsules", "cap", "caps", "capsula", "capsulas",
-       "cápsula", "cápsulas", "{capsule}")  # fmt: skip
-_units("puff", "puff", "1", "puffs", "inhalation", "inhalations", "inhalacion",
-       "inhalaciones", "inhalación", "{puff}")  # fmt: skip
+_units(
+    "unit",
+    "unit",
+    "1",
+    "units",
+    "u",
+    "iu",
+    "ui",
+    "[iu]",
+    "unidad",
+    "unidades",
+    "international units",
+    "unidades internacionales",
+)
+_units(
+    "tablet",
+    "tablet",
+    "1",
+    "tablets",
+    "tab",
+    "tabs",
+    "tableta",
+    "tabletas",
+    "comprimido",
+    "comprimidos",
+    "pastilla",
+    "pastillas",
+    "pill",
+    "pills",
+    "pildora",
+    "pildoras",
+    "píldora",
+    "píldoras",
+    "{tablet}",
+    "{tbl}",
+)
+_units(
+    "capsule",
+    "capsule",
+    "1",
+    "capsules",
+    "cap",
+    "caps",
+    "capsula",
+    "capsulas",
+    "cápsula",
+    "cápsulas",
+    "{capsule}",
+)
+_units(
+    "puff",
+    "puff",
+    "1",
+    "puffs",
+    "inhalation",
+    "inhalations",
+    "inhalacion",
+    "inhalaciones",
+    "inhalación",
+    "{puff}",
+)
 _units("drop", "drop", "1", "drops", "gota", "gotas", "{drop}", "[drp]")
 _units("%", "percent", "1", "percent", "por ciento")
 _units("mg/dL", "mg/dL", "1", "mg/dl")
@@ -147,8 +211,10 @@ def parse_number(text: str) -> Decimal | None:
         else:
             raw = raw.replace(",", "")
     elif "," in raw:
-        raw = raw.replace(",", "") if re.fullmatch(r"\d{1,3}(,\d{3})+", raw) else raw.replace(
-            ",", "."
+        raw = (
+            raw.replace(",", "")
+            if re.fullmatch(r"\d{1,3}(,\d{3})+", raw)
+            else raw.replace(",", ".")
         )
     try:
         return Decimal(raw).normalize()
@@ -192,9 +258,20 @@ def find_quantities(text: str, folded: Folded | None = None) -> list[Quantity]:
     return found
 
 
-_CURRENCIES = {"$": None, "us$": "USD", "usd": "USD", "dollar": "USD", "dollars": "USD",
-               "dolares": "USD", "€": "EUR", "eur": "EUR", "euro": "EUR", "euros": "EUR",
-               "£": "GBP", "pesos": None}  # fmt: skip
+_CURRENCIES = {
+    "$": None,
+    "us$": "USD",
+    "usd": "USD",
+    "dollar": "USD",
+    "dollars": "USD",
+    "dolares": "USD",
+    "€": "EUR",
+    "eur": "EUR",
+    "euro": "EUR",
+    "euros": "EUR",
+    "£": "GBP",
+    "pesos": None,
+}
 
 
 def find_money(text: str, folded: Folded | None = None) -> list[Money]:

@@ -127,9 +127,9 @@ class PhraseMatch:
     quote: str
 
 
-def _match_at(phrase: str, message: str, folded: Folded, at: int, length: int, index: int) -> (
-    PhraseMatch
-):
+def _match_at(
+    phrase: str, message: str, folded: Folded, at: int, length: int, index: int
+) -> PhraseMatch:
     start, end = folded.span(at, at + length)
     return PhraseMatch(phrase, index, start, end, message[start:end], quote(message, start, end))
 
@@ -147,9 +147,7 @@ def find_phrase(
     return _match_at(phrase, message, haystack, at, len(needle), message_index)
 
 
-def find_phrases(
-    phrases: Iterable[str], messages: Sequence[str]
-) -> dict[str, list[PhraseMatch]]:
+def find_phrases(phrases: Iterable[str], messages: Sequence[str]) -> dict[str, list[PhraseMatch]]:
     folded = [fold(m) for m in messages]
     found: dict[str, list[PhraseMatch]] = {}
     for phrase in phrases:
