@@ -189,7 +189,7 @@ _WEEKDAY_ABBR_RE = re.compile(
 # "Tuesday the 8th", "martes 8", "Tue 8": a day with no month, right after a weekday.
 _WEEKDAY_DAY_RE = re.compile(
     rf"{_B}(?P<weekday>{_alternation({**WEEKDAYS, **WEEKDAY_ABBREVIATIONS})})\.?,?\s+"
-    rf"(?:the\s+|el\s+|dia\s+)?(?P<day>\d{{1,2}}){_ORD}(?![\d:.]|\s*(?:am|pm|a\.|p\.|h\b|hrs?\b))"
+    rf"(?:the\s+|el\s+|dia\s+)?(?P<day>\d{{1,2}}){_ORD}(?![\d:./-]|\s*(?:am|pm|a\.|p\.|h\b|hrs?\b))"
 )
 _ORDINAL_DAY_RE = re.compile(r"(?<![\w$])the\s+(?P<day>\d{1,2})(?:st|nd|rd|th)(?!\w)")
 
@@ -488,10 +488,11 @@ def _group(folded: Folded, original: str, mentions: list[_Mention]) -> list[Stat
     return stated
 
 
-def scan_datetimes(text: str) -> list[Stated]:
-    """`find_datetimes` without the cache, for large texts read once (source bodies)."""
-    folded = fold(text)
-    return _group(folded, text, _scan(folded.text))
+def scan_datetimes(text: str, folded: Folded | None = None) -> list[Stated]:
+    """`find_datetimes` without the cache, for large texts read once (source bodies);
+    `folded` is `fold(text)` when the caller has it already."""
+    f = folded if folded is not None else fold(text)
+    return _group(f, text, _scan(f.text))
 
 
 # Messages are read by several clauses (grounded, mentions): read each once.

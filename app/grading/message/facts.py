@@ -38,6 +38,7 @@ from decimal import Decimal
 from typing import Any
 
 from app.grading.message.datetimes import (
+    WEEKDAYS,
     Stated,
     StatedDate,
     StatedTime,
@@ -82,6 +83,15 @@ _ISO_DATETIME_RE = re.compile(
 )
 _ISO_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _ISO_TIME_RE = re.compile(r"(?P<h>\d{2}):(?P<m>\d{2})(?::\d{2}(?:\.\d+)?)?")
+_WEEKDAY_NAME = "|".join(WEEKDAYS)
+# "Monday to Friday", "de lunes a viernes": every day in between is stated.
+_WEEKDAY_RANGE_RE = re.compile(
+    rf"(?P<first>{_WEEKDAY_NAME})\s*(?:-|to|through|thru|until|a|al|hasta)\s*(?P<last>{_WEEKDAY_NAME})"
+)
+# Identifiers and addresses: nothing in them is a fact a message could state.
+_OPAQUE_KEYS = frozenset(
+    {"id", "fullUrl", "reference", "system", "url", "profile", "versionId", "etag", "resourceType"}
+)
 # Text long enough to be a document, not a code, is read for facts; ids and codes are not.
 _PLAIN_RE = re.compile(r"[\d\s]|[A-Za-z]{3}")
 
@@ -123,9 +133,14 @@ class SourceIndex:
     @classmethod
     def build(cls, sources: Iterable[Source], zones: Sequence[str] = ()) -> SourceIndex:
         index = cls()
-        texts: list[str] = []
+        # Dicts as ordered sets: an agent reads the same values many times (every Slot of
+        # a Bundle is "free", many share an end and the next one's start).
+        texts: dict[str, None] = {}
+        instants: dict[str, None] = {}
         for source in sources:
-            index._walk(source, texts, tuple(zones))
+            index._walk(source, texts, instants)
+        for instant in instants:
+            index._add_instant(instant, tuple(zones))
         blob = " ;; ".join(texts)
         index._read_text(blob)
         return index
@@ -156,17 +171,19 @@ class SourceIndex:
                 _Point(((d.year, d.month, d.day),), frozenset({d.weekday()}), frozenset())
             )
 
-    def _walk(self, value: Any, texts: list[str], zones: tuple[str, ...]) -> None:
+    def _walk(self, value: Any, texts: dict[str, None], instants: dict[str, None]) -> None:
         if isinstance(value, str):
             text = value.strip()
+            if text in texts or text in instants:
+                return
             if _ISO_DATETIME_RE.fullmatch(text) or _ISO_DATE_RE.fullmatch(text):
-                self._add_instant(text, zones)
+                instants[text] = None
             elif time := _ISO_TIME_RE.fullmatch(text):
                 hm = (int(time["h"]), int(time["m"]))
                 self.times.add(hm)
                 self.lone_times.add(hm)
             elif _PLAIN_RE.search(text):
-                texts.append(text)
+                texts[text] = None
         elif isinstance(value, bool) or value is None:
             return
         elif isinstance(value, int | float):
@@ -175,11 +192,12 @@ class SourceIndex:
                 self.numbers.add(number)
         elif isinstance(value, Mapping):
             self._typed(value)
-            for item in value.values():
-                self._walk(item, texts, zones)
+            for key, item in value.items():
+                if key not in _OPAQUE_KEYS:
+                    self._walk(item, texts, instants)
         elif isinstance(value, Sequence):
             for item in value:
-                self._walk(item, texts, zones)
+                self._walk(item, texts, instants)
 
     def _typed(self, value: Mapping[str, Any]) -> None:
         amount = value.get("value")
@@ -202,7 +220,11 @@ class SourceIndex:
         if not blob:
             return
         folded = fold(blob)
-        for stated in scan_datetimes(blob):
+        for m in _WEEKDAY_RANGE_RE.finditer(folded.text):
+            first, last = WEEKDAYS[m["first"]], WEEKDAYS[m["last"]]
+            span = (last - first) % 7
+            self.weekdays.update((first + i) % 7 for i in range(span + 1))
+        for stated in scan_datetimes(blob, folded):
             ymds = tuple(c for d in stated.dates for c in d.candidates)
             hms = frozenset((h, t.minute) for t in stated.times for h in t.hours)
             weekdays = frozenset(stated.weekdays)
@@ -262,8 +284,9 @@ def _time_in(time: StatedTime, times: Iterable[tuple[int, int]]) -> bool:
 _WEEKDAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
-def _part_fact(stated: Stated, kind: str, message: str, detail: str) -> Fact:
-    text = next((t for k, t in stated.parts if k == kind), stated.text)
+def _part_fact(stated: Stated, kind: str, message: str, detail: str, nth: int = 0) -> Fact:
+    texts = [t for k, t in stated.parts if k == kind]
+    text = texts[nth] if nth < len(texts) else stated.text
     at = message.find(text, stated.start)
     start = at if at != -1 else stated.start
     end = start + len(text)
@@ -284,19 +307,17 @@ def _check_stated(stated: Stated, message: str, index: SourceIndex) -> list[Fact
                 _part_fact(stated, "weekday", message, f"the sources have that date on {said}")
             )
             agreeing = points
-        for time in stated.times:
+        for nth, time in enumerate(stated.times):
             if not any(_time_in(time, p.times) for p in agreeing) and not _time_in(
                 time, index.lone_times
             ):
-                failures.append(
-                    _part_fact(stated, "time", message, "no source has this time on that date")
-                )
-                break
+                detail = "no source has this time on that date"
+                failures.append(_part_fact(stated, "time", message, detail, nth))
         return failures
     if stated.weekdays:
         if not all(w in index.weekdays for w in stated.weekdays):
             return [_part_fact(stated, "weekday", message, "no source date falls on this day")]
-        for time in stated.times:
+        for nth, time in enumerate(stated.times):
             on_day = [
                 p
                 for points in index.points_by_day.values()
@@ -306,15 +327,13 @@ def _check_stated(stated: Stated, message: str, index: SourceIndex) -> list[Fact
             if not any(_time_in(time, p.times) for p in on_day) and not _time_in(
                 time, index.lone_times
             ):
-                failures.append(
-                    _part_fact(stated, "time", message, "no source has this time on that day")
-                )
-                break
+                detail = "no source has this time on that day"
+                failures.append(_part_fact(stated, "time", message, detail, nth))
         return failures
-    for time in stated.times:
+    for nth, time in enumerate(stated.times):
         if not _time_in(time, index.times):
-            failures.append(_part_fact(stated, "time", message, "no source states this time"))
-            break
+            detail = "no source states this time"
+            failures.append(_part_fact(stated, "time", message, detail, nth))
     return failures
 
 
@@ -322,7 +341,7 @@ def _names(message: str) -> list[tuple[str, int, int]]:
     found: list[tuple[str, int, int]] = []
     for regex in (_TITLE_NAME_RE, _SUFFIX_NAME_RE):
         for m in regex.finditer(message):
-            words = m["name"].split()
+            words = re.sub(r"['’]s$", "", m["name"]).split()
             while words and words[-1] in _NOT_NAMES:
                 words.pop()
             if not words or words[0] in _NOT_NAMES:

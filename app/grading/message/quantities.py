@@ -9,8 +9,9 @@
 - `find_money(text) -> list[Money]`: "$25", "$25.00", "25 dollars", "US$ 1,250.50",
   "25 dólares", "€25", "25 euros".
 - `find_phones(text) -> list[Phone]`: "555-0100", "(555) 010-0100", "555.010.0100",
-  "+1 555 010 0100", "1-800-555-0100", "+34 912 345 678"; "911"/"9-1-1" (and 112, 988 after
-  "call"/"llame"/"marque") are emergency numbers (`Phone.emergency`), always grounded.
+  "+1 555 010 0100", "1-800-555-0100", "+34 912 345 678", "55 5555 0134"; "911"/"9-1-1"
+  (and 112, 988 after "call"/"llame"/"marque") are emergency numbers (`Phone.emergency`),
+  always grounded.
 - `same_phone(a, b)`: two digit strings are one number (equal, or one ends with the other
   and the shorter has at least `MIN_PHONE_DIGITS` digits: country and area codes may be left
   out).
@@ -158,6 +159,8 @@ _PHONE_RE = re.compile(
     r"\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}"
     r"|(?:1[\s.-])?\(\d{3}\)[\s.-]?\d{3}[\s.-]\d{4}"
     r"|(?:1[\s.-])?\d{3}[\s.-]\d{3}[\s.-]\d{4}"
+    r"|\d{2}[\s.-]\d{4}[\s.-]\d{4}"  # 55 5555 0134
+    r"|\d{3}\s\d{3}\s\d{3}(?!\s?\d)"  # 912 345 678
     r"|\d{10}"
     r"|\d{3}[.-]\d{4}"
     r")(?![\w-]|[.,]\d)"

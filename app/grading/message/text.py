@@ -73,26 +73,49 @@ def _fold_char(char: str, keep_accents: bool) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
+# Runs that need more than `str.lower()`: whitespace, anything not ASCII, the backtick.
+_SPECIAL_RE = re.compile(r"\s+|[^\x00-\x7f]|`")
+
+
 def fold(text: str, keep_accents: bool = False) -> Folded:
     out: list[str] = []
     origin: list[int] = []
     previous_space = True  # also strips leading whitespace
-    for index, char in enumerate(text):
-        folded = _fold_char(char, keep_accents)
-        for piece in folded:
-            if piece == " ":
-                if previous_space:
-                    continue
+    pos = 0
+    # Plain ASCII chunks are lowered whole (one character for one): folding source bodies
+    # of tens of kilobytes must stay cheap.
+    for m in _SPECIAL_RE.finditer(text):
+        start = m.start()
+        if start > pos:
+            out.append(text[pos:start].lower())
+            origin.extend(range(pos, start))
+            previous_space = False
+        run = m.group()
+        if run[0].isspace():
+            if not previous_space:
+                out.append(" ")
+                origin.append(start)
                 previous_space = True
-            else:
-                previous_space = False
-            out.append(piece)
-            origin.append(index)
-    if out and out[-1] == " ":
-        out.pop()
+        else:
+            for piece in _fold_char(run, keep_accents):
+                if piece == " ":
+                    if previous_space:
+                        continue
+                    previous_space = True
+                else:
+                    previous_space = False
+                out.append(piece)
+                origin.append(start)
+        pos = m.end()
+    if pos < len(text):
+        out.append(text[pos:].lower())
+        origin.extend(range(pos, len(text)))
+    folded = "".join(out)
+    if folded.endswith(" "):
+        folded = folded[:-1]
         origin.pop()
     origin.append(len(text))
-    return Folded("".join(out), tuple(origin))
+    return Folded(folded, tuple(origin))
 
 
 @lru_cache(maxsize=4096)

@@ -117,7 +117,11 @@ TO_PATIENT = Write(
         ("I've let Dr. Chen know.", [TO_PRACTITIONER], True),
         ("I've let Dr. Chen know.", [TO_PATIENT], False),
         ("I've let Dr. Chen know.", [("Task", 201, {"status": "requested"})], True),
-        ("I've sent a referral to cardiology.", [("ServiceRequest", 201, {"status": "active"})], True),
+        (
+            "I've sent a referral to cardiology.",
+            [("ServiceRequest", 201, {"status": "active"})],
+            True,
+        ),
         ("He renovado su receta.", [("MedicationRequest", 201, {"status": "active"})], True),
         ("He renovado su receta.", [TO_PATIENT], False),
     ],

@@ -14,7 +14,9 @@ MADRID = "Europe/Madrid"
 INSTANT = "2026-12-08T10:30:00Z"
 
 
-def _parts(text: str) -> list[tuple[list[tuple[int | None, int | None, int]], list[int], list[int], list[int]]]:
+def _parts(
+    text: str,
+) -> list[tuple[list[tuple[int | None, int | None, int]], list[int], list[int], list[int]]]:
     out = []
     for s in find_datetimes(text):
         dates = [c for d in s.dates for c in d.candidates]
