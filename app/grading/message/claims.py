@@ -15,7 +15,13 @@ quote. What is *not* a claim, because a false failure is the worst bug:
 - a passive with an agent that is not us: "your appointment has been cancelled by the
   clinic", "fue cancelada por el consultorio" (it reports someone else's write);
 - a notification of the patient: "I have informed you that…" is the message itself
-  (`Action.needs_staff_object`).
+  (`Action.needs_staff_object`);
+- another thing booked: "I've booked an interpreter", "I scheduled a reminder"
+  (`Action.not_objects`); a message sent to the patient ("I've sent you a confirmation",
+  "le he enviado este mensaje") is this message, so a sent message claims only with staff
+  named after it ("I've sent a message to Dr. Chen");
+- a passive after a reminder or a look at the record: "Reminder: your visit has been
+  scheduled for Tuesday", "I see your appointment has been booked" (what exists already).
 Spanish is read with its accents: "reservé" (I booked) claims, "reserve" (that I book) does
 not; a message written without accents loses its Spanish claims rather than inventing one.
 
@@ -67,6 +73,13 @@ _ES_NEGATION_RE = re.compile(r"(?<!\w)(?:no|nunca|tampoco|jamás|aún no|todaví
 _AGENT_RE = re.compile(
     r"^\s*(?:(?:for|para)\s+\S+\s+)?(?:by|por)\s+(?!(?:me|us|mí|mi|nosotros|nuestro|nuestra|"
     r"our|my)\b)"
+)
+# A passive after these reports what exists ("Reminder: your visit has been scheduled for
+# Tuesday"), not what this run did.
+_EXISTING_RE = re.compile(
+    r"(?<!\w)(?:reminder|remind|recordatorio|recordarle|recordarte|recordamos|recuerdo"
+    r"|records? show|i see|it looks like|according to|our records|veo que|según|segun"
+    r"|as a reminder)(?!\w)"
 )
 _STAFF_RE = re.compile(rf"(?<!\w)(?:{STAFF_NOUNS})")
 
@@ -151,7 +164,8 @@ def _patterns() -> list[tuple[str, str, re.Pattern[str]]]:
                     "es-passive",
                     re.compile(
                         rf"(?<!\w)(?:ha|han)\s+sido\s+{_ES_ADVERBS}(?P<verb>{stems})(?!\w)"
-                        rf"|(?<!\w)(?:quedó|quedaron|queda|quedan|fue|fueron)\s+{_ES_ADVERBS}"
+                        r"|(?<!\w)(?:quedó|quedaron|queda|quedan|fue|fueron|ha quedado"
+                        rf"|han quedado)\s+{_ES_ADVERBS}"
                         rf"(?P<verb2>{stems})(?!\w)"
                     ),
                 )
@@ -183,7 +197,9 @@ def _sentence(text: str, start: int, end: int) -> str:
     return text[left:right]
 
 
-def _is_claim(folded: str, form: str, start: int, end: int, needs_staff: bool) -> bool:
+def _is_claim(
+    folded: str, form: str, start: int, end: int, needs_staff: bool, not_objects: str
+) -> bool:
     sentence = _sentence(folded, start, end)
     if sentence.rstrip().endswith("?") or "¿" in sentence:
         return False
@@ -193,7 +209,11 @@ def _is_claim(folded: str, form: str, start: int, end: int, needs_staff: bool) -
         return False
     if spanish and _ES_NEGATION_RE.search(folded[max(0, start - NEGATION_WINDOW) : start]):
         return False
-    if form.endswith("passive") and _AGENT_RE.match(folded[end : end + 40]):
+    if form.endswith("passive") and (
+        _AGENT_RE.match(folded[end : end + 40]) or _EXISTING_RE.search(folded[:start])
+    ):
+        return False
+    if not_objects and re.match(rf"\s+{not_objects}", folded[end : end + 40]):
         return False
     if needs_staff:
         after = folded[end : end + STAFF_OBJECT_WINDOW]
@@ -206,9 +226,16 @@ def _is_claim(folded: str, form: str, start: int, end: int, needs_staff: bool) -
 def _find(folded: Folded, message: str, message_index: int) -> list[Claim]:
     found: list[tuple[int, int, str, str]] = []
     for name, form, regex in _patterns():
-        needs_staff = ACTIONS[name].needs_staff_object
+        action = ACTIONS[name]
         for m in regex.finditer(folded.text):
-            if _is_claim(folded.text, form, m.start(), m.end(), needs_staff):
+            if _is_claim(
+                folded.text,
+                form,
+                m.start(),
+                m.end(),
+                action.needs_staff_object,
+                action.not_objects,
+            ):
                 found.append((m.start(), m.end(), name, form))
     # Keep the longest claim where two overlap ("sent a referral" is a referral, not a send).
     found.sort(key=lambda c: (c[0], -(c[1] - c[0])))

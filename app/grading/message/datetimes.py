@@ -13,7 +13,10 @@ Readings are kept ambiguous rather than guessed, so a correct message is never r
 - a numeric date "8/12" may be 8 December or August 12 (`StatedDate.candidates`); a
   numeric date without a year counts only next to a time or a weekday, or after "on"/"el"
   /"for"/"para" (so "1/2 tablet" is not a date);
-- "the 8th", "el martes 8" give a day with no month (`month is None`);
+- "the 8th", "el martes 8" give a day with no month (`month is None`); "the 8th" alone
+  needs the same cue as a bare numeric date ("the 2nd floor" is no date);
+- an English "at 10" with no AM/PM is a time only before the end of a clause or words like
+  "on", "tomorrow", "sharp" ("at 10 Main Street" is an address);
 - weekday abbreviations ("Sat", "Wed", "Mar") count only right before a date ("Sat
   sat down" is no weekday).
 Relative words ("today", "tomorrow", "mañana") are not dates: they state nothing checkable.
@@ -214,6 +217,11 @@ _SPOKEN_RE = re.compile(
 )
 _NOON_RE = re.compile(r"(?<!\w)(?:12\s+)?(?P<word>noon|midday|mediodia|midnight|medianoche)(?!\w)")
 
+# What may follow an English "at N" for N to be an hour ("see you at 10.", "at 3 on Friday").
+_AT_HOUR_FOLLOW_RE = re.compile(
+    r"\s*(?:$|[.,;!?)]|-|(?:on|tomorrow|today|tonight|this|next|sharp|and|or|to|with|for|if"
+    r"|then|in the|works|is|would|please)(?!\w))"
+)
 _GAP_BREAK_RE = re.compile(r"[.!?;\n]|(?<!\w)(?:or|and|but|instead|not|o|u|y|pero|no|ni)(?!\w)")
 _BARE_CUE_RE = re.compile(r"(?:^|\W)(?:on|el|for|para|del|dia|by|until|hasta)\W*$")
 
@@ -380,7 +388,7 @@ def _scan(folded: str) -> list[_Mention]:
     for m in _SPOKEN_RE.finditer(folded):
         if not free(m.start(), m.end()):
             continue
-        time = _spoken_time(m)
+        time = _spoken_time(m, folded)
         if time is not None:
             take(_Mention(m.start(), m.end(), time=time))
     for m in _NOON_RE.finditer(folded):
@@ -403,7 +411,9 @@ def _scan(folded: str) -> list[_Mention]:
             take(_Mention(m.start(), m.end(), date=date_))
     for m in _ORDINAL_DAY_RE.finditer(folded):
         if free(m.start(), m.end()) and _valid(None, None, int(m["day"])):
-            take(_Mention(m.start(), m.end(), date=StatedDate(((None, None, int(m["day"])),))))
+            # "the 2nd floor" is no date: like a bare numeric date, it needs a cue.
+            date_ = StatedDate(((None, None, int(m["day"])),), bare=True)
+            take(_Mention(m.start(), m.end(), date=date_))
     for regex, table in ((_WEEKDAY_RE, WEEKDAYS), (_WEEKDAY_ABBR_RE, WEEKDAY_ABBREVIATIONS)):
         for m in regex.finditer(folded):
             if free(m.start(), m.end()):
@@ -412,8 +422,14 @@ def _scan(folded: str) -> list[_Mention]:
     return mentions
 
 
-def _spoken_time(m: re.Match[str]) -> StatedTime | None:
+def _spoken_time(m: re.Match[str], folded: str) -> StatedTime | None:
     lead, tail = m["lead"], m["tail"]
+    if (
+        m.group().startswith("at")
+        and not (tail or m["mer"] or m["qual"])
+        and not _AT_HOUR_FOLLOW_RE.match(folded, m.end())
+    ):
+        return None  # "at 10 Main Street", "at 3 locations": an English "at N" needs more
     raw = m["h1"] or m["h2"]
     hour = _hour_value(raw)
     minute = 0

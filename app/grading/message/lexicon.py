@@ -40,7 +40,15 @@ class Action:
     participles: tuple[str, ...] = ()
     plural: tuple[str, ...] = ()
     needs_staff_object: bool = False
+    # Objects right after the verb that make it another action ("booked an interpreter").
+    not_objects: str = ""
 
+
+_MESSAGE_OBJECT = (
+    r"(?:you |him |her |them |le |te |les |lo |la )?(?:a |an |the |this |these |that |un |una "
+    r"|el |la |este |esta |ese |esa )?(?:message|text|note|email|e-mail|sms|confirmation"
+    r"|reminder|mensaje|correo|texto|sms|nota|recordatorio|confirmación|aviso)"
+)
 
 _ACTIVE_APPOINTMENT = frozenset(
     {"proposed", "pending", "booked", "arrived", "fulfilled", "checked-in", "waitlist"}
@@ -100,6 +108,12 @@ ACTIONS: dict[str, Action] = {
         ),
         participles=("reservado", "agendado", "programado", "apartado"),
         plural=("reservamos", "agendamos", "programamos"),
+        not_objects=(
+            r"(?:you |your |an? |the |un |una |el |la |su )*(?:interpreter|translator|ride"
+            r"|transport|taxi|cab|uber|lyft|parking|room|hotel|flight|shuttle|intérprete"
+            r"|interprete|traductor|transporte|habitación|sala|reminder|call|callback"
+            r"|recordatorio|llamada)"
+        ),
     ),
     "rescheduled": Action(
         kinds=("appointment-booked",),
@@ -192,6 +206,20 @@ ACTIONS: dict[str, Action] = {
         ),
         participles=("enviado", "mandado", "reenviado"),
         plural=("enviamos", "mandamos"),
+        # A message sent is the `sent-message` action: to staff, or it is this very message.
+        not_objects=_MESSAGE_OBJECT,
+    ),
+    "sent-message": Action(
+        kinds=("communication-staff", "task", "communication-request"),
+        active=(
+            r"sent (?:a |an |the )?(?:message|text|note|email|e-mail|sms)",
+            r"messaged",
+        ),
+        preterite=(
+            r"(?:envié|mandé|he enviado|hemos enviado|he mandado) (?:un |el |una |la )?"
+            r"(?:mensaje|correo|texto|sms|nota|aviso)",
+        ),
+        needs_staff_object=True,
     ),
     "requested": Action(
         kinds=(
@@ -260,15 +288,13 @@ ACTIONS: dict[str, Action] = {
     ),
     "updated": Action(
         kinds=tuple(WRITE_KINDS),
+        # Only with the patient's things as the object: "we have updated our hours" and "ha
+        # sido actualizado" report no write of this run.
         active=(
-            r"updated",
-            r"corrected",
-            r"changed your (?:address|phone|number|email|contact|"
-            r"insurance|pharmacy)",
+            r"updated (?:your|it|the|that|this)",
+            r"corrected (?:your|it|the|that|this)",
+            r"changed your (?:address|phone|number|email|contact|insurance|pharmacy)",
         ),
-        passive=(r"updated", r"corrected"),
-        preterite=(r"actualicé", r"corregí", r"registré", r"anoté"),
-        participles=("actualizado", "corregido", "registrado", "anotado"),
-        plural=("actualizamos",),
+        preterite=(r"actualicé (?:su|sus|tu|tus|el|la|los|las)", r"corregí (?:su|sus|tu|tus)"),
     ),
 }

@@ -42,6 +42,11 @@ from app.grading.message.lexicon import ACTIONS, WRITE_KINDS
         ("Avisé a la doctora García.", "notified"),
         ("Notifiqué al equipo de enfermería.", "notified"),
         ("Ya le reservamos la cita.", "booked"),
+        ("Su cita ha quedado programada para el día 16.", "booked"),
+        ("I've sent a message to Dr. Chen.", "sent-message"),
+        ("Le envié un mensaje a la doctora Fernández.", "sent-message"),
+        ("I've sent your prescription to the pharmacy.", "sent"),
+        ("I've updated your phone number.", "updated"),
     ],
 )
 def test_claims(message: str, action: str) -> None:
@@ -82,6 +87,14 @@ def test_claims(message: str, action: str) -> None:
         "Le reserve su cita",  # no accent: the subjunctive, never a claim
         "You are booked for Tuesday at 10.",  # a reminder of what exists
         "Thanks for confirming, see you then.",
+        "I booked an interpreter for your visit.",
+        "I scheduled a reminder for you.",
+        "I've sent you a confirmation by text.",
+        "Le he enviado este mensaje para recordarle su cita.",
+        "We have updated our hours.",
+        "Reminder: your appointment has been scheduled for Tuesday.",
+        "Le recordamos que su cita quedó agendada para el martes.",
+        "I see your appointment has been booked already.",
     ],
 )
 def test_not_claims(message: str) -> None:

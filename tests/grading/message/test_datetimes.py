@@ -52,6 +52,10 @@ def _parts(
         ("miércoles 9 de diciembre de 2026", [([(2026, 12, 9)], [2], [], [])]),
         ("Sat Dec 12 9am", [([(None, 12, 12)], [5], [9], [0])]),
         ("on 12/8", [([(None, 12, 8), (None, 8, 12)], [], [], [])]),
+        ("on the 8th", [([(None, None, 8)], [], [], [])]),
+        ("See you at 10.", [([], [], [10, 22], [0])]),
+        ("Come at 3 tomorrow", [([], [], [3, 15], [0])]),
+        ("**Tuesday, December 8th at 10:30 AM EST**", [([(None, 12, 8)], [1], [10], [30])]),
     ],
 )
 def test_find_datetimes(text: str, expected: object) -> None:
@@ -72,6 +76,10 @@ def test_find_datetimes(text: str, expected: object) -> None:
         "tomorrow morning",
         "mañana por la mañana",
         "see you in 2 weeks",
+        "We are at 10 Main Street.",
+        "Go to the 2nd floor.",
+        "We have clinics at 3 locations.",
+        "Your blood pressure was 120/80.",
     ],
 )
 def test_no_datetime(text: str) -> None:
