@@ -11,7 +11,9 @@ body): every string inside is read as text, and typed values are read as what th
 FHIR dateTime "2026-12-08T10:30:00Z" as a date and a time in UTC and in each of `zones`
 (IANA names), a date "2026-12-08" with its weekday, a time "10:30:00", a Quantity
 `{"value": 20, "unit": "mg"}`, a Money `{"value": 25, "currency": "USD"}`; names are found
-as words anywhere in the text.
+as words anywhere in the text. A FHIR dateTime inside text (an OperationOutcome naming the
+nearest free times) is read in every zone too. Identifiers (`id`, `reference`, `fullUrl`,
+`system`, `url` …) are skipped: nothing in them is something a message states.
 
 `grounded(message, sources, zones=()) -> list[Fact]`: the facts of `message` found nowhere
 in `sources` (a list as above, or a built `SourceIndex` to check many messages against
@@ -81,6 +83,9 @@ _SUFFIX_NAME_RE = re.compile(
 _ISO_DATETIME_RE = re.compile(
     r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})?"
 )
+_ISO_IN_TEXT_RE = re.compile(
+    r"(?<!\d)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})"
+)
 _ISO_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _ISO_TIME_RE = re.compile(r"(?P<h>\d{2}):(?P<m>\d{2})(?::\d{2}(?:\.\d+)?)?")
 _WEEKDAY_NAME = "|".join(WEEKDAYS)
@@ -139,9 +144,13 @@ class SourceIndex:
         instants: dict[str, None] = {}
         for source in sources:
             index._walk(source, texts, instants)
+        blob = " ;; ".join(texts)
+        # A date-time with its zone inside text (an OperationOutcome's "2026-12-08T15:30:00Z
+        # is not the start of a free Slot") is read in every zone too, as a value is.
+        for m in _ISO_IN_TEXT_RE.finditer(blob):
+            instants[m.group()] = None
         for instant in instants:
             index._add_instant(instant, tuple(zones))
-        blob = " ;; ".join(texts)
         index._read_text(blob)
         return index
 

@@ -107,3 +107,13 @@ def test_zone_is_needed_for_the_local_reading() -> None:
 def test_name_in_suffix_form_grounds_title_form() -> None:
     assert grounded("Dr. Chen will call you.", ["Sarah Chen, MD"]) == []
     assert grounded("Dr. Sarah Chen will call you.", ["Dr. Chen"]) != []
+
+
+def test_datetime_inside_text_is_read_in_the_zone() -> None:
+    outcome = {
+        "resourceType": "OperationOutcome",
+        "issue": [
+            {"diagnostics": "nearest free times: 2026-12-10T14:00:00Z, 2026-12-10T14:30:00Z"}
+        ],
+    }
+    assert grounded("Thursday, December 10 at 9:30 AM works.", [outcome], (NY,)) == []
