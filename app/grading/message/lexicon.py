@@ -119,6 +119,7 @@ ACTIONS: dict[str, Action] = {
         kinds=("appointment-booked",),
         active=(
             r"rescheduled",
+            r"rebooked",
             r"moved (?:you|your|it|the)",
             r"changed (?:your|the) appointment",
             r"switched (?:you|your|it|the)",

@@ -7,7 +7,8 @@ informal). `le`, `les`, `su`, `sus` are never counted: they are as often the thi
 ("su cita con la doctora"). Neither are third-person verb forms ("puede", "quiere"): they
 fit "usted" and "él/ella" alike.
 
-Left out on purpose: `ustedes`. In Latin American Spanish it is the only plural "you",
+Left out on purpose: `consigo`, which is as often "I get" ("te consigo una cita") as
+"with yourself"; and `ustedes`. In Latin American Spanish it is the only plural "you",
 informal as much as formal, so a tú-register message may well say it.
 
 Public API: `INFORMAL_WORDS`, `FORMAL_WORDS` (the lists), `register_violations`,
@@ -45,7 +46,7 @@ INFORMAL_WORDS: frozenset[str] = _words(
 )
 FORMAL_WORDS: frozenset[str] = _words(
     """
-    usted ud ud. vd vd. consigo suyo suya suyos suyas
+    usted ud ud. vd vd. suyo suya suyos suyas
     avíseme llámenos llámeme escríbanos escríbame dígame cuénteme confírmeme contésteme
     díganos avísenos háblenos pásese
     """

@@ -32,6 +32,7 @@ def test_usted_register(message: str, words: list[str]) -> None:
         ("Avíseme si necesita algo.", ["Avíseme"]),
         ("Te esperamos el martes. Tu cita es a las 10.", []),
         ("Su cita con la doctora es el martes.", []),
+        ("Te consigo una cita para el martes.", []),
     ],
 )
 def test_tu_register(message: str, words: list[str]) -> None:
