@@ -145,6 +145,37 @@ class ChangesExpectation(ExpectationBase):
     scope: Literal["patient", "tenant"] = "patient"
 
 
+class Mention(Model):
+    """A value a message must state: at FHIRPath `path` on the first resource in the
+    evidence of expectation `of` (the booked Appointment's `start`, say)."""
+
+    of: str = Field(min_length=1)
+    path: str = Field(min_length=1)
+
+
+MessageScope = Literal["patient", "practitioner", "any"]
+
+
+class MessageExpectation(ExpectationBase):
+    """What the system said (DESIGN.md "Message checks"): the Communications it wrote
+    during the run to a fixture patient (`to` widens it), sent after the evidence of
+    `after` if given; every field set is one clause, and it holds when every clause does.
+    `not` and `register` are names Python already uses: the fields are `not_` and
+    `voice`, written `"not"` and `"register"` in JSON."""
+
+    type: Literal["message"]
+    to: MessageScope = "patient"
+    after: str | None = None
+    says: list[str] | None = None
+    says_any: list[str] | None = None
+    not_: list[str] | None = Field(default=None, alias="not")
+    mentions: list[Mention] | None = None
+    # `register` is taken (an ABC's class method): written "register" in JSON.
+    voice: Literal["usted", "tu"] | None = Field(default=None, alias="register")
+    grounded: bool = False
+    claims: bool = False
+
+
 class AnyOfExpectation(ExpectationBase):
     type: Literal["any_of"]
     expectations: list[Expectation] = Field(min_length=1)
@@ -158,7 +189,8 @@ Expectation = Annotated[
     | RubricExpectation
     | ChangesExpectation
     | AnyOfExpectation
-    | AskedExpectation,
+    | AskedExpectation
+    | MessageExpectation,
     Field(discriminator="type"),
 ]
 AnyOfExpectation.model_rebuild()

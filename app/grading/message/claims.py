@@ -48,7 +48,7 @@ from app.grading.message.lexicon import (
     WRITE_KINDS,
     WriteKind,
 )
-from app.grading.message.text import Folded, fold, quote
+from app.kit.phrases import Folded, fold, quote
 
 # How far after a notify-like verb its staff object may be ("I've let the care team at
 # the clinic know": a few words).

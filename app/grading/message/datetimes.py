@@ -39,7 +39,7 @@ from datetime import UTC, date, datetime
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
-from app.grading.message.text import Folded, fold, quote
+from app.kit.phrases import Folded, fold, quote
 
 # Words between two parts of one date-time ("Tuesday, December 8 at 10:30 AM" has short
 # gaps); longer runs of other text mean another statement.

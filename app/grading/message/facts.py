@@ -59,7 +59,7 @@ from app.grading.message.quantities import (
     quantity,
     same_phone,
 )
-from app.grading.message.text import fold, quote
+from app.kit.phrases import fold, quote
 
 Source = str | Mapping[str, Any] | Sequence[Any] | int | float | None
 

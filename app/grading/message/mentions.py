@@ -23,7 +23,7 @@ from typing import Any
 
 from app.grading.message.datetimes import parse_instant, states_datetime
 from app.grading.message.quantities import find_money, find_quantities, parse_number, quantity
-from app.grading.message.text import find_phrase, quote
+from app.kit.phrases import find_phrase, quote
 
 _ISO_RE = re.compile(r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}.*)?")
 _NUMBER_RE = re.compile(r"(?<![\d.,])\d+(?:[.,]\d+)?(?![\d]|[.,]\d)")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
-from app.grading.message.text import Folded, fold
+from app.kit.phrases import Folded, fold
 
 # A local number without its area code has 7 digits; fewer could be anything.
 MIN_PHONE_DIGITS = 7

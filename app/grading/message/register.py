@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from app.grading.message.text import fold, quote
+from app.kit.phrases import fold, quote
 
 Register = Literal["usted", "tu"]
 

@@ -1,4 +1,6 @@
-"""Text normalisation and phrase matching for message checks.
+"""Text normalisation and phrase matching for message checks (app/grading/message) and for
+scenario validation (a phrase both required and forbidden), which sits below grading and
+so finds it here.
 
 `fold(text)` returns a `Folded` text: lower case (casefold), accents removed (NFKD with the
 combining marks dropped, so "Mañana" folds to "manana"), every apostrophe-like character

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.grading.message.text import find_phrase, find_phrases, fold, quote
+from app.kit.phrases import find_phrase, find_phrases, fold, quote
 
 
 @pytest.mark.parametrize(
