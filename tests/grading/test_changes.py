@@ -91,7 +91,7 @@ def test_a_duplicate_is_never_expected_even_when_allowed() -> None:
 
 
 def test_an_update_names_the_paths_that_changed() -> None:
-    before = {
+    before: dict[str, Any] = {
         "resourceType": "Patient",
         "id": "pat-1",
         "meta": {"versionId": "1"},

@@ -256,10 +256,10 @@ async def test_memory_grading_equals_real_runs(
         assert m.description == r.description
         assert m.caught_by == r.caught_by, m.description
     rewrites = list(zip(memory.variants[0].rewrites, real.variants[0].rewrites, strict=True))
-    assert {m.kind for m, _ in rewrites} >= {"offset", "transaction", "extras"}
-    for m, r in rewrites:
-        assert m.description == r.description
-        assert m.broke == r.broke, m.description
+    assert {w.kind for w, _ in rewrites} >= {"offset", "transaction", "extras"}
+    for w, rw in rewrites:
+        assert w.description == rw.description
+        assert w.broke == rw.broke, w.description
 
 
 async def test_cli_exit_status_and_table(settings: Settings, tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ fair scenario, and one that fails a brittle scenario names the expectation and c
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from app.grading.engine import grade
 from app.grading.snapshot import RunSnapshot
@@ -185,9 +185,10 @@ def test_choice_swap_both_ways() -> None:
         "start": {"$time": "+1wd@08:00"},
         "end": {"$time": "+1wd@08:00"},
     }
-    back = {**ORDER, "body": {**ORDER["body"], "occurrenceDateTime": None}}  # type: ignore[dict-item]
-    del back["body"]["occurrenceDateTime"]
-    back["body"]["occurrencePeriod"] = {"start": {"$time": "+1wd@08:00"}}
+    body: dict[str, Any] = dict(cast(dict[str, Any], ORDER["body"]))
+    del body["occurrenceDateTime"]
+    body["occurrencePeriod"] = {"start": {"$time": "+1wd@08:00"}}
+    back = {**ORDER, "body": body}
     (swap,) = by_kind(scenario(FAIR_ORDER, [back, TELL]))["choice"]
     assert swap.calls[0].body["occurrenceDateTime"] == {"$time": "+1wd@08:00"}
     # Nothing to swap: no choice rewrite.
