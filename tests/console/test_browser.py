@@ -31,6 +31,19 @@ async def test_sign_in_with_a_key_then_out(page: Page, tenant: TenantHandle) -> 
     await expect(page).to_have_url(re.compile(r"/login"))
 
 
+async def test_the_scenario_list_reads_on_a_phone(signed_in_page: Page) -> None:
+    page = signed_in_page
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await page.goto("/scenarios")
+    await expect(page.get_by_role("link", name="Import a scenario")).to_be_visible()
+    # Nothing wider than the screen but the table, which scrolls inside its frame.
+    width = await page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390
+    await shot(page, "scenarios-phone")
+    await page.set_viewport_size({"width": 1280, "height": 800})
+    await shot(page, "scenarios")
+
+
 async def test_a_wrong_key_is_refused(page: Page) -> None:
     await page.goto("/login")
     await page.get_by_label("API key").fill("usk_not-a-key-of-anyone")
@@ -85,8 +98,14 @@ async def test_a_variant_starts_from_its_run_button(signed_in_page: Page) -> Non
     await page.goto("/scenarios?mode=agent")
     await page.get_by_label("Search").fill("book named practitioner")
     await page.get_by_role("button", name="Filter").click()
+    await expect(page.get_by_role("status")).to_contain_text("1 of")
+    await shot(page, "scenarios-filtered")
     await page.get_by_role("link", name=re.compile("Dr. Chen|named", re.I)).first.click()
     await expect(page.get_by_role("button", name="Run reference solution")).to_be_visible()
     await shot(page, "scenario-details")
     await page.get_by_role("button", name="Run terse").click()
     await page.wait_for_url(re.compile(r"/runs/run_[a-z0-9]+$"))
+    await page.goto("/")
+    row = page.get_by_role("row").filter(has_text="scheduling.book-named-practitioner")
+    await expect(row).to_contain_text("● live")
+    await shot(page, "home-runs")

@@ -57,6 +57,23 @@ async def test_details_show_what_a_run_will_hold(console: httpx.AsyncClient) -> 
     assert 'aria-label="Run baseline"' in html and 'aria-label="Run spanish"' in html
     assert "required" in html and "ServiceRequest" in html
     assert "Fixture resources" in html and "Gregory Alan Lindqvist" in html
+    assert '<select id="mode-baseline"' not in html  # one mode: no picker
+
+
+async def test_a_scenario_of_two_modes_has_a_mode_picker(
+    console: httpx.AsyncClient, tenant: TenantHandle
+) -> None:
+    html = (await console.get("/scenarios/inbox.message-triage-urgent")).text
+    assert '<select id="mode-baseline" name="mode">' in html
+    assert "Workflow note" in html
+    answer = await console.post(
+        "/scenarios/inbox.message-triage-urgent/runs",
+        data={"csrf": csrf_of(html), "mode": "workflow"},
+    )
+    run_id = answer.headers["location"].removeprefix("/runs/")
+    async with httpx.AsyncClient(base_url=tenant.server, headers=tenant.headers) as api:
+        assert (await api.get(f"/api/testing/runs/{run_id}")).json()["mode"] == "workflow"
+        await api.post(f"/api/testing/runs/{run_id}/cancel")
 
 
 async def test_an_invalid_import_shows_each_error_at_its_path(
