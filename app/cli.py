@@ -103,6 +103,20 @@ async def _tenant_key(settings: Settings, tenant_name: str, file_name: str) -> s
         await db.close()
 
 
+async def _signin_token(settings: Settings, key: str) -> str:
+    """A one-time console sign-in token for the key's tenant (10 minutes, one use)."""
+    from app.db import Scopes, open_database
+    from app.tenants import service as tenants
+
+    assert settings.database_url is not None
+    db = await open_database(settings.database_url, pool_size=2)
+    try:
+        async with Scopes(db.pool).transaction() as tx:
+            return await tenants.create_signin_token(tx, key)
+    finally:
+        await db.close()
+
+
 async def _serve(settings: Settings, with_worker: bool) -> None:
     import uvicorn
 
@@ -183,10 +197,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("understudy: migrations applied", flush=True)
         host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
         base = settings.public_url or f"http://{host}:{settings.port}"
+        print(f"understudy: console   {base}/", flush=True)
         if args.dev:
             key = asyncio.run(_dev_key(settings))
+            token = asyncio.run(_signin_token(settings, key))
             print(f"understudy: development tenant '{settings.dev_tenant}'", flush=True)
             print(f"understudy: API key: {key}", flush=True)
+            print(
+                f"understudy: sign in   {base}/login/link/{token} (one use, 10 minutes)",
+                flush=True,
+            )
         print(f"understudy: FHIR base {base}{FHIR_PREFIX}", flush=True)
         print(f"understudy: API docs  {base}/docs", flush=True)
         if not args.no_worker:

@@ -22,6 +22,7 @@ from app.api.runs import router as runs_router
 from app.api.scenarios import router as scenarios_router
 from app.api.usage import router as usage_router
 from app.api.webhooks import router as webhooks_router
+from app.console.install import install_console
 from app.db import Scopes, open_database
 from app.edge import EdgeTextCheck
 from app.errors import AppError, Issue
@@ -195,6 +196,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(usage_router)
     app.include_router(webhooks_router)
     app.include_router(evals_router)
+    # The console's pages for people, under / (not in the OpenAPI document).
+    install_console(app, settings)
     # MCP (streamable HTTP) at /mcp, with or without the trailing slash clients differ on.
     install_openapi(app)
     mcp_endpoint = McpEndpoint(app, settings)

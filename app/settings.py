@@ -67,6 +67,12 @@ class Settings(BaseSettings):
     slot_weeks: int = Field(
         default=8, ge=1, le=52, description="Weeks of free canonical Slots kept ahead of today."
     )
+    secret_key: str | None = Field(
+        default=None,
+        min_length=16,
+        description="Signs console session cookies and CSRF tokens (keep it secret; every API "
+        "process must share it). Unset: generated once and kept in DATA_DIR/console-secret.",
+    )
     dev_tenant: str = Field(
         default="dev", description="Name of the development tenant `serve --dev` prints a key for."
     )

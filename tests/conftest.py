@@ -68,6 +68,8 @@ def settings(database_url: str) -> Settings:
         database_url=database_url,
         redis_url=REDIS_URL,
         slot_weeks=TEST_SLOT_WEEKS,
+        # The console's session secret: set, so no test writes one into the data directory.
+        secret_key="understudy-test-secret-key-0123456789",
         # A queue of this session's own: parallel test sessions share the Redis server.
         queue_name=f"understudy:test:{os.getpid()}",
         grade_interval_seconds=5,

@@ -73,6 +73,16 @@ def test_serve_embedded_end_to_end(tmp_path: Path) -> None:
         assert read.json()["name"][0]["family"] == "Embedded"
         chen = httpx.get(f"{base}/Practitioner/demo-canonical-prac-chen", headers=headers)
         assert chen.status_code == 200
+
+        # The console's one-time sign-in link: signs in once (the session secret generated
+        # into the data dir), then is spent.
+        link = re.search(r"sign in +(http://\S+/login/link/\S+)", output)
+        assert link is not None, output
+        with httpx.Client() as browser:
+            assert browser.get(link.group(1)).status_code == 303
+            assert browser.get(f"http://127.0.0.1:{port}/").status_code == 200
+        assert httpx.get(link.group(1)).status_code == 410
+        assert (tmp_path / "data" / "console-secret").exists()
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

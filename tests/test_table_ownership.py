@@ -26,6 +26,7 @@ OWNER = {
     "tenant": "app/tenants",
     "api_key": "app/tenants",
     "usage_counter": "app/tenants",
+    "signin_token": "app/tenants",
     "scenario": "app/scenarios",
     "run": "app/runs",
     "run_ref": "app/runs",

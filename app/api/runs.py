@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from typing import Annotated
 
@@ -18,9 +17,9 @@ from app.contract.runs import (
     RunTrace,
     RunView,
 )
-from app.orchestration import oracle
+from app.orchestration import reference
+from app.orchestration.check import Target
 from app.runs import service
-from app.runs.errors import RunNotLive
 from app.scenarios import service as scenarios_service
 from app.trace.recorder import TraceRecorder
 
@@ -173,27 +172,20 @@ async def reference_run(
     variant: str | None = None,
 ) -> FinalRunView:
     loaded = await scenarios_service.get_scenario(pool_of(request), tenant.id, scenario_id)
-    run = await _start(
-        request,
-        tenant,
-        StartRunBody(scenario_id=scenario_id, mode=mode, variant=variant, label="reference-run"),
+    target = Target(
+        app=request.app,
+        scopes=scopes_of(request),
+        tenant_id=tenant.id,
+        authorization=request.headers.get("authorization", ""),
+        root=root_url(request),
+        limits=limits_of(request),
     )
-    try:
-        await oracle.replay(
-            request.app,
-            root_url(request),
-            request.headers.get("authorization", ""),
-            run,
-            loaded.scenario.oracle,
-        )
-    except Exception:
-        # Leave no run live; one that ended meanwhile (its deadline) needs nothing.
-        with contextlib.suppress(RunNotLive):
-            async with scopes_of(request).transaction() as tx:
-                await service.cancel_run(tx, tenant.id, run.id)
-        raise
-    await _flush_trace(request)
-    final = await service.grade_run(
-        scopes_of(request), tenant.id, run.id, final=True, llm=request.app.state.llm
+    final = await reference.reference_run(
+        target,
+        loaded,
+        mode=mode,
+        variant=variant,
+        llm=request.app.state.llm,
+        flush_trace=lambda: _flush_trace(request),
     )
     return _final(final.view(root_url(request)))

@@ -5,7 +5,7 @@ from app.models.eval import Eval, EvalItem
 from app.models.fhir import FhirDate, FhirHistory, FhirResource
 from app.models.llm import LlmCall, SimReplyLog
 from app.models.run import CustomScenario, Run, RunRef, UsageCounter
-from app.models.tenant import ApiKey, Tenant
+from app.models.tenant import ApiKey, SigninToken, Tenant
 from app.models.trace import TraceCall
 from app.models.webhook import WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookSubscription
 
@@ -21,6 +21,7 @@ __all__ = [
     "LlmCall",
     "Run",
     "RunRef",
+    "SigninToken",
     "SimReplyLog",
     "Tenant",
     "TraceCall",

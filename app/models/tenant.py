@@ -28,3 +28,18 @@ class ApiKey(Base):
     prefix: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class SigninToken(Base):
+    """A one-time console sign-in link (`serve --dev`): the hash of its token, the key it
+    signs in with, when it expires and when it was used (once)."""
+
+    __tablename__ = "signin_token"
+
+    # Found by its hash before any tenant is known, as api_key.key_hash is.
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenant.id", ondelete="CASCADE"))
+    key_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("api_key.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

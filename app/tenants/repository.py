@@ -107,3 +107,65 @@ async def writes_on(conn: Reader, *, tenant_id: uuid.UUID, day: date) -> int:
         day,
     )
     return used
+
+
+async def key_of_hash(conn: Reader, key_hash: str) -> asyncpg.Record | None:
+    """The unrevoked key with that hash: its id and its tenant (id, name, trace_enabled)."""
+    return await conn.fetchrow(
+        """SELECT k.id AS key_id, t.id, t.name, t.trace_enabled
+        FROM api_key k JOIN tenant t ON t.id = k.tenant_id
+        WHERE k.key_hash = $1 AND k.revoked_at IS NULL""",
+        key_hash,
+    )
+
+
+async def tenant_of_key_id(
+    conn: Reader, *, tenant_id: uuid.UUID, key_id: uuid.UUID
+) -> asyncpg.Record | None:
+    """The tenant (id, name, trace_enabled) when it still holds that key unrevoked."""
+    return await conn.fetchrow(
+        """SELECT t.id, t.name, t.trace_enabled FROM api_key k JOIN tenant t ON t.id = k.tenant_id
+        WHERE k.tenant_id = $1 AND k.id = $2 AND k.revoked_at IS NULL""",
+        tenant_id,
+        key_id,
+    )
+
+
+async def delete_key(conn: Conn, *, tenant_id: uuid.UUID, key_id: uuid.UUID) -> None:
+    await conn.execute("DELETE FROM api_key WHERE tenant_id = $1 AND id = $2", tenant_id, key_id)
+
+
+async def insert_signin_token(
+    conn: Conn,
+    *,
+    token_hash: str,
+    tenant_id: uuid.UUID,
+    key_id: uuid.UUID,
+    lifetime_seconds: float,
+) -> None:
+    # Spent and expired links are of no further use: drop them as new ones are made.
+    await conn.execute("DELETE FROM signin_token WHERE expires_at < now() OR used_at IS NOT NULL")
+    await conn.execute(
+        """INSERT INTO signin_token (token_hash, tenant_id, key_id, expires_at)
+        VALUES ($1, $2, $3, now() + make_interval(secs => $4))""",
+        token_hash,
+        tenant_id,
+        key_id,
+        lifetime_seconds,
+    )
+
+
+async def use_signin_token(conn: Reader, token_hash: str) -> asyncpg.Record | None:
+    """Mark the token used, once, if it has not expired; its tenant and key (unrevoked)."""
+    return await conn.fetchrow(
+        """WITH used AS (
+            UPDATE signin_token SET used_at = now()
+            WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now()
+            RETURNING tenant_id, key_id
+        )
+        SELECT u.key_id, t.id, t.name, t.trace_enabled
+        FROM used u JOIN api_key k ON k.id = u.key_id AND k.tenant_id = u.tenant_id
+        JOIN tenant t ON t.id = u.tenant_id
+        WHERE k.revoked_at IS NULL""",
+        token_hash,
+    )

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 
-from app.db import Conn, Tx
+from app.db import Conn, Scopes, Tx
 from app.errors import Unauthorized
 from app.fhir import service as fhir_service
 from app.fhir.repository import WriteStatement
@@ -20,6 +23,8 @@ from app.tenants.errors import TenantNameTaken, TenantNotFound
 
 # How long a key lookup is trusted in-process: a revoked key stops working within this.
 KEY_CACHE_SECONDS = 10.0
+# A one-time sign-in link (`serve --dev`) is for the person starting the server now.
+SIGNIN_LINK_SECONDS = 600
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,3 +146,76 @@ async def authenticate(pool: asyncpg.Pool, authorization: str | None) -> TenantI
     info = TenantInfo(row["id"], row["name"], row["trace_enabled"])
     _cache[digest] = (now + KEY_CACHE_SECONDS, info)
     return info
+
+
+@dataclass(frozen=True, slots=True)
+class KeyHolder:
+    """A tenant as known by one of its keys: a console session names the key, so revoking
+    the key ends the session."""
+
+    tenant: TenantInfo
+    key_id: uuid.UUID
+
+
+def _holder(row: asyncpg.Record) -> KeyHolder:
+    return KeyHolder(TenantInfo(row["id"], row["name"], row["trace_enabled"]), row["key_id"])
+
+
+async def identify_key(pool: asyncpg.Pool, key: str) -> KeyHolder:
+    """The tenant and key id of an unrevoked key (Unauthorized otherwise)."""
+    row = await repository.key_of_hash(pool, hash_api_key(key.strip()))
+    if row is None:
+        raise Unauthorized("unknown or revoked API key")
+    return _holder(row)
+
+
+async def tenant_of_key_id(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, key_id: uuid.UUID
+) -> TenantInfo | None:
+    """The tenant while it still holds that key unrevoked (read every time: no cache, so a
+    revoked key's sessions end at their next request)."""
+    row = await repository.tenant_of_key_id(pool, tenant_id=tenant_id, key_id=key_id)
+    return None if row is None else TenantInfo(row["id"], row["name"], row["trace_enabled"])
+
+
+async def create_signin_token(tx: Tx, key: str) -> str:
+    """A one-time sign-in token for the key's tenant, valid SIGNIN_LINK_SECONDS; only its
+    hash is stored."""
+    row = await repository.key_of_hash(tx.conn, hash_api_key(key.strip()))
+    if row is None:
+        raise Unauthorized("unknown or revoked API key")
+    token = secrets.token_urlsafe(32)
+    await repository.insert_signin_token(
+        tx.conn,
+        token_hash=hash_api_key(token),
+        tenant_id=row["id"],
+        key_id=row["key_id"],
+        lifetime_seconds=SIGNIN_LINK_SECONDS,
+    )
+    return token
+
+
+async def use_signin_token(pool: asyncpg.Pool, token: str) -> KeyHolder | None:
+    """The tenant and key a sign-in token names, the first time it is used before it
+    expires (and while the key is unrevoked); None otherwise."""
+    row = await repository.use_signin_token(pool, hash_api_key(token.strip()))
+    return None if row is None else _holder(row)
+
+
+@asynccontextmanager
+async def transient_key(scopes: Scopes, tenant_id: uuid.UUID) -> AsyncIterator[str]:
+    """A key of the tenant that exists only for the block, for work that replays calls
+    through the app's own HTTP stack on behalf of a console session (which holds no key
+    in clear). Committed before the block so other connections see it; deleted after."""
+    key = new_api_key()
+    key_id = uuid.uuid4()
+    async with scopes.transaction() as tx:
+        await repository.insert_key(
+            tx.conn, tenant_id=tenant_id, key_id=key_id, key_hash=hash_api_key(key), prefix=key[:12]
+        )
+    try:
+        yield key
+    finally:
+        async with scopes.transaction(autocommit=True) as tx:
+            await repository.delete_key(tx.conn, tenant_id=tenant_id, key_id=key_id)
+        _cache.pop(hash_api_key(key), None)

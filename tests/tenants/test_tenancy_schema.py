@@ -38,6 +38,8 @@ GLOBAL_LOOKUPS = frozenset(
         # api_key.key_hash: authentication finds the tenant *from* the key's hash, so this
         # unique lookup runs before any tenant is known. It must be global.
         ("api_key", ("key_hash",)),
+        # signin_token.token_hash: a one-time console sign-in link names no tenant either.
+        ("signin_token", ("token_hash",)),
         # The search-key GIN indexes: every key in these arrays starts with its tenant
         # (and type) scope, `app.fhir.repository.key_prefix`, so a lookup only reaches its
         # own tenant's postings; a multi-column GIN led by tenant_id would instead scan
