@@ -243,7 +243,7 @@ async def _book_with_chen(
     return dict(created)
 
 
-async def test_api_call_expectation_satisfied_by_mcp_search(tenant: TenantHandle) -> None:
+async def test_api_call_expectation_satisfied_by_mcp_search(tenant: TenantHandle, db: Any) -> None:
     """`checked-availability` wants a GET /Slot (or $find) before the booking: an MCP
     fhir_search of Slots is that call; booking without looking first leaves it unmet."""
     async with mcp_session(tenant.server, tenant.key) as client:
@@ -260,6 +260,18 @@ async def test_api_call_expectation_satisfied_by_mcp_search(tenant: TenantHandle
         unsearched = await call_ok(client, "finish_test_run", {})
 
     assert searched["status"] == "passed", searched["expectations"]
+    # What the tool answered is kept as the REST answer it stands for (what `grounded`
+    # reads): the Slot search's Bundle, under the run.
+    await trace_of(tenant, run["run_id"])  # reading the trace flushes it
+    kept = await db.pool.fetch(
+        "SELECT path, response, transport FROM trace_call WHERE tenant_id = $1 "
+        "AND run_id = $2 AND method = 'GET' AND response IS NOT NULL",
+        tenant.id,
+        run["run_id"],
+    )
+    slot_searches = [r for r in kept if r["path"].endswith("/Slot")]
+    assert slot_searches and all(r["transport"] == "mcp" for r in slot_searches)
+    assert '"resourceType":"Bundle"' in slot_searches[0]["response"].replace(" ", "")
     got = expectation(searched, "checked-availability-get")
     assert got["passed"] is True, got
     assert any("GET /Slot" in m and "via mcp" in m for m in got["evidence"]["matches"])
