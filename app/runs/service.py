@@ -543,7 +543,11 @@ async def build_snapshot(
         patient_replies=patient_replies,
         final=final,
     )
-    if needs_grounding(expectations):
+    if needs_grounding(expectations) and any(
+        c.resource_type == "Communication" and c.created for c in changed
+    ):
+        # Read (and sent over the wire) only once there is a message to check: a run
+        # is graded after every write, most of them before anything was said.
         snapshot.shown = await _shown(conn, run, snapshot, now)
     return snapshot
 
