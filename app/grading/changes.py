@@ -124,6 +124,22 @@ def _no_net_change(changed: ChangedResource) -> str | None:
     return None
 
 
+def _within(path: str, allowed: str) -> bool:
+    return path == allowed or path.startswith((allowed + ".", allowed + "["))
+
+
+def _outside(changed: ChangedResource, paths: tuple[str, ...] | None) -> list[str]:
+    """The paths an update of an allowed resource changed beyond `paths` (none when any
+    change is allowed, or the resource was created or deleted whole)."""
+    if paths is None or changed.created or changed.resource is None or changed.before is None:
+        return []
+    return [
+        p
+        for p in changed_paths(changed.before, changed.resource)
+        if not any(_within(p, a) for a in paths)
+    ]
+
+
 def grade_changes(
     expectation: ChangesExpectation,
     snapshot: RunSnapshot,
@@ -131,14 +147,21 @@ def grade_changes(
     grade_named: Callable[[Expectation], ExpectationResult],
     by_id: dict[str, Expectation],
 ) -> ExpectationResult:
-    allowed_refs: dict[str, str] = {}  # ref -> the expectation whose evidence allows it
-    for named in expectation.allow:
+    # ref -> (the expectation whose evidence allows it, the paths an update may touch;
+    # None: any). A resource several entries allow takes the widest.
+    allowed_refs: dict[str, tuple[str, tuple[str, ...] | None]] = {}
+    for entry in expectation.allow:
+        named, paths = (entry, None) if isinstance(entry, str) else (entry.of, tuple(entry.paths))
         target = by_id.get(named)
         if target is None:
             detail = f"allow names no expectation: {named!r}"
             return make_result(expectation, False, Evidence(), detail)
         for ref in grade_named(target).refs:
-            allowed_refs.setdefault(ref, named)
+            known = allowed_refs.get(ref)
+            if known is None or (known[1] is not None and paths is None):
+                allowed_refs[ref] = (named, paths)
+            elif known[1] is not None and paths is not None:
+                allowed_refs[ref] = (known[0], known[1] + paths)
 
     if expectation.scope == "tenant":
         in_scope = list(snapshot.changed)
@@ -163,7 +186,19 @@ def grade_changes(
                 unexpected.append({"where": where, "holds": False})
                 continue
         if ref in allowed_refs:
-            accounted.append(f"{ref} (by {allowed_refs[ref]})")
+            named, paths = allowed_refs[ref]
+            outside = _outside(changed, paths)
+            if not outside:
+                accounted.append(f"{ref} (by {named})")
+                continue
+            shown = ", ".join(outside[:MAX_PATHS])
+            unexpected.append(
+                {
+                    "where": f"unexpected: updated {ref} beyond what {named} allows",
+                    "holds": False,
+                    "value": f"{shown} (allowed: {', '.join(paths or ())})",
+                }
+            )
             continue
         body = changed.resource  # a deletion matches no allowWhere: nothing is left
         clause = next(
@@ -177,13 +212,13 @@ def grade_changes(
         if clause is not None:
             accounted.append(f"{ref} (allowWhere {clause})")
             continue
-        what, paths = describe(changed)
-        entry: dict[str, Any] = {"where": f"unexpected: {what}", "holds": False}
-        if paths:
-            shown = paths[:MAX_PATHS]
-            more = len(paths) - len(shown)
-            entry["value"] = ", ".join(shown) + (f" and {more} more" if more else "")
-        unexpected.append(entry)
+        what, changed_at = describe(changed)
+        item: dict[str, Any] = {"where": f"unexpected: {what}", "holds": False}
+        if changed_at:
+            listed = changed_at[:MAX_PATHS]
+            more = len(changed_at) - len(listed)
+            item["value"] = ", ".join(listed) + (f" and {more} more" if more else "")
+        unexpected.append(item)
 
     evidence = Evidence(matches=capped(accounted))
     if notes:
@@ -198,12 +233,12 @@ def grade_changes(
         return make_result(expectation, True, evidence, detail)
     evidence.clauses = unexpected[:MAX_LISTED]
     evidence.closest = unexpected[0]["where"].removeprefix("unexpected: ").split(" ")[1].rstrip(",")
-    listed = "; ".join(
+    named = "; ".join(
         e["where"].removeprefix("unexpected: ") + (f" ({e['value']})" if "value" in e else "")
         for e in unexpected[:MAX_LISTED]
     )
     more = len(unexpected) - MAX_LISTED
-    detail = f"{len(unexpected)} unexpected change(s) {scope}: {listed}" + (
+    detail = f"{len(unexpected)} unexpected change(s) {scope}: {named}" + (
         f" and {more} more" if more > 0 else ""
     )
     return make_result(expectation, False, evidence, detail)

@@ -29,6 +29,7 @@ from app.grading.asked import grade_asked
 from app.grading.changes import grade_changes
 from app.grading.fhirpath import ClauseMemo, FhirPathContext, fhirpath_datetime
 from app.grading.field import grade_field
+from app.grading.message.grade import grade_message
 from app.grading.resource import grade_resource
 from app.grading.scoring import capped, make_result, verdict
 from app.grading.snapshot import Evidence, ExpectationResult, RunSnapshot, Verdict
@@ -39,6 +40,7 @@ from app.scenarios.schema import (
     ChangesExpectation,
     Expectation,
     FieldExpectation,
+    MessageExpectation,
     ResourceExpectation,
     RubricExpectation,
     WebhookExpectation,
@@ -116,7 +118,20 @@ class _Grader:
             return grade_changes(expectation, snapshot, self.fp, self._allowed, self.by_id)
         if isinstance(expectation, AskedExpectation):
             return self._asked(expectation)
+        if isinstance(expectation, MessageExpectation):
+            return self._message(expectation)
         return grade_rubric(expectation)
+
+    def _message(self, expectation: MessageExpectation) -> ExpectationResult:
+        after = None
+        if expectation.after is not None:
+            target = self._before(expectation, expectation.after)
+            if isinstance(target, str):
+                return make_result(
+                    expectation, False, Evidence(), target.replace("before", "after", 1)
+                )
+            after = target
+        return grade_message(expectation, self.snapshot, self.fp, after, self._allowed, self.by_id)
 
     def _allowed(self, target: Expectation) -> ExpectationResult:
         """An expectation a `changes` allows, graded; one that waits on the `changes`

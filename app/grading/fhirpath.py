@@ -296,5 +296,10 @@ class FhirPathContext:
             self.memo.put(shared, clause)
         return clause
 
+    def values(self, expression: str, resource: Mapping[str, Any]) -> list[Any]:
+        """What an expression gives on a resource (a message's `mentions`); raises
+        FhirPathError."""
+        return evaluate_normalised(expression, self._prepared(resource), self.variables)
+
     def check_all(self, expressions: list[str], resource: Mapping[str, Any]) -> list[Clause]:
         return [self.check(expression, resource) for expression in expressions]

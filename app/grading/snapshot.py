@@ -89,6 +89,12 @@ class RunSnapshot:
     revealed: list[Revealed] = field(default_factory=list)  # for `asked`
     patient_replies: int = 0  # replies the simulated patient wrote
     final: bool = False  # grading at the end (finish, deadline): rubric may be judged
+    # What the system under test was shown, for a message check's `grounded` (filled only
+    # when a scenario has one): the brief, fixture and stimulus resources, the patient's
+    # messages, the response bodies of its calls (strings or parsed JSON).
+    shown: list[Any] = field(default_factory=list)
+    # The clinic's time zones (IANA names) messages may state times in, besides UTC.
+    zones: tuple[str, ...] = ("UTC",)
 
 
 @dataclass

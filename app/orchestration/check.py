@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import asyncpg
@@ -319,6 +319,12 @@ async def _check_variant(
         if not report.oracle_passed:
             return report
 
+        if runs_service.needs_grounding(expectations):
+            # What the oracle was shown (its reads' answers) is what a near miss or a
+            # rewrite of it reads too: the replay in memory answers no searches itself.
+            async with target.pool.acquire() as conn:
+                seen = await runs_service.build_snapshot(conn, final, expectations, final=True)
+            before = replace(before, shown=seen.shown)
         patient = patient_of(scenario, persona)
         simulated = Simulation(before, patient)
         # Mutants and rewrites differ from the oracle in a call or two: most clauses read

@@ -434,6 +434,8 @@ def _resource_types(expectations: list[Expectation], scope: str) -> set[str] | N
             return None
         if e.type == "resource" and e.scope == scope:
             out.add(e.resource_type)
+        elif e.type == "message" and scope == "patient":
+            out.add("Communication")
         elif e.type == "any_of":
             inner = _resource_types(e.expectations, scope)
             if inner is None:
@@ -447,6 +449,46 @@ def _has_changes(expectations: list[Expectation]) -> bool:
         e.type == "changes" or (e.type == "any_of" and _has_changes(e.expectations))
         for e in expectations
     )
+
+
+def needs_grounding(expectations: list[Expectation]) -> bool:
+    """Whether a message check needs what the system was shown (`grounded`)."""
+    return any(
+        (e.type == "message" and e.grounded)
+        or (e.type == "any_of" and needs_grounding(e.expectations))
+        for e in expectations
+    )
+
+
+async def _shown(conn: Conn, run: RunRow, snapshot: RunSnapshot, until: datetime) -> list[Any]:
+    """What the system under test was shown: the brief and the run's start (so "tomorrow"
+    can be checked against a date), the fixture and stimulus as they read before its
+    writes, the patient's messages, and the kept response bodies of its reads and
+    operations (`GET`, `$`-operations, `_search`: a write's answer echoes what it wrote).
+    """
+    shown: list[Any] = [run.brief or "", run.started_at.date().isoformat()]
+    befores = {f"{c.resource_type}/{c.id}": c.before for c in snapshot.changed}
+    for symbol, ref in snapshot.fixture.items():
+        body = befores.get(ref) or snapshot.current.get(symbol)
+        if body is not None:
+            shown.append(body)
+    for patient in snapshot.patient_refs:
+        for row in await fhir_service.communications_of(conn, run.tenant_id, run.id, patient):
+            body = jsontext.loads(row["resource"])
+            sender = (body.get("sender") or {}).get("reference")
+            if sender in snapshot.patient_refs:
+                shown.append(body)
+    for row in await trace_service.responses_of_run(
+        conn, tenant_id=run.tenant_id, run_id=run.id, until=until
+    ):
+        path = row["path"]
+        if row["method"] == "GET" or "/$" in path or path.endswith("/_search"):
+            text = row["response"]
+            try:
+                shown.append(jsontext.loads(text))
+            except ValueError:  # cut at the cap: read as text
+                shown.append(text)
+    return shown
 
 
 async def build_snapshot(
@@ -485,7 +527,7 @@ async def build_snapshot(
     revealed, patient_replies = (
         await revealed_facts(conn, run.tenant_id, run.id) if _asks(expectations) else ([], 0)
     )
-    return RunSnapshot(
+    snapshot = RunSnapshot(
         run_id=run.id,
         started_at=run.started_at,
         now=now,
@@ -501,6 +543,9 @@ async def build_snapshot(
         patient_replies=patient_replies,
         final=final,
     )
+    if needs_grounding(expectations):
+        snapshot.shown = await _shown(conn, run, snapshot, now)
+    return snapshot
 
 
 def _asks(expectations: list[Expectation]) -> bool:

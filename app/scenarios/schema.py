@@ -122,6 +122,16 @@ class RubricExpectation(ExpectationBase):
     of: list[TextSource] = Field(default_factory=lambda: list(ALL_TEXT_SOURCES))
 
 
+class AllowEntry(Model):
+    """An `allow` entry that limits what an update may touch: the resources in the
+    evidence of `of` may be updated only at `paths` (top-level elements or deeper,
+    `subject`, `participant[0].status`) — filing a document to a chart must not also
+    rewrite its content."""
+
+    of: str = Field(min_length=1)
+    paths: list[str] = Field(min_length=1)
+
+
 class ChangesExpectation(ExpectationBase):
     """The guard against collateral damage: every resource the system under test created,
     updated or deleted during the run (on the fixture patients, or anywhere in the tenant
@@ -130,9 +140,40 @@ class ChangesExpectation(ExpectationBase):
     a deletion matches none)."""
 
     type: Literal["changes"]
-    allow: list[str] = Field(default_factory=list)
+    allow: list[str | AllowEntry] = Field(default_factory=list)
     allow_where: list[str] = Field(default_factory=list)
     scope: Literal["patient", "tenant"] = "patient"
+
+
+class Mention(Model):
+    """A value a message must state: at FHIRPath `path` on the first resource in the
+    evidence of expectation `of` (the booked Appointment's `start`, say)."""
+
+    of: str = Field(min_length=1)
+    path: str = Field(min_length=1)
+
+
+MessageScope = Literal["patient", "practitioner", "any"]
+
+
+class MessageExpectation(ExpectationBase):
+    """What the system said (DESIGN.md "Message checks"): the Communications it wrote
+    during the run to a fixture patient (`to` widens it), sent after the evidence of
+    `after` if given; every field set is one clause, and it holds when every clause does.
+    `not` and `register` are names Python already uses: the fields are `not_` and
+    `voice`, written `"not"` and `"register"` in JSON."""
+
+    type: Literal["message"]
+    to: MessageScope = "patient"
+    after: str | None = None
+    says: list[str] | None = None
+    says_any: list[str] | None = None
+    not_: list[str] | None = Field(default=None, alias="not")
+    mentions: list[Mention] | None = None
+    # `register` is taken (an ABC's class method): written "register" in JSON.
+    voice: Literal["usted", "tu"] | None = Field(default=None, alias="register")
+    grounded: bool = False
+    claims: bool = False
 
 
 class AnyOfExpectation(ExpectationBase):
@@ -148,7 +189,8 @@ Expectation = Annotated[
     | RubricExpectation
     | ChangesExpectation
     | AnyOfExpectation
-    | AskedExpectation,
+    | AskedExpectation
+    | MessageExpectation,
     Field(discriminator="type"),
 ]
 AnyOfExpectation.model_rebuild()

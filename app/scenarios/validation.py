@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_snake
 
 from app.fhir.validation import is_known_type, validate_resource
+from app.kit.phrases import fold_phrase
 from app.scenarios import schema
 from app.scenarios.expansion import (
     ExpansionError,
@@ -75,8 +76,12 @@ _EXPECTATION_TYPES: Final = (
     "changes",
     "any_of",
     "asked",
+    "message",
 )
-# What a `changes` expectation may name in `allow`: the types whose evidence is resources.
+_MESSAGE_CLAUSES: Final = ("says", "saysAny", "not", "mentions", "register", "grounded", "claims")
+_PHRASE_FIELDS: Final = ("says", "saysAny", "not")
+# What a `changes` expectation may name in `allow` (and a message's `mentions` in `of`):
+# the types whose evidence is resources.
 _ALLOWABLE_TYPES: Final = frozenset({"resource", "field", "any_of"})
 _OnSymbol = Callable[[str, str], None]  # (symbol, path of its use)
 _TIMEOUT_MESSAGE: Final = (
@@ -447,10 +452,19 @@ class _Checker:
                 before = expectation.get("before")
                 if isinstance(before, str):
                     befores.append((eid, before, f"{path}/before"))
+            if kind == "message" and isinstance(eid, str):
+                after = expectation.get("after")
+                if isinstance(after, str):
+                    befores.append((eid, after, f"{path}/after"))
+                for index, mention in enumerate(_list(expectation.get("mentions"))):
+                    if isinstance(mention, dict) and isinstance(mention.get("of"), str):
+                        allows.append((mention["of"], f"{path}/mentions/{index}/of"))
             if kind == "changes" and isinstance(eid, str):
                 for index, named in enumerate(_list(expectation.get("allow"))):
                     if isinstance(named, str):
                         allows.append((named, f"{path}/allow/{index}"))
+                    elif isinstance(named, dict) and isinstance(named.get("of"), str):
+                        allows.append((named["of"], f"{path}/allow/{index}/of"))
             if kind == "any_of" and isinstance(eid, str):
                 children[eid] = [
                     child["id"]
@@ -460,11 +474,13 @@ class _Checker:
         self.check_befores(found, befores, children)
         for named, path in allows:
             if named not in kinds:
-                self.add(path, f"allow names no expectation: {named!r}")
+                word = "of" if path.endswith("/of") and "/mentions/" in path else "allow"
+                self.add(path, f"{word} names no expectation: {named!r}")
             elif kinds[named] not in _ALLOWABLE_TYPES:
                 self.add(
                     path,
-                    f"allow names {named!r}, {_article(str(kinds[named]))} {kinds[named]} "
+                    f"{'of' if '/mentions/' in path else 'allow'} names {named!r}, "
+                    f"{_article(str(kinds[named]))} {kinds[named]} "
                     "expectation: only resource, "
                     "field and any_of expectations have resources as evidence",
                 )
@@ -502,6 +518,8 @@ class _Checker:
         elif kind == "changes":
             if expectation.get("scope", "patient") == "patient":
                 self.patient_scope = True
+        elif kind == "message":
+            self.check_message(expectation, path)
         elif kind == "field":
             self.use_symbol_field(expectation.get("target"), f"{path}/target")
         elif kind == "webhook":
@@ -542,6 +560,29 @@ class _Checker:
                 f"fact {fact!r} is not a topic of patientSim.facts (topics: {known})",
             )
 
+    def check_message(self, expectation: dict[str, Any], path: str) -> None:
+        clauses = [f for f in _MESSAGE_CLAUSES if expectation.get(f) not in (None, False, [])]
+        if not clauses:
+            self.add(path, "a message expectation needs a clause: " + ", ".join(_MESSAGE_CLAUSES))
+        for field in _PHRASE_FIELDS:
+            phrases = expectation.get(field)
+            if isinstance(phrases, list) and not phrases:
+                self.add(f"{path}/{field}", f"{field} is empty: give at least one phrase")
+            for index, phrase in enumerate(_list(phrases)):
+                if isinstance(phrase, str) and not any(c.isalnum() for c in fold_phrase(phrase)):
+                    self.add(f"{path}/{field}/{index}", "a phrase needs a letter or a digit")
+        said = {fold_phrase(p) for p in _list(expectation.get("says")) if isinstance(p, str)}
+        said |= {fold_phrase(p) for p in _list(expectation.get("saysAny")) if isinstance(p, str)}
+        for index, phrase in enumerate(_list(expectation.get("not"))):
+            if isinstance(phrase, str) and fold_phrase(phrase) in said:
+                self.add(
+                    f"{path}/not/{index}",
+                    f"{phrase!r} is both required (says/saysAny) and forbidden (not)",
+                )
+        for index, mention in enumerate(_list(expectation.get("mentions"))):
+            if isinstance(mention, dict) and isinstance(mention.get("path"), str):
+                self.check_fhirpath(mention["path"], f"{path}/mentions/{index}/path")
+
     def check_fhirpath(self, expression: str, path: str) -> None:
         error = syntax_error(expression)
         if error is not None:
@@ -571,17 +612,19 @@ class _Checker:
         # children; grading needs that graph to be acyclic.
         depends: dict[str, list[str]] = {eid: list(kids) for eid, kids in children.items()}
         for own, named, path in befores:
+            field = path.rsplit("/", 1)[-1]  # before, or a message's after
             if named == own:
-                self.add(path, "before cannot name its own expectation")
+                self.add(path, f"{field} cannot name its own expectation")
             elif named not in found:
-                self.add(path, f"before names no expectation: {named!r}")
+                self.add(path, f"{field} names no expectation: {named!r}")
             else:
                 depends.setdefault(own, []).append(named)
         for own, named, path in befores:
             if named != own and named in found:
                 cycle = _find_path(depends, named, own)
                 if cycle is not None:
-                    self.add(path, "before makes a cycle: " + " → ".join([own, *cycle]))
+                    field = path.rsplit("/", 1)[-1]
+                    self.add(path, f"{field} makes a cycle: " + " → ".join([own, *cycle]))
 
     # --- oracle ----------------------------------------------------------------------------
 

@@ -213,12 +213,15 @@ async def ask_guess_morning(run: Run) -> None:
 
 
 async def ask_without_waiting(run: Run) -> None:
-    """Asks when suits him, but books a morning before his answer comes back (and reads
-    the answer afterwards)."""
-    question = await run.send("patient", "Which days and times work best for you?")
+    """Asks when suits him, but books a morning in the same breath, before any answer can
+    come back (one Bundle: the question and the booking land together), and reads the
+    answer afterwards."""
     s, e = await run.first_free(CHEN, accept=morning("10:00"))
-    await run.create(appointment(run, s, e, description="Annual check-up and flu shot"))
-    await run.reply_to("patient", question)
+    question = run.message_to("patient", "Which days and times work best for you?")
+    booking = appointment(run, s, e, description="Annual check-up and flu shot")
+    answer = await run.create_together(question, booking)
+    asked = answer["entry"][0]["response"]["location"].split("/")[1]
+    await run.reply_to("patient", {"id": asked})
     await run.send("patient", f"You're booked with Dr. Chen on {s:%A %B %d} at {s:%H:%M}.")
 
 

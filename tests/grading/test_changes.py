@@ -222,3 +222,26 @@ def test_an_any_of_holding_the_guard_itself_does_not_recurse() -> None:
 )
 def test_changed_paths(before: Any, after: Any, paths: list[str]) -> None:
     assert changed_paths(before, after) == paths
+
+
+def test_an_allow_entry_with_paths_limits_what_an_update_may_touch() -> None:
+    """Filing a document to the chart (subject) must not also rewrite its content."""
+    keep = {"id": "filed", "type": "field", "target": "@appt", "where": ["status = 'booked'"]}
+    guard = {"id": "guard", "type": "changes", "allow": [{"of": "filed", "paths": ["comment"]}]}
+    noted = appointment("appt-1") | {"comment": "running late"}
+    ok = updated(appointment("appt-1"), noted)
+    verdict = grade(
+        [expectation(**keep), expectation(**guard)],
+        make_snapshot(changed=[ok], current={"appt": noted}),
+    )
+    assert verdict.results[1].passed is True
+    moved = noted | {"start": "2025-03-10T10:00:00Z"}
+    bad = updated(appointment("appt-1"), moved)
+    verdict = grade(
+        [expectation(**keep), expectation(**guard)],
+        make_snapshot(changed=[bad], current={"appt": moved}),
+    )
+    result = verdict.results[1]
+    assert result.passed is False
+    assert "updated Appointment/appt-1 beyond what filed allows" in result.detail
+    assert result.evidence.clauses[0]["value"] == "start (allowed: comment)"

@@ -347,6 +347,73 @@ BROKEN: list[tuple[str, dict[str, Any] | list[Any], str, str]] = [
         "/expectations/1/allowWhere/0",
         "invalid FHIRPath",
     ),
+    # --- message
+    (
+        "message-without-a-clause",
+        scenario(expectations=[BOOKED, {"id": "m", "type": "message", "label": "x"}]),
+        "/expectations/1",
+        "a message expectation needs a clause",
+    ),
+    (
+        "message-empty-phrases",
+        scenario(expectations=[BOOKED, {"id": "m", "type": "message", "label": "x", "says": []}]),
+        "/expectations/1/says",
+        "says is empty",
+    ),
+    (
+        "message-said-and-forbidden",
+        scenario(
+            expectations=[
+                BOOKED,
+                {"id": "m", "type": "message", "label": "x", "says": ["Booked"], "not": ["booked"]},
+            ]
+        ),
+        "/expectations/1/not/0",
+        "both required (says/saysAny) and forbidden (not)",
+    ),
+    (
+        "message-mentions-unknown",
+        scenario(
+            expectations=[
+                BOOKED,
+                {
+                    "id": "m",
+                    "type": "message",
+                    "label": "x",
+                    "mentions": [{"of": "bookd", "path": "start"}],
+                },
+            ]
+        ),
+        "/expectations/1/mentions/0/of",
+        "of names no expectation: 'bookd'",
+    ),
+    (
+        "message-mentions-bad-fhirpath",
+        scenario(
+            expectations=[
+                BOOKED,
+                {
+                    "id": "m",
+                    "type": "message",
+                    "label": "x",
+                    "mentions": [{"of": "booked", "path": "start = ="}],
+                },
+            ]
+        ),
+        "/expectations/1/mentions/0/path",
+        "invalid FHIRPath",
+    ),
+    (
+        "message-after-unknown",
+        scenario(
+            expectations=[
+                BOOKED,
+                {"id": "m", "type": "message", "label": "x", "says": ["a"], "after": "nope"},
+            ]
+        ),
+        "/expectations/1/after",
+        "after names no expectation: 'nope'",
+    ),
     # --- shape
     ("not-an-object", [], "", "valid dictionary"),
     ("missing-field", scenario(title=DELETE), "/title", "required field is missing"),
