@@ -139,7 +139,17 @@ def loads(text: str | None) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+_FIRST_KEYS = ("resourceType", "id", "meta")
+
+
 def pretty(value: Any) -> str:
+    """JSON for people: a resource's type, id and meta first (the store keeps keys in
+    its own order)."""
+    if isinstance(value, dict) and "resourceType" in value:
+        value = {
+            **{k: value[k] for k in _FIRST_KEYS if k in value},
+            **{k: v for k, v in value.items() if k not in _FIRST_KEYS},
+        }
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 

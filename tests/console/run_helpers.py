@@ -92,7 +92,14 @@ SIM: dict[str, Any] = {
             "label": "A message to the patient",
             "resourceType": "Communication",
             "where": ["recipient.where(reference = 'Patient/' + %fixture.patient).exists()"],
-        }
+        },
+        {
+            "id": "task",
+            "type": "resource",
+            "label": "A Task to rebook the patient",
+            "resourceType": "Task",
+            "where": ["for.reference = 'Patient/' + %fixture.patient"],
+        },
     ],
     "patientSim": {
         "patient": "@patient",
@@ -114,7 +121,17 @@ SIM: dict[str, Any] = {
                 "sender": {"reference": CHEN},
                 "payload": [{"contentString": "Which day and time would suit you?"}],
             },
-        }
+        },
+        {
+            "method": "POST",
+            "path": "/Task",
+            "body": {
+                "resourceType": "Task",
+                "status": "requested",
+                "intent": "order",
+                "for": {"reference": "@patient"},
+            },
+        },
     ],
 }
 
