@@ -69,6 +69,7 @@ class Settings(BaseSettings):
     )
     secret_key: str | None = Field(
         default=None,
+        min_length=16,
         description="Signs console session cookies and CSRF tokens (keep it secret; every API "
         "process must share it). Unset: generated once and kept in DATA_DIR/console-secret.",
     )

@@ -24,6 +24,7 @@ from app.settings import Settings
         ("webhook_retry_seconds", [1.0] * 21),
         ("port", 70000),
         ("log_level", "chatty"),
+        ("secret_key", "short"),  # signs console sessions: a guessable one forges them
     ],
 )
 def test_out_of_bounds_is_refused(name: str, value: object) -> None:

@@ -10,7 +10,6 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from app.runs.service import RunRow
-from app.scenarios.service import LoadedScenario
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,27 +103,4 @@ def run_line(run: RunRow) -> RunLine:
         score,
         run.started_at,
         run.finished_at,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class ScenarioLine:
-    id: str
-    title: str
-    category: str
-    modes: list[str]
-    personas: list[str]
-    builtin: bool
-    version: int
-    summary: str
-
-    @property
-    def url(self) -> str:
-        return f"/scenarios/{self.id}"
-
-
-def scenario_line(loaded: LoadedScenario) -> ScenarioLine:
-    s = loaded.summary()
-    return ScenarioLine(
-        s.id, s.title, s.category, s.modes, s.personas, s.builtin, s.version, s.summary
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -126,15 +126,19 @@ async def viewer_of(request: Request) -> Viewer:
 SignedIn = Annotated[Viewer, Depends(viewer_of)]
 
 
-async def posted_form(request: Request, viewer: SignedIn) -> FormData:
-    """The posted form, once its CSRF token is the session's (403 otherwise)."""
+async def posted_form(request: Request, viewer: SignedIn) -> AsyncIterator[FormData]:
+    """The posted form, once its CSRF token is the session's (403 otherwise); its uploaded
+    files are closed after the route."""
     form = await request.form()
-    token = form.get(CSRF_FIELD)
-    if not isinstance(token, str) or not sessions.check_csrf(
-        console_of(request).signer, viewer.session, token
-    ):
-        raise CsrfRefused
-    return form
+    try:
+        token = form.get(CSRF_FIELD)
+        if not isinstance(token, str) or not sessions.check_csrf(
+            console_of(request).signer, viewer.session, token
+        ):
+            raise CsrfRefused
+        yield form
+    finally:
+        await form.close()
 
 
 PostedForm = Annotated[FormData, Depends(posted_form)]

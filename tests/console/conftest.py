@@ -85,8 +85,18 @@ async def page(browser: Browser, server_url: str) -> AsyncIterator[Page]:
     )
     context.set_default_timeout(WAIT_MS)
     opened = await context.new_page()
+    # A CSP violation or a script error shows in the console: none is allowed.
+    errors: list[str] = []
+    opened.on(
+        "console",
+        lambda message: errors.append(message.text) if message.type == "error" else None,
+    )
+    opened.on("pageerror", lambda error: errors.append(str(error)))
     yield opened
     await context.close()
+    # Pages the test meant to be refused (a 401, a 404) log their status; nothing else.
+    unexpected = [e for e in errors if "Failed to load resource" not in e]
+    assert unexpected == [], unexpected
 
 
 async def sign_in_page(page: Page, key: str) -> None:

@@ -147,6 +147,18 @@ async def test_post_without_or_with_a_wrong_csrf_token_is_403(
     assert (await console.get("/")).status_code == 200
 
 
+@pytest.mark.parametrize(
+    "path", [p for m, p in _console_routes() if m == "POST" and p not in PUBLIC]
+)
+async def test_every_form_post_needs_the_csrf_token(console: httpx.AsyncClient, path: str) -> None:
+    concrete = path.replace("{scenario_id}", "scheduling.book-named-practitioner")
+    concrete = _concrete(concrete)
+    assert (await console.post(concrete, data={})).status_code == 403
+    assert (await console.post(concrete, data={"csrf": "wrong"})).status_code == 403
+    # Refused before anything ran: no run was started.
+    assert "● live" not in (await console.get("/")).text
+
+
 async def test_a_csrf_token_of_another_session_is_refused(
     console: httpx.AsyncClient, tenant: TenantHandle
 ) -> None:
