@@ -15,6 +15,7 @@ import orjson
 from markupsafe import Markup, escape
 
 from app.contract.runs import ExpectationResult, SimulatedReply, SimulatorIssue, TraceCall
+from app.kit.urls import FHIR_PREFIX, run_view_base
 
 # "Type/id": a FHIR reference the chart can show.
 _REF = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})$")
@@ -302,11 +303,23 @@ def reply_box(
 @dataclass(frozen=True, slots=True)
 class TraceRow:
     call: TraceCall
-    path_html: Markup
+    base: str  # "run" (the run's view), "tenant" (the shared FHIR base) or "" (other API)
+    path_html: Markup  # the path after the FHIR base, references linked to the chart
 
 
 def trace_rows(calls: list[TraceCall], run_id: str) -> list[TraceRow]:
-    return [TraceRow(c, ref_links(c.path, run_id)) for c in calls]
+    """Each call with its FHIR path made short (the base is a badge; the whole path is the
+    row's title), so a phone shows the resource, not the prefix."""
+    run_base = run_view_base("", run_id)
+    out = []
+    for c in calls:
+        base, path = "", c.path
+        if path.startswith(run_base):
+            base, path = "run", path[len(run_base) :] or "/"
+        elif path.startswith(FHIR_PREFIX):
+            base, path = "tenant", path[len(FHIR_PREFIX) :] or "/"
+        out.append(TraceRow(c, base, ref_links(path, run_id)))
+    return out
 
 
 # --- the chart page ---------------------------------------------------------------------

@@ -150,6 +150,13 @@ async def test_the_patient_side_simulated_and_human(
         assert events[0]["resource"]["id"] == reply["id"]
     finally:
         receiver.stop()
+    # Finished elsewhere (over the API): the open page shows the verdict without a reload,
+    # and its reply box is gone.
     async with api(tenant) as client:
         final = (await client.post(f"/api/testing/runs/{human['id']}/finish")).json()
     assert [(r["engine"], r["turn"]) for r in final["simulatedPatient"]] == [("human", 1)]
+    await expect(page.locator(".run-state")).to_contain_text("failed", timeout=LIVE_MS)
+    await expect(page.locator(".reply-box")).to_have_count(0)
+    await expect(page.get_by_role("button", name="Delete run data")).to_be_visible()
+    await page.set_viewport_size({"width": 390, "height": 800})
+    await shot(page, "run-phone")

@@ -164,3 +164,24 @@ async def test_the_runs_list_filters_and_pages(tenant: TenantHandle, db: Databas
         assert "No runs match these filters." in none.text
     finally:
         await client.aclose()
+
+
+async def test_cancel_and_delete_from_the_page_call_the_run_services(
+    console: httpx.AsyncClient, tenant: TenantHandle
+) -> None:
+    run = await start(tenant)
+    token = csrf_of((await console.get(f"/runs/{run['id']}")).text)
+    live = await console.post(f"/runs/{run['id']}/delete-data", data={"csrf": token})
+    assert live.status_code == 409
+    assert "finish or cancel it" in live.text
+    cancelled = await console.post(f"/runs/{run['id']}/cancel", data={"csrf": token})
+    assert cancelled.status_code == 303
+    async with api(tenant) as client:
+        assert (await client.get(f"/api/testing/runs/{run['id']}")).json()["status"] == "cancelled"
+    page = (await console.get(f"/runs/{run['id']}")).text
+    assert "This run ended without a verdict." in page
+    again = await console.post(f"/runs/{run['id']}/cancel", data={"csrf": token})
+    assert again.status_code == 409
+    deleted = await console.post(f"/runs/{run['id']}/delete-data", data={"csrf": token})
+    assert deleted.headers["location"] == f"/runs/{run['id']}?removed=1"
+    assert (await console.get(f"/chart/{run['fixture']['patient']}")).status_code == 404
