@@ -185,3 +185,26 @@ async def test_cancel_and_delete_from_the_page_call_the_run_services(
     deleted = await console.post(f"/runs/{run['id']}/delete-data", data={"csrf": token})
     assert deleted.headers["location"] == f"/runs/{run['id']}?removed=1"
     assert (await console.get(f"/chart/{run['fixture']['patient']}")).status_code == 404
+
+
+async def test_a_human_driven_run_starts_from_the_scenario_page(
+    console: httpx.AsyncClient, tenant: TenantHandle
+) -> None:
+    await start(tenant, SIM)  # imports the scenario
+    details = await console.get(f"/scenarios/{SIM['id']}")
+    assert 'name="patient_driver"' in details.text
+    token = csrf_of(details.text)
+    started = await console.post(
+        f"/scenarios/{SIM['id']}/runs",
+        data={"csrf": token, "mode": "agent", "patient_driver": "human"},
+    )
+    assert started.status_code == 303, started.text
+    run_id = started.headers["location"].rsplit("/", 1)[1]
+    async with api(tenant) as client:
+        view = (await client.get(f"/api/testing/runs/{run_id}")).json()
+    assert view["patientDriver"] == "human"
+    page = (await console.get(f"/runs/{run_id}")).text
+    assert "Reply as the patient" in page and "No message to the patient yet" in page
+    plain = await console.get("/scenarios/scheduling.book-named-practitioner")
+    assert plain.status_code == 200
+    assert 'name="patient_driver"' not in plain.text
