@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 from pydantic import ConfigDict, Field, JsonValue
@@ -62,6 +62,11 @@ class StartRunBody(RequestBody):
     variant: str | None = Field(default=None, description="A persona variant of the scenario")
     label: str | None = Field(default=None, max_length=200)
     timeout_seconds: int | None = Field(default=None, **TIMEOUT_FIELD)
+    patient_driver: Literal["sim", "human"] = Field(
+        default="sim",
+        description="For a patientSim scenario: sim (the simulated patient answers) or human "
+        "(no simulated replies; a person answers from the console's run page)",
+    )
 
 
 async def _flush_trace(request: Request) -> None:
@@ -86,7 +91,12 @@ async def _start(request: Request, tenant: Tenant, body: StartRunBody) -> servic
             tx,
             tenant.id,
             service.StartRequest(
-                body.scenario_id, body.mode, body.variant, body.label, body.timeout_seconds
+                body.scenario_id,
+                body.mode,
+                body.variant,
+                body.label,
+                body.timeout_seconds,
+                body.patient_driver,
             ),
             limits=limits_of(request),
             root_url=root_url(request),

@@ -146,7 +146,12 @@ async def start_run(
             tx,
             viewer.tenant.id,
             runs_service.StartRequest(
-                scenario_id, _choice(form, "mode"), _choice(form, "variant"), _label(form), None
+                scenario_id,
+                _choice(form, "mode"),
+                _choice(form, "variant"),
+                _label(form),
+                None,
+                _choice(form, "patient_driver") or runs_service.PatientDriver.SIM,
             ),
             limits=_limits(request),
             root_url=root_url(request),

@@ -97,6 +97,11 @@ class _RunViewBase(ApiModel):
     brief: str | None = Field(
         default=None, exclude_if=is_none, description="The task (agent mode only)"
     )
+    patient_driver: Literal["sim", "human"] = Field(
+        default="sim",
+        description="Who answers the staff's messages in a patientSim run: the simulated "
+        "patient (sim) or a person on the console's run page (human)",
+    )
 
 
 class LiveRunView(_RunViewBase):

@@ -675,3 +675,67 @@ def version_join_sql(
         f"AND {alias}.resource_type = {resource_type}\n"
         f"    AND {alias}.id = {resource_id} AND {alias}.version_id = {version_id}"
     )
+
+
+# Cap on the resources one chart shows: a patient of a test run has tens; the canonical
+# directory's busiest practitioner is not a patient.
+CHART_MAX = 2000
+
+
+async def fetch_patient_chart(
+    db: Queryable, tenant_id: uuid.UUID, patient_id: str
+) -> list[asyncpg.Record]:
+    """The patient's current resources: the Patient and every live resource referencing
+    it, newest first (resource_type, id, version_id, last_updated, resource, run_id)."""
+    return await db.fetch(
+        f"""SELECT resource_type, id, version_id, last_updated, resource, run_id
+        FROM fhir_resource
+        WHERE tenant_id = $1 AND NOT deleted AND (
+            (resource_type = 'Patient' AND id = $2) OR all_refs && $3::text[])
+        ORDER BY last_updated DESC, resource_type, id LIMIT {CHART_MAX}""",
+        tenant_id,
+        patient_id,
+        index_keys(tenant_id, None, [f"Patient/{patient_id}"]),
+    )
+
+
+async def fetch_versions_of(
+    db: Queryable, tenant_id: uuid.UUID, refs: Sequence[tuple[str, str]]
+) -> list[asyncpg.Record]:
+    """Every stored version of the given (type, id) pairs, newest first: resource_type, id,
+    version_id, last_updated, interaction, run_id, source, resource."""
+    if not refs:
+        return []
+    return await db.fetch(
+        """SELECT h.resource_type, h.id, h.version_id, h.last_updated, h.interaction,
+                h.run_id, h.source, h.resource
+        FROM fhir_history h
+        JOIN unnest($2::text[], $3::text[]) AS k(t, i) ON h.resource_type = k.t AND h.id = k.i
+        WHERE h.tenant_id = $1
+        ORDER BY h.last_updated DESC, h.version_id DESC""",
+        tenant_id,
+        [t for t, _ in refs],
+        [i for _, i in refs],
+    )
+
+
+async def fetch_origins(
+    db: Queryable, tenant_id: uuid.UUID, refs: Sequence[tuple[str, str]]
+) -> list[asyncpg.Record]:
+    """Of the given (type, id) pairs that exist: resource_type, id, deleted, resource (the
+    current body) and source (who wrote the first version: setup, stimulus, sim, or NULL
+    for a client)."""
+    if not refs:
+        return []
+    return await db.fetch(
+        """SELECT r.resource_type, r.id, r.deleted, r.resource,
+            (SELECT h.source FROM fhir_history h WHERE h.tenant_id = $1
+                AND h.resource_type = r.resource_type AND h.id = r.id
+                ORDER BY h.version_id LIMIT 1) AS source
+        FROM fhir_resource r
+        JOIN unnest($2::text[], $3::text[]) AS k(t, i) ON r.resource_type = k.t AND r.id = k.i
+        WHERE r.tenant_id = $1""",
+        tenant_id,
+        [t for t, _ in refs],
+        [i for _, i in refs],
+    )

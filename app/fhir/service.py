@@ -950,6 +950,29 @@ async def ids_like(conn: Conn, tenant_id: uuid.UUID, pattern: str) -> set[tuple[
     return await repository.fetch_ids_like(conn, tenant_id, pattern)
 
 
+async def patient_chart(
+    db: repository.Queryable, tenant_id: uuid.UUID, patient_id: str
+) -> list[asyncpg.Record]:
+    """The patient's chart: the Patient and every live resource referencing it, newest
+    first (empty when the tenant has no such patient)."""
+    return await repository.fetch_patient_chart(db, tenant_id, patient_id)
+
+
+async def versions_of(
+    db: repository.Queryable, tenant_id: uuid.UUID, refs: list[tuple[str, str]]
+) -> list[asyncpg.Record]:
+    """Every version of those resources, newest first (their history, in one query)."""
+    return await repository.fetch_versions_of(db, tenant_id, refs)
+
+
+async def origins_of(
+    db: repository.Queryable, tenant_id: uuid.UUID, refs: list[tuple[str, str]]
+) -> list[asyncpg.Record]:
+    """The current body of those resources and who wrote each first (setup, stimulus,
+    sim, or None for a client)."""
+    return await repository.fetch_origins(db, tenant_id, refs)
+
+
 # SQL fragments for statements of other features that must stay one round trip.
 live_count_sql = repository.live_count_sql
 version_join_sql = repository.version_join_sql

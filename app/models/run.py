@@ -58,6 +58,9 @@ class Run(Base):
     verdict: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     # The scenario's scheduling setting ("strict" or "lenient"), read by its view's writes.
     scheduling: Mapped[str] = mapped_column(Text, server_default="strict")
+    # Who answers the staff's messages in a patientSim run: "sim" (the simulated patient)
+    # or "human" (a person on the run page).
+    patient_driver: Mapped[str] = mapped_column(Text, server_default="sim")
 
 
 class RunRef(Base):

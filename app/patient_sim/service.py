@@ -15,17 +15,20 @@ import hashlib
 import logging
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 import orjson
 
 from app.db import Scopes
+from app.errors import Conflict
 from app.fhir import service as fhir_service
 from app.kit.clock import fhir_instant, utcnow
 from app.llm.client import LlmClient, LlmUnavailable
 from app.patient_sim import engine, repository
 from app.runs import service as runs_service
+from app.runs.errors import RunNotLive
 from app.runs.fhir_writes import FHIR_WRITES
 from app.scenarios import service as scenarios_service
 from app.scenarios.schema import PatientSim, Scenario, Variant, symbol_name
@@ -78,7 +81,8 @@ async def reply_to_messages(
     pool = scopes.pool
     async with pool.acquire() as conn:
         run = await runs_service.get_run(conn, tenant_id, run_id)
-    if run.status != "live":
+    if run.status != "live" or run.patient_driver == runs_service.PatientDriver.HUMAN:
+        # A human-driven run's patient is a person on the run page (`human_reply`).
         return outcome
     found = await _scenario_of(pool, run)
     if found is None:
@@ -138,7 +142,6 @@ async def _answer(
 ) -> list[str] | None:
     """Write one reply (or record that the turn cap silenced it); None when nothing was
     written."""
-    pool = scopes.pool
     now = utcnow()
     if engine.turns_left(sim, replies_so_far) <= 0:
         async with scopes.transaction(autocommit=True) as tx:
@@ -175,6 +178,61 @@ async def _answer(
         except LlmUnavailable as exc:
             note = f"scripted stand-in answered: {exc.reason}"
     issues = engine.audit_reply(sim, text, reply.text)
+    return await _write_reply(
+        scopes,
+        run,
+        patient_ref,
+        message_id,
+        message,
+        reply.text,
+        _Claim(
+            turn=replies_so_far + 1,
+            engine=engine_name,
+            model=model,
+            prompt_version=prompt_version,
+            temperature=TEMPERATURE if engine_name == "llm" else None,
+            seed=seed if engine_name == "llm" else None,
+            note=note,
+            issues="\n".join(issues) or None,
+            asked=list(asked),
+            revealed=list(reply.revealed),
+        ),
+        now,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """What `sim_reply` records of one answer."""
+
+    turn: int
+    engine: str  # scripted | llm | human
+    model: str | None
+    prompt_version: str | None
+    temperature: float | None
+    seed: int | None
+    note: str | None
+    issues: str | None
+    asked: list[str]
+    revealed: list[str]
+
+
+async def _write_reply(
+    scopes: Scopes,
+    run: runs_service.RunRow,
+    patient_ref: str,
+    message_id: str,
+    message: dict[str, Any],
+    text: str,
+    claim: _Claim,
+    now: datetime,
+) -> list[str] | None:
+    """The one way a patient's reply is written, whoever wrote its text (the simulator or
+    a person driving the run): a Communication from the patient, `inResponseTo` the staff
+    message, to its sender, as an ordinary write of the run (tagged, fires
+    `message.received`), with its `sim_reply` row claimed in the same transaction. Returns
+    the webhook deliveries created; None when another writer answered the message first."""
+    pool = scopes.pool
     sender = message.get("sender")
     communication: dict[str, Any] = {
         "resourceType": "Communication",
@@ -183,7 +241,7 @@ async def _answer(
         "sender": {"reference": patient_ref},
         "inResponseTo": [{"reference": f"Communication/{message_id}"}],
         "sent": fhir_instant(now),
-        "payload": [{"contentString": reply.text}],
+        "payload": [{"contentString": text}],
     }
     if isinstance(sender, dict) and sender.get("reference"):
         communication["recipient"] = [{"reference": sender["reference"]}]
@@ -203,17 +261,17 @@ async def _answer(
             tenant_id=run.tenant_id,
             run_id=run.id,
             message_id=message_id,
-            turn=replies_so_far + 1,
-            engine=engine_name,
-            model=model,
-            prompt_version=prompt_version,
-            temperature=TEMPERATURE if engine_name == "llm" else None,
-            seed=seed if engine_name == "llm" else None,
-            note=note,
-            issues="\n".join(issues) or None,
+            turn=claim.turn,
+            engine=claim.engine,
+            model=claim.model,
+            prompt_version=claim.prompt_version,
+            temperature=claim.temperature,
+            seed=claim.seed,
+            note=claim.note,
+            issues=claim.issues,
             at=now,
-            asked_topics=list(asked),
-            revealed_topics=list(reply.revealed),
+            asked_topics=claim.asked,
+            revealed_topics=claim.revealed,
         )
         if not claimed:
             return None  # another worker answered it
@@ -230,6 +288,90 @@ async def _answer(
         if ctx.deliveries:
             tx.after.deliver(run.tenant_id)
     return ctx.deliveries
+
+
+class NothingToAnswer(Conflict):
+    """A person's reply with no staff message waiting for one."""
+
+
+class NotHumanDriven(Conflict):
+    """A reply typed for a run whose patient is the simulator."""
+
+
+@dataclass(frozen=True, slots=True)
+class HumanReply:
+    message_id: str  # the staff message answered
+    turn: int
+
+
+async def human_reply(scopes: Scopes, tenant_id: uuid.UUID, run_id: str, text: str) -> HumanReply:
+    """A person driving the run answers the latest staff message to the patient: written
+    exactly as a simulated reply (`_write_reply`), counted against `maxTurns`, recorded
+    with engine `human` (its asked and revealed topics as the scripted patient would
+    read them, so `asked` grades it the same)."""
+    pool = scopes.pool
+    async with pool.acquire() as conn:
+        run = await runs_service.get_run(conn, tenant_id, run_id)
+    if run.status != "live":
+        raise RunNotLive(f"run '{run_id}' already ended as {run.status}")
+    if run.patient_driver != runs_service.PatientDriver.HUMAN:
+        raise NotHumanDriven(f"run '{run_id}' is answered by the simulated patient")
+    found = await _scenario_of(pool, run)
+    patient_ref = run.fixture.get(symbol_name(found[0].patient)) if found else None
+    if found is None or patient_ref is None:
+        raise NotHumanDriven(f"run '{run_id}' has no patient to answer as")
+    sim = found[0]
+    latest = await _latest_staff_message(pool, tenant_id, run_id, patient_ref)
+    if latest is None:
+        raise NothingToAnswer("no message to the patient yet: wait for the system's message")
+    message_id, message, staff_text = latest
+    answered = await repository.answered_messages(pool, tenant_id=tenant_id, run_id=run_id)
+    if message_id in answered:
+        raise NothingToAnswer(
+            f"Communication/{message_id} is answered already: wait for the next message"
+        )
+    if engine.turns_left(sim, len(answered)) <= 0:
+        raise NothingToAnswer(f"the patient has used its {sim.max_turns} turns (maxTurns)")
+    asked = [fact.topic for fact in engine.facts_asked(sim, staff_text)]
+    turn = len(answered) + 1
+    written = await _write_reply(
+        scopes,
+        run,
+        patient_ref,
+        message_id,
+        message,
+        text,
+        _Claim(
+            turn=turn,
+            engine="human",
+            model=None,
+            prompt_version=None,
+            temperature=None,
+            seed=None,
+            note="typed by a person on the run page",
+            issues=None,
+            asked=asked,
+            revealed=list(engine.revealed_by_model(sim, staff_text, text, [])),
+        ),
+        utcnow(),
+    )
+    if written is None:
+        raise NothingToAnswer(f"Communication/{message_id} was answered meanwhile")
+    return HumanReply(message_id, turn)
+
+
+async def _latest_staff_message(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str, patient_ref: str
+) -> tuple[str, dict[str, Any], str] | None:
+    """The newest message of the run to the patient from someone else: id, body, text."""
+    latest = None
+    for row in await fhir_service.communications_of(pool, tenant_id, run_id, patient_ref):
+        resource = orjson.loads(row["resource"])
+        sender = str((resource.get("sender") or {}).get("reference", ""))
+        recipients = [str(r.get("reference", "")) for r in resource.get("recipient") or []]
+        if sender != patient_ref and patient_ref in recipients:
+            latest = (row["id"], resource, _text(resource))
+    return latest
 
 
 async def answer_to(

@@ -79,17 +79,22 @@ async def runs(
     status: str | None,
     scenario_id: str | None,
     limit: int,
+    before: tuple[datetime, str] | None = None,
 ) -> list[asyncpg.Record]:
+    """Newest first; `before` (started_at, id) of the last run of the previous page."""
     return await conn.fetch(
         """SELECT * FROM run WHERE tenant_id = $1
         AND ($2::text IS NULL OR label = $2) AND ($3::text IS NULL OR status = $3)
         AND ($4::text IS NULL OR scenario_id = $4)
-        ORDER BY started_at DESC LIMIT $5""",
+        AND ($6::timestamptz IS NULL OR (started_at, id) < ($6, $7))
+        ORDER BY started_at DESC, id DESC LIMIT $5""",
         tenant_id,
         label,
         status,
         scenario_id,
         limit,
+        before[0] if before else None,
+        before[1] if before else "",
     )
 
 
@@ -161,13 +166,14 @@ async def insert_run(
     started_at: datetime,
     deadline: datetime,
     scheduling: str,
+    patient_driver: str = "sim",
 ) -> asyncpg.Record:
     row = await conn.fetchrow(
         """INSERT INTO run (tenant_id, id, scenario_id, scenario_version, scenario_hash,
                 builtin, mode, variant, label, status, brief, fixture, expectations,
-                started_at, deadline, changed_at, scheduling)
+                started_at, deadline, changed_at, scheduling, patient_driver)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'live', $10, $11::jsonb, $12::jsonb,
-                $13, $14, $13, $15)
+                $13, $14, $13, $15, $16)
             RETURNING *""",
         tenant_id,
         run_id,
@@ -184,6 +190,7 @@ async def insert_run(
         started_at,
         deadline,
         scheduling,
+        patient_driver,
     )
     assert row is not None
     return row
@@ -286,4 +293,16 @@ async def mark_runs_changed(
         WHERE tenant_id = $1 AND id = ANY($2::text[]) AND status = 'live' RETURNING id""",
         tenant_id,
         run_ids,
+    )
+
+
+async def run_marker(conn: Reader, *, tenant_id: uuid.UUID, run_id: str) -> asyncpg.Record | None:
+    """What changes when anything a run page shows changes: status, changed_at (every
+    write and traced call of the run moves it), graded_at and progress (a grading pass),
+    finished_at."""
+    return await conn.fetchrow(
+        """SELECT status, changed_at, graded_at, progress::text AS progress, finished_at
+        FROM run WHERE tenant_id = $1 AND id = $2""",
+        tenant_id,
+        run_id,
     )

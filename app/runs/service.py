@@ -22,6 +22,7 @@ import orjson
 from pydantic import TypeAdapter
 
 from app.contract.runs import (
+    ExpectationResult,
     FinalRunView,
     FinalStatus,
     LiveRunView,
@@ -95,6 +96,7 @@ class RunRow:
     graded_at: datetime | None
     progress: dict[str, Any] | None
     verdict: dict[str, Any] | None
+    patient_driver: str = "sim"
 
     @classmethod
     def from_record(cls, r: asyncpg.Record) -> RunRow:
@@ -124,6 +126,7 @@ class RunRow:
             graded_at=r["graded_at"],
             progress=js(r["progress"]),
             verdict=js(r["verdict"]),
+            patient_driver=r["patient_driver"],
         )
 
     def view(self, root: str) -> RunView:
@@ -140,6 +143,7 @@ class RunRow:
             "started_at": self.started_at,
             "deadline": self.deadline,
             "brief": self.brief if self.mode == "agent" else None,
+            "patient_driver": self.patient_driver,
         }
         if self.status == RunStatus.LIVE:
             progress = RunProgress.model_validate(self.progress or {})
@@ -179,9 +183,17 @@ async def list_runs(
     status: str | None,
     scenario_id: str | None,
     limit: int,
+    before: tuple[datetime, str] | None = None,
 ) -> list[RunRow]:
+    """Newest first; `before`: the (started_at, id) of the last run of the previous page."""
     rows = await repository.runs(
-        pool, tenant_id=tenant_id, label=label, status=status, scenario_id=scenario_id, limit=limit
+        pool,
+        tenant_id=tenant_id,
+        label=label,
+        status=status,
+        scenario_id=scenario_id,
+        limit=limit,
+        before=before,
     )
     return [RunRow.from_record(r) for r in rows]
 
@@ -228,6 +240,13 @@ async def cancel_live_runs(tx: Tx, tenant_id: uuid.UUID, run_ids: list[str]) -> 
     return cancelled
 
 
+class PatientDriver(StrEnum):
+    """Who answers the staff's messages in a patientSim run."""
+
+    SIM = "sim"  # the simulated patient (app.patient_sim)
+    HUMAN = "human"  # a person, typing on the run page
+
+
 @dataclass
 class StartRequest:
     scenario_id: str
@@ -235,6 +254,7 @@ class StartRequest:
     variant: str | None
     label: str | None
     timeout_seconds: int | None
+    patient_driver: str = PatientDriver.SIM
 
 
 async def lock_starts(conn: Conn, tenant_id: uuid.UUID) -> None:
@@ -279,6 +299,12 @@ async def start_run(
                 f"scenario '{loaded.scenario.id}' has no variant '{request.variant}' "
                 f"(variants: {personas})"
             ) from None
+    if request.patient_driver not in set(PatientDriver):
+        raise Unprocessable(f"patientDriver must be sim or human, not '{request.patient_driver}'")
+    if request.patient_driver == PatientDriver.HUMAN and scenario.patient_sim is None:
+        raise Unprocessable(
+            f"scenario '{scenario.id}' has no patientSim: there is no patient to drive"
+        )
     timeout = request.timeout_seconds or scenario.timeout_seconds
     if not TIMEOUT_MIN <= timeout <= TIMEOUT_MAX:
         raise Unprocessable(f"timeoutSeconds must be {TIMEOUT_MIN} to {TIMEOUT_MAX}, not {timeout}")
@@ -327,6 +353,7 @@ async def start_run(
             started_at=started,
             deadline=started + timedelta(seconds=timeout),
             scheduling=scenario.scheduling,
+            patient_driver=str(request.patient_driver),
         )
     # Noted only once every write succeeded: a failed start (rolled back to the
     # savepoint) leaves nothing to send.
@@ -691,6 +718,34 @@ async def grade_run(
         if settling > 0:
             tx.after.grade(tenant_id, run_id, delay=settling)
         return RunRow.from_record(updated)
+
+
+async def live_checks(pool: asyncpg.Pool, run: RunRow) -> list[ExpectationResult]:
+    """Each expectation of a live run graded on its snapshot now, by the same grader as
+    `grade_run`, read-only: nothing is stored, no rubric is judged (pending), the run does
+    not end. The console shows this to the signed-in person; the REST view of a live run
+    keeps showing progress only (an agent holding the key must not read the answers)."""
+    expectations = expectations_of(run)
+    async with pool.acquire() as conn:
+        snapshot = await build_snapshot(conn, run, expectations, final=False)
+    return [r.as_contract() for r in grade(expectations, snapshot).results]
+
+
+async def run_marker(conn: Conn | asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> str:
+    """A short text that changes whenever what the run's page shows may have changed (a
+    write or traced call of the run, a grading pass, its end), read from the run's row:
+    the same in every API process. RunNotFound unless the tenant has the run."""
+    row = await repository.run_marker(conn, tenant_id=tenant_id, run_id=run_id)
+    if row is None:
+        raise RunNotFound(f"no run '{run_id}'")
+    parts = (
+        row["status"],
+        row["changed_at"],
+        row["graded_at"],
+        row["progress"],
+        row["finished_at"],
+    )
+    return "|".join("" if p is None else str(p) for p in parts)
 
 
 def _last_activity(run: RunRow, snapshot: RunSnapshot) -> datetime:
