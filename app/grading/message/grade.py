@@ -4,8 +4,8 @@ In scope: the Communications the system wrote during the run (never the simulate
 patient's replies: those are not the system's writes) whose recipient is a fixture patient;
 `to: "practitioner"` adds those to a Practitioner or PractitionerRole, `to: "any"` takes
 every one; `after: <id>` keeps those first written after that expectation's evidence time
-(none while it does not hold). Messages are read in the order they were written, their
-`payload.contentString` parts joined.
+or with it, in one transaction (none while it does not hold). Messages are read in the
+order they were written, their `payload.contentString` parts joined.
 
 Each field set is one clause of the evidence (`{"where": "says: …", "holds": …, "value":
 …}`), and the expectation holds when every clause does. With no message in scope the
@@ -65,7 +65,8 @@ def in_scope(
         body = changed.resource
         if changed.resource_type != "Communication" or body is None or not changed.created:
             continue
-        if after is not None and changed.first_changed_at <= after:
+        # A message written with the evidence (one transaction, one instant) is after it.
+        if after is not None and changed.first_changed_at < after:
             continue
         recipients = _recipients(body)
         to_patient = any(r in snapshot.patient_refs for r in recipients)
@@ -215,10 +216,11 @@ class _Clauses:
         writes = self.snapshot.changed
         hits: list[str] = []
         for i, message in enumerate(self.messages):
+            # A write in the message's own transaction (the same instant) backs it too.
             before = [
                 _write(w)
                 for w in writes
-                if w.first_changed_at < message.at and ref_of(w) != message.ref
+                if w.first_changed_at <= message.at and ref_of(w) != message.ref
             ]
             for claim in unbacked(claims(message.text, i), before):
                 self.blame(i)
