@@ -16,6 +16,7 @@ snapshot's clinic zones.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -200,7 +201,7 @@ class _Clauses:
         self.out.append(_clause(f"register: {voice}", not hits, value))
 
     def grounded(self) -> None:
-        index = SourceIndex.build(self.snapshot.shown, self.zones)
+        index = _source_index(self.snapshot.shown, self.zones)
         hits: list[str] = []
         for i, text in enumerate(self.texts):
             for fact in grounded(text, index, self.zones):
@@ -231,6 +232,30 @@ class _Clauses:
             else self._none_or("every action claimed was done first")
         )
         self.out.append(_clause("claims", not hits, value))
+
+
+# What a run was shown is one list per snapshot; the scenario check grades hundreds of
+# near misses over one, and building its index is most of the grounded clause's cost.
+# Keyed by identity (the list is held, so the id stays its own); a few suffice.
+_INDEX_CACHE_SIZE = 8
+_indexes: dict[tuple[int, tuple[str, ...]], tuple[list[Any], SourceIndex]] = {}
+
+
+_indexes_lock = threading.Lock()  # the check grades in worker threads
+
+
+def _source_index(shown: list[Any], zones: tuple[str, ...]) -> SourceIndex:
+    key = (id(shown), zones)
+    with _indexes_lock:
+        cached = _indexes.get(key)
+    if cached is not None and cached[0] is shown:
+        return cached[1]
+    index = SourceIndex.build(shown, zones)
+    with _indexes_lock:
+        while len(_indexes) >= _INDEX_CACHE_SIZE:
+            _indexes.pop(next(iter(_indexes)))
+        _indexes[key] = (shown, index)
+    return index
 
 
 def _write(changed: ChangedResource) -> Write:
