@@ -8,7 +8,9 @@ change to a chart resource nobody asked to touch (`collateral`), a resource crea
 (`duplicate`), a booking moved off the free slots (`slot`), and in what the oracle tells
 the patient: a phrase a message check needs left out (`message-says`), a phrase it
 forbids added (`message-not`), a mentioned time an hour off (`message-time`), an action
-claimed that nothing wrote (`message-claim`). Every mutant must fail at
+claimed that nothing wrote (`message-claim`), and for a persona whose own expectations
+keep to a Spanish register, a sentence in the other one (`message-register`,
+`derive_variant_mutants`). Every mutant must fail at
 least one required expectation (`app.orchestration.check`); the opposite direction,
 rewrites that must still pass, is `app.orchestration.rewrites`.
 """
@@ -79,7 +81,7 @@ _COLLATERAL_STATUS: dict[str, tuple[str, ...]] = {
 @dataclass(frozen=True)
 class Mutant:
     # drop | redirect | code | reorder | guess | collateral | duplicate | slot |
-    # message-says | message-not | message-time | message-claim
+    # message-says | message-not | message-time | message-claim | message-register
     kind: str
     description: str
     calls: tuple[OracleCall, ...]
@@ -702,6 +704,72 @@ def _message_mutants(scenario: Scenario, oracle: list[OracleCall]) -> Iterator[M
                 break
 
 
+# A sentence in the other register, for a `message-register` mutant.
+OTHER_REGISTER = {
+    "usted": "¿Tienes alguna pregunta? Te respondemos enseguida.",
+    "tu": "¿Tiene usted alguna pregunta? Con gusto le respondemos.",
+}
+
+
+def derive_variant_mutants(scenario: Scenario, persona: str | None) -> list[Mutant]:
+    """The near misses only a persona's own expectations look for: a required `register`
+    check's messages with a sentence in the other register (`message-register`), added
+    to the oracle's last message to the patient, or as a message of its own."""
+    variant = next((v for v in scenario.variants if v.persona == persona), None)
+    if variant is None:
+        return []
+    oracle = list(scenario.oracle)
+    patients = patient_symbols(scenario)
+    sent = [i for i, call in enumerate(oracle) if _to_patient(call, patients)]
+    out: list[Mutant] = []
+    for check in _required_messages(list(variant.expectations)):
+        if check.voice is None or not patients:
+            continue
+        sentence = OTHER_REGISTER[check.voice]
+        what = f"a sentence in the other register than {check.id}'s {check.voice!r}"
+        if sent:
+            last = sent[-1]
+            body = oracle[last].body
+            assert isinstance(body, dict)
+            calls = _replaced(
+                oracle, last, oracle[last].model_copy(update={"body": _appended(body, sentence)})
+            )
+            out.append(
+                Mutant(
+                    "message-register",
+                    f"{what} added to {describe(last, oracle[last])}",
+                    calls,
+                    last,
+                )
+            )
+        else:
+            message = _message_to(patients[0], sentence)
+            out.append(
+                Mutant(
+                    "message-register",
+                    f"a message to {patients[0]} with {what}",
+                    (*oracle, message),
+                    len(oracle),
+                )
+            )
+    return out
+
+
+def _message_to(patient: str, text: str) -> OracleCall:
+    return OracleCall(
+        method="POST",
+        path="/Communication",
+        body={
+            "resourceType": "Communication",
+            "status": "completed",
+            "subject": {"reference": patient},
+            "recipient": [{"reference": patient}],
+            "sender": {"reference": "Organization/demo-canonical-org"},
+            "payload": [{"contentString": text}],
+        },
+    )
+
+
 def _claim_message(oracle: list[OracleCall], patient: str) -> Iterator[Mutant]:
     """The oracle's work and then a message to the patient claiming an action that no
     write of it backs."""
@@ -709,18 +777,7 @@ def _claim_message(oracle: list[OracleCall], patient: str) -> Iterator[Mutant]:
     for sentence in FALSE_CLAIMS:
         if not unbacked(claims(sentence), writes):
             continue
-        message = OracleCall(
-            method="POST",
-            path="/Communication",
-            body={
-                "resourceType": "Communication",
-                "status": "completed",
-                "subject": {"reference": patient},
-                "recipient": [{"reference": patient}],
-                "sender": {"reference": "Organization/demo-canonical-org"},
-                "payload": [{"contentString": f"All done. {sentence}"}],
-            },
-        )
+        message = _message_to(patient, f"All done. {sentence}")
         yield Mutant(
             "message-claim",
             f"a message to {patient} saying {sentence!r} added, with no such write",

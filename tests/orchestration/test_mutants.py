@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.orchestration.mutants import OTHER_PATIENT, derive_mutants, is_write
+from app.orchestration.mutants import (
+    OTHER_PATIENT,
+    OTHER_REGISTER,
+    derive_mutants,
+    derive_variant_mutants,
+    is_write,
+)
 from app.scenarios.schema import MessageExpectation, OracleCall, Scenario
 
 
@@ -307,3 +313,18 @@ def test_an_oracle_that_says_nothing_gets_a_message_that_claims_too_much() -> No
     assert added.method == "POST" and added.path == "/Communication"
     assert isinstance(added.body, dict) and added.body["recipient"] == [{"reference": "@patient"}]
     assert "I've sent your prescription" in added.body["payload"][0]["contentString"]
+
+
+def test_a_register_persona_gets_a_sentence_in_the_other_register() -> None:
+    usted = {"id": "formal", "type": "message", "label": "usted", "register": "usted"}
+    spanish = {"persona": "spanish", "expectations": [usted]}
+    s = scenario(
+        [BOOK, _said(["Su cita está reservada."])], variants=[spanish, {"persona": "terse"}]
+    )
+    assert derive_variant_mutants(s, None) == derive_variant_mutants(s, "terse") == []
+    (mutant,) = derive_variant_mutants(s, "spanish")
+    assert mutant.kind == "message-register"
+    assert _texts(mutant.calls)[-1] == OTHER_REGISTER["usted"]
+    # An oracle that says nothing: the sentence comes as a message of its own.
+    (alone,) = derive_variant_mutants(scenario([BOOK], variants=[spanish]), "spanish")
+    assert alone.calls[-1].path == "/Communication" and len(alone.calls) == 2
