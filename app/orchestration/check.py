@@ -30,7 +30,7 @@ from app.grading.engine import grade
 from app.grading.fhirpath import ClauseMemo
 from app.grading.snapshot import ExpectationResult, RunSnapshot, Verdict
 from app.orchestration import oracle as oracle_replay
-from app.orchestration.mutants import Mutant, derive_mutants
+from app.orchestration.mutants import Mutant, derive_mutants, derive_variant_mutants
 from app.orchestration.rewrites import Rewrite, derive_rewrites
 from app.orchestration.simulation import Patient, Simulation, patient_of
 from app.runs import service as runs_service
@@ -248,6 +248,11 @@ async def check_scenario(
                 if not report.variants or real_mutants
                 else [m for m in mutants if not m.real_run]
             )
+            persona_mutants = derive_variant_mutants(scenario, persona)
+            if mode == str(scenario.modes[0]):
+                for m in persona_mutants:
+                    report.mutant_kinds[m.kind] = report.mutant_kinds.get(m.kind, 0) + 1
+            own = [*own, *persona_mutants]
             report.variants.append(
                 await _check_variant(target, scenario, mode, persona, own, rewrites, real_mutants)
             )

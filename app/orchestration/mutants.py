@@ -5,7 +5,12 @@ mutants here are the near misses an agent really makes: a write left out, a writ
 the wrong patient, a wrong code or status, a lookup done after acting instead of
 before, the right writes made without asking the simulated patient first (a guess), a
 change to a chart resource nobody asked to touch (`collateral`), a resource created twice
-(`duplicate`), a booking moved off the free slots (`slot`). Every mutant must fail at
+(`duplicate`), a booking moved off the free slots (`slot`), and in what the oracle tells
+the patient: a phrase a message check needs left out (`message-says`), a phrase it
+forbids added (`message-not`), a mentioned time an hour off (`message-time`), an action
+claimed that nothing wrote (`message-claim`), and for a persona whose own expectations
+keep to a Spanish register, a sentence in the other one (`message-register`,
+`derive_variant_mutants`). Every mutant must fail at
 least one required expectation (`app.orchestration.check`); the opposite direction,
 rewrites that must still pass, is `app.orchestration.rewrites`.
 """
@@ -22,12 +27,15 @@ from urllib.parse import urlsplit
 from app.fhir.scheduling import HOLDING
 from app.fhir.validation import required_codes
 from app.grading.api_call import path_matches
+from app.grading.message.claims import Write, claims, unbacked
+from app.kit.phrases import find_phrase
 from app.patient_sim.engine import facts_asked
 from app.scenarios.schema import (
     AnyOfExpectation,
     ApiCallExpectation,
     AskedExpectation,
     Expectation,
+    MessageExpectation,
     OracleCall,
     Scenario,
     symbol_name,
@@ -72,7 +80,9 @@ _COLLATERAL_STATUS: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class Mutant:
-    kind: str  # drop | redirect | code | reorder | guess | collateral | duplicate | slot
+    # drop | redirect | code | reorder | guess | collateral | duplicate | slot |
+    # message-says | message-not | message-time | message-claim | message-register
+    kind: str
     description: str
     calls: tuple[OracleCall, ...]
     call_index: int | None  # the oracle call mutated (None for reorder and collateral)
@@ -125,6 +135,7 @@ def derive_mutants(scenario: Scenario) -> list[Mutant]:
     mutants.extend(_reorders(scenario, oracle))
     mutants.extend(_guesses(scenario, oracle))
     mutants.extend(_collaterals(scenario, oracle))
+    mutants.extend(_message_mutants(scenario, oracle))
     return mutants
 
 
@@ -486,3 +497,291 @@ def _collateral_change(
                 [{"op": "add", "path": "/status", "value": status}],
             )
     return None
+
+
+# --- what the oracle tells the patient -------------------------------------------------
+
+# Claims a careless agent adds to its last message, tried in order: the first that no
+# write of the oracle's (before that message) backs is the mutant's.
+FALSE_CLAIMS = (
+    "I've booked your appointment.",
+    "I've sent your prescription to your pharmacy.",
+    "I've cancelled your appointment.",
+    "I've referred you to a specialist.",
+    "I've ordered the test for you.",
+)
+# How far a `message-time` mutant moves every clock time the oracle's messages state.
+MESSAGE_SHIFT_HOURS = 1
+_CLOCK_TEXT_RE = re.compile(
+    r"(?<![\d:+-])(\d{1,2}):(\d{2})(?![\d])(\s*(?:[ap]\.?\s?m\b\.?))?", re.IGNORECASE
+)
+
+
+def _required_messages(expectations: list[Expectation]) -> list[MessageExpectation]:
+    return [e for e in expectations if isinstance(e, MessageExpectation) and e.required]
+
+
+def _to_patient(call: OracleCall, patients: list[str]) -> bool:
+    """A Communication written to a fixture patient (and not sent by one)."""
+    body = call.body
+    if not (is_write(call) and call.method in ("POST", "PUT") and isinstance(body, dict)):
+        return False
+    if body.get("resourceType") != "Communication":
+        return False
+    sender = body.get("sender")
+    if isinstance(sender, dict) and sender.get("reference") in patients:
+        return False
+    return any(
+        isinstance(r, dict) and r.get("reference") in patients for r in body.get("recipient") or []
+    )
+
+
+def _edit_texts(body: dict[str, Any], edit: Any) -> dict[str, Any]:
+    """The body with `edit` applied to each payload part's contentString (a string or a
+    time token)."""
+    out = copy.deepcopy(body)
+    for part in out.get("payload") or []:
+        if isinstance(part, dict) and "contentString" in part:
+            part["contentString"] = edit(part["contentString"])
+    return out
+
+
+def _appended(body: dict[str, Any], sentence: str) -> dict[str, Any]:
+    out = copy.deepcopy(body)
+    payload = out.setdefault("payload", [])
+    payload.append({"contentString": sentence})
+    return out
+
+
+def _without(phrase: str) -> Any:
+    def edit(text: Any) -> Any:
+        if not isinstance(text, str):
+            return text
+        while (found := find_phrase(phrase, text)) is not None:
+            text = text[: found.start] + text[found.end :]
+        return text
+
+    return edit
+
+
+def _shift_clock_text(text: str) -> str:
+    def shifted(m: re.Match[str]) -> str:
+        hour, minute, meridiem = int(m.group(1)), m.group(2), m.group(3)
+        if meridiem:
+            pm = "p" in meridiem.lower()
+            hour24 = (hour % 12) + (12 if pm else 0) + MESSAGE_SHIFT_HOURS
+            twelve = hour24 % 12 or 12
+            space = meridiem[: len(meridiem) - len(meridiem.lstrip())]
+            return f"{twelve}:{minute}{space}{'pm' if hour24 % 24 >= 12 else 'am'}"
+        return f"{(hour + MESSAGE_SHIFT_HOURS) % 24:02d}:{minute}"
+
+    return _CLOCK_TEXT_RE.sub(shifted, text)
+
+
+def _shift_clock(value: Any) -> Any:
+    if isinstance(value, str):
+        return _shift_clock_text(value)
+    token = _clock_token(value)
+    if token is not None:
+        day, minute = token
+        return {"$time": _with_clock(day, (minute + MESSAGE_SHIFT_HOURS * 60) % (24 * 60))}
+    return value
+
+
+def _as_write(call: OracleCall) -> Write:
+    """An oracle write as the claims check sees it (its type and the status it sets)."""
+    resource_type = _resource_type(call) or ""
+    body = call.body
+    if call.method == "DELETE":
+        return Write(resource_type, 200, None)
+    if isinstance(body, list):  # JSON Patch: the values it sets at the top
+        return Write(
+            resource_type,
+            200,
+            {"resourceType": resource_type}
+            | {
+                str(op.get("path", "")).lstrip("/"): op.get("value")
+                for op in body
+                if isinstance(op, dict) and op.get("op") in ("add", "replace")
+            },
+        )
+    if isinstance(body, dict):
+        return Write(resource_type, 200, {"resourceType": resource_type, **body})
+    return Write(resource_type, 200, None)
+
+
+def _message_mutants(scenario: Scenario, oracle: list[OracleCall]) -> Iterator[Mutant]:
+    """The oracle's messages to the patient with what its required message checks look
+    for undone: each `says` phrase removed (a `saysAny` list all at once), a `not` phrase
+    added, every stated clock time an hour later (where a check `mentions` a time), and
+    a claim nothing the oracle wrote backs."""
+    checks = _required_messages(list(scenario.expectations))
+    patients = patient_symbols(scenario)
+    sent = [i for i, call in enumerate(oracle) if _to_patient(call, patients)]
+    if not checks or not patients:
+        return
+    if not sent:
+        # The oracle says nothing: the near miss is a message that claims too much.
+        if any(check.claims for check in checks):
+            yield from _claim_message(oracle, patients[0])
+        return
+    last = sent[-1]
+
+    def edited(edit: Any) -> tuple[OracleCall, ...]:
+        calls = list(oracle)
+        for i in sent:
+            body = calls[i].body
+            assert isinstance(body, dict)
+            calls[i] = calls[i].model_copy(update={"body": _edit_texts(body, edit)})
+        return tuple(calls)
+
+    def changed(calls: tuple[OracleCall, ...]) -> bool:
+        return any(calls[i].body != oracle[i].body for i in sent)
+
+    for check in checks:
+        for phrase in check.says or []:
+            calls = edited(_without(phrase))
+            if changed(calls):
+                yield Mutant(
+                    "message-says",
+                    f"{phrase!r} (which {check.id} needs) left out of the messages",
+                    calls,
+                    last,
+                )
+        if check.says_any:
+            calls = tuple(oracle)
+            for phrase in check.says_any:
+                calls = tuple(
+                    c.model_copy(update={"body": _edit_texts(c.body, _without(phrase))})
+                    if i in sent and isinstance(c.body, dict)
+                    else c
+                    for i, c in enumerate(calls)
+                )
+            if changed(calls):
+                yield Mutant(
+                    "message-says",
+                    f"every one of {check.id}'s saysAny phrases left out of the messages",
+                    calls,
+                    last,
+                )
+        if check.not_:
+            phrase = check.not_[0]
+            body = oracle[last].body
+            assert isinstance(body, dict)
+            yield Mutant(
+                "message-not",
+                f"{phrase!r} (which {check.id} forbids) added to {describe(last, oracle[last])}",
+                _replaced(
+                    oracle, last, oracle[last].model_copy(update={"body": _appended(body, phrase)})
+                ),
+                last,
+            )
+    if any(check.mentions for check in checks):
+        calls = edited(_shift_clock)
+        if changed(calls):
+            yield Mutant(
+                "message-time",
+                f"every time the messages state {MESSAGE_SHIFT_HOURS} hour later",
+                calls,
+                last,
+            )
+    if any(check.claims for check in checks):
+        writes = [_as_write(c) for c in oracle[:last] if is_write(c)]
+        for sentence in FALSE_CLAIMS:
+            if unbacked(claims(sentence), writes):
+                body = oracle[last].body
+                assert isinstance(body, dict)
+                yield Mutant(
+                    "message-claim",
+                    f"{sentence!r} added to {describe(last, oracle[last])}, with no such write",
+                    _replaced(
+                        oracle,
+                        last,
+                        oracle[last].model_copy(update={"body": _appended(body, sentence)}),
+                    ),
+                    last,
+                )
+                break
+
+
+# A sentence in the other register, for a `message-register` mutant.
+OTHER_REGISTER = {
+    "usted": "¿Tienes alguna pregunta? Te respondemos enseguida.",
+    "tu": "¿Tiene usted alguna pregunta? Con gusto le respondemos.",
+}
+
+
+def derive_variant_mutants(scenario: Scenario, persona: str | None) -> list[Mutant]:
+    """The near misses only a persona's own expectations look for: a required `register`
+    check's messages with a sentence in the other register (`message-register`), added
+    to the oracle's last message to the patient, or as a message of its own."""
+    variant = next((v for v in scenario.variants if v.persona == persona), None)
+    if variant is None:
+        return []
+    oracle = list(scenario.oracle)
+    patients = patient_symbols(scenario)
+    sent = [i for i, call in enumerate(oracle) if _to_patient(call, patients)]
+    out: list[Mutant] = []
+    for check in _required_messages(list(variant.expectations)):
+        if check.voice is None or not patients:
+            continue
+        sentence = OTHER_REGISTER[check.voice]
+        what = f"a sentence in the other register than {check.id}'s {check.voice!r}"
+        if sent:
+            last = sent[-1]
+            body = oracle[last].body
+            assert isinstance(body, dict)
+            calls = _replaced(
+                oracle, last, oracle[last].model_copy(update={"body": _appended(body, sentence)})
+            )
+            out.append(
+                Mutant(
+                    "message-register",
+                    f"{what} added to {describe(last, oracle[last])}",
+                    calls,
+                    last,
+                )
+            )
+        else:
+            message = _message_to(patients[0], sentence)
+            out.append(
+                Mutant(
+                    "message-register",
+                    f"a message to {patients[0]} with {what}",
+                    (*oracle, message),
+                    len(oracle),
+                )
+            )
+    return out
+
+
+def _message_to(patient: str, text: str) -> OracleCall:
+    return OracleCall(
+        method="POST",
+        path="/Communication",
+        body={
+            "resourceType": "Communication",
+            "status": "completed",
+            "subject": {"reference": patient},
+            "recipient": [{"reference": patient}],
+            "sender": {"reference": "Organization/demo-canonical-org"},
+            "payload": [{"contentString": text}],
+        },
+    )
+
+
+def _claim_message(oracle: list[OracleCall], patient: str) -> Iterator[Mutant]:
+    """The oracle's work and then a message to the patient claiming an action that no
+    write of it backs."""
+    writes = [_as_write(c) for c in oracle if is_write(c)]
+    for sentence in FALSE_CLAIMS:
+        if not unbacked(claims(sentence), writes):
+            continue
+        message = _message_to(patient, f"All done. {sentence}")
+        yield Mutant(
+            "message-claim",
+            f"a message to {patient} saying {sentence!r} added, with no such write",
+            (*oracle, message),
+            len(oracle),
+        )
+        return

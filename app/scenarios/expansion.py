@@ -355,8 +355,9 @@ def apply_variant(scenario: Scenario, persona: str) -> Scenario:
     Each override `"@name": patch` is an RFC 7396 merge patch applied to every fixture
     and stimulus resource with that symbol (a stimulus that updates a fixture resource
     gets it too, so the persona's traits survive the update). A variant `brief`
-    replaces the brief. Raises KeyError for an unknown persona, ExpansionError for an
-    override on an unknown symbol or one that changes a resource's resourceType or id.
+    replaces the brief; its `expectations` are appended to the scenario's. Raises
+    KeyError for an unknown persona, ExpansionError for an override on an unknown symbol
+    or one that changes a resource's resourceType or id.
     """
     variant = next((v for v in scenario.variants if v.persona == persona), None)
     if variant is None:
@@ -380,6 +381,11 @@ def apply_variant(scenario: Scenario, persona: str) -> Scenario:
     data["stimulus"] = stimulus
     if variant.brief is not None:
         data["brief"] = variant.brief
+    if variant.expectations:
+        # Moved, not copied: the result applied again is the same scenario.
+        dumped = next(v for v in data["variants"] if v["persona"] == persona)
+        data["expectations"] = [*data["expectations"], *dumped["expectations"]]
+        dumped["expectations"] = []
     return Scenario.model_validate(data)
 
 

@@ -213,6 +213,9 @@ class Variant(Model):
     # Symbol ("@patient") -> RFC 7396 merge patch on that fixture/stimulus resource.
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
     brief: str | None = None
+    # Appended to the scenario's expectations for this persona only (a Spanish persona's
+    # `register: usted`): what is right can depend on who the patient is.
+    expectations: list[Expectation] = Field(default_factory=list)
 
 
 class Fact(Model):

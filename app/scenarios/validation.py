@@ -791,13 +791,16 @@ class _Checker:
                 continue
             data = applied.model_dump(by_alias=True, exclude_none=True)
             checker = _Checker(data, applied, [])
+            own = len(scenario.expectations)
             for problem in checker.run(with_variants=False):
                 # What is wrong with the baseline is reported once, for the baseline.
                 if problem not in baseline:
-                    self.add(prefix + problem.path, f"{variant.persona}: {problem.message}")
+                    path = _variant_path(problem.path, prefix, own)
+                    self.add(path, f"{variant.persona}: {problem.message}")
             for warning in checker.warnings:
                 if warning not in baseline_warnings:
-                    self.warn(prefix + warning.path, f"{variant.persona}: {warning.message}")
+                    path = _variant_path(warning.path, prefix, own)
+                    self.warn(path, f"{variant.persona}: {warning.message}")
 
     # --- FHIR validity ---------------------------------------------------------------------
 
@@ -872,6 +875,18 @@ class _Checker:
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+_EXPECTATION_INDEX_RE = re.compile(r"^/expectations/(\d+)(?=/|$)")
+
+
+def _variant_path(path: str, prefix: str, own: int) -> str:
+    """Where a problem of a variant applied is: the variant's own expectations come after
+    the scenario's `own` ones, and are reported at `/variants/<i>/expectations/<k>`."""
+    match = _EXPECTATION_INDEX_RE.match(path)
+    if match is not None and int(match.group(1)) >= own:
+        return f"{prefix}/expectations/{int(match.group(1)) - own}{path[match.end() :]}"
+    return prefix + path
 
 
 def _element_path(expression: str) -> str:

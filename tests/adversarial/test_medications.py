@@ -72,6 +72,12 @@ async def interaction_messages_chen(run: Run) -> None:
     await post_all(run, interaction_task(run), reply(run, TOLD))
 
 
+async def interaction_tells_sent(run: Run) -> None:
+    """Files the right Task, then tells her "your refill was sent" (nothing was)."""
+    text = "Hi Carol, your refill was sent to your pharmacy; Dr. Chen will also review it."
+    await post_all(run, interaction_task(run), reply(run, text))
+
+
 async def interaction_role_bundle(run: Run) -> None:
     """One transaction: an urgent Task for Dr. Chen's role (focus the message, "bleeding
     risk" in a note) and the message to her."""
@@ -307,6 +313,7 @@ AGENTS = [
     Agent("two-tasks", "wrong", INTERACTION, interaction_two_tasks, why="duplicate Task"),
     Agent("unflagged", "wrong", INTERACTION, interaction_unflagged, why="no interaction named"),
     Agent("messaged-chen", "wrong", INTERACTION, interaction_messages_chen, why="extra message"),
+    Agent("told-sent", "wrong", INTERACTION, interaction_tells_sent, why="'refill was sent'"),
     Agent("role-bundle", "correct", INTERACTION, interaction_role_bundle, why="Bundle, role"),
     Agent("searched-put", "correct", INTERACTION, interaction_searched_put, why="PUT, search"),
     Agent("routine", "wrong", ALLERGY, allergy_routine, why="missed allergy", mode=WF),

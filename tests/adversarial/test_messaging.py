@@ -142,6 +142,17 @@ async def answer_in_spanish(run: Run) -> None:
     await run.create(reply(run, text, sender=CHEN))
 
 
+async def answer_keeps_old_dose(run: Run) -> None:
+    """Reads the stopped 10 mg order as current: "keep taking 10 mg, the 20 mg was a
+    mistake" (the date is right)."""
+    start = await next_visit(run)
+    text = (
+        "Hi Luis, please keep taking 10 mg of lisinopril; the 20 mg bottle was a mistake. "
+        f"Your next appointment with Dr. Chen is on {start:%B} {start.day}."
+    )
+    await run.create(reply(run, text))
+
+
 # -- messaging.clarify-request (simulated patient) --------------------------------------
 
 CLARIFY = "messaging.clarify-request"
@@ -360,6 +371,11 @@ async def triage_searched_put(run: Run) -> None:
     await put_new(run, body, "triage")
 
 
+async def triage_just_ok(run: Run) -> None:
+    """Files the right Task but replies only "Ok." (nothing about what happens next)."""
+    await post_all(run, reply(run, "Ok."), triage_task(run))
+
+
 async def triage_tenant_base(run: Run) -> None:
     """Reads the message and writes both through the tenant-wide base, as a workflow
     engine with one FHIR URL does."""
@@ -537,6 +553,16 @@ async def urgent_in_spanish(run: Run) -> None:
     await post_all(run, reply(run, text), body)
 
 
+async def urgent_wait_and_see(run: Run) -> None:
+    """Files the stat Task but tells him it is "probably indigestion; if it gets worse,
+    call 911" (911 is said, the emergency is not)."""
+    text = (
+        "Raymond, this sounds like it is probably indigestion. Try an antacid and rest; "
+        "if it gets worse, call 911. Our nurse will follow up."
+    )
+    await post_all(run, stat_task(run), reply(run, text))
+
+
 async def urgent_tenant_base(run: Run) -> None:
     """Writes the Task, then the reply, through the tenant-wide base."""
     await post_tenant(run, stat_task(run), reply(run, CALL))
@@ -567,6 +593,7 @@ AGENTS = [
     Agent("left-draft", "wrong", ANSWER, answer_with_draft, why="near-duplicate draft"),
     Agent("as-patel", "wrong", ANSWER, answer_as_patel, why="wrong sender"),
     Agent("copied-chen", "wrong", ANSWER, answer_copies_chen, why="message to another"),
+    Agent("kept-10-mg", "wrong", ANSWER, answer_keeps_old_dose, why="'keep taking 10 mg'"),
     Agent("searched-bundle", "correct", ANSWER, answer_searched_bundle, why="'Fri, Dec 11'"),
     Agent("spanish", "correct", ANSWER, answer_in_spanish, why="Spanish", variant="spanish"),
     Agent("put-us-date", "correct", ANSWER, answer_put_us_date, why="PUT, 12/11, read tag"),
@@ -585,6 +612,7 @@ AGENTS = [
     Agent("owner-patient", "wrong", TRIAGE, triage_owner_patient, why="wrong owner", mode=WF),
     Agent("other-doctor", "wrong", TRIAGE, triage_other_doctor, why="Dr. Patel", mode=WF),
     Agent("edited-clinic", "wrong", TRIAGE, triage_edits_clinic, why="directory", mode=WF),
+    Agent("just-ok", "wrong", TRIAGE, triage_just_ok, why="reply 'Ok.'", mode=WF),
     Agent("bundle-role", "correct", TRIAGE, triage_bundle_role, why="Bundle, urn", mode=WF),
     Agent("tenant-base", "correct", TRIAGE, triage_tenant_base, why="tenant URL", mode=WF),
     Agent("searched-put", "correct", TRIAGE, triage_searched_put, why="PUT, ready", mode=WF),
@@ -604,6 +632,7 @@ AGENTS = [
     Agent("to-chen", "wrong", URGENT, urgent_to_chen, why="wrong owner", mode=WF),
     Agent("unexplained", "wrong", URGENT, urgent_unexplained, why="no symptoms", mode=WF),
     Agent("from-patel", "wrong", URGENT, urgent_from_patel, why="sender", mode=WF),
+    Agent("indigestion", "wrong", URGENT, urgent_wait_and_see, why="wait and see", mode=WF),
     Agent("9-1-1-bundle", "correct", URGENT, urgent_9_1_1_bundle, why="'9-1-1'", mode=WF),
     Agent("spanish", "correct", URGENT, urgent_in_spanish, why="es", mode=WF, variant="spanish"),
     Agent("tenant-base", "correct", URGENT, urgent_tenant_base, why="tenant URL", mode=WF),

@@ -378,6 +378,12 @@ async def normal_bundle_chicago(run: Run) -> None:
     await post_all(run, body)
 
 
+async def normal_says_abnormal(run: Run) -> None:
+    """Sends the one notice, but says the result came back abnormal."""
+    text = "Hi Denise, your cholesterol test came back abnormal. Please book a follow-up visit."
+    await run.create(notice(run, text))
+
+
 async def normal_tenant_base(run: Run) -> None:
     """Notifies through the tenant-wide base."""
     await post_tenant(run, notice(run))
@@ -437,6 +443,7 @@ AGENTS = [
     Agent("rewrote-telecom", "wrong", NORMAL, normal_rewrites_telecom, why="Patient", mode=WF),
     Agent("copied-chen", "wrong", NORMAL, normal_copies_chen, why="FYI message", mode=WF),
     Agent("from-patel", "wrong", NORMAL, normal_from_patel, why="sender", mode=WF),
+    Agent("said-abnormal", "wrong", NORMAL, normal_says_abnormal, why="'abnormal'", mode=WF),
     Agent("bundle-chicago", "correct", NORMAL, normal_bundle_chicago, why="Bundle", mode=WF),
     Agent("tenant-base", "correct", NORMAL, normal_tenant_base, why="tenant URL", mode=WF),
     Agent("searched-put", "correct", NORMAL, normal_searched_put, why="PUT, role", mode=WF),

@@ -127,3 +127,23 @@ def test_a_broken_after_fails_without_raising() -> None:
     result = result_of([message(says=["x"], after="nope")], [said("x")])
     assert result.passed is False
     assert "after names no expectation" in result.detail
+
+
+def test_one_transaction_is_one_instant() -> None:
+    """A booking and its confirmation in one transaction Bundle share a timestamp: the
+    booking backs the claim, and the confirmation counts as sent after it."""
+    appt = changed(appointment("a1", start=SLOT), first=2)
+    confirmation = said("I've booked you for Monday, March 10 at 9:00 AM.", minute=2)
+    check = message(claims=True, after="booked", mentions=[{"of": "booked", "path": "start"}])
+    result = result_of([BOOKED, check], [appt, confirmation])
+    assert result.passed is True, result.detail
+
+
+def test_grounded_reads_each_snapshot_as_it_is() -> None:
+    """The index of what was shown is reused only for the very same list."""
+    check = message(grounded=True)
+    text = said("Dr. Lee can see you Monday, March 10 at 9:00 AM.")
+    slot = {"resourceType": "Slot", "start": SLOT, "end": "2025-03-10T09:30:00Z"}
+    assert result_of([check], [text], [slot, "Dr. Lee"]).passed is True
+    assert result_of([check], [text], ["Dr. Lee"]).passed is False
+    assert result_of([check], [text], [slot, "Dr. Lee"]).passed is True

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.orchestration.mutants import OTHER_PATIENT, derive_mutants, is_write
-from app.scenarios.schema import OracleCall, Scenario
+from app.orchestration.mutants import (
+    OTHER_PATIENT,
+    OTHER_REGISTER,
+    derive_mutants,
+    derive_variant_mutants,
+    is_write,
+)
+from app.scenarios.schema import MessageExpectation, OracleCall, Scenario
 
 
 def scenario(oracle: list[dict[str, Any]], **extra: Any) -> Scenario:
@@ -219,3 +225,106 @@ def test_collateral_change_on_a_fixture_resource_the_oracle_leaves_alone() -> No
     # A resource the oracle writes is not collateral.
     touched = derive_mutants(scenario([LOOK, BOOK, CANCEL]))
     assert "/Appointment/@appt" not in {m.calls[-1].path for m in touched if m.kind == "collateral"}
+
+
+def _said(text: Any, recipient: str = "@patient") -> dict[str, Any]:
+    return {
+        "method": "POST",
+        "path": "/Communication",
+        "body": {
+            "resourceType": "Communication",
+            "status": "completed",
+            "sender": {"reference": "Organization/demo-canonical-org"},
+            "recipient": [{"reference": recipient}],
+            "payload": [{"contentString": part} for part in text],
+        },
+    }
+
+
+MESSAGE_CHECK: dict[str, Any] = {
+    "id": "told",
+    "type": "message",
+    "label": "told",
+    "says": ["Dr. A"],
+    "saysAny": ["see you", "hasta pronto"],
+    "not": ["no charge"],
+    "mentions": [{"of": "booked", "path": "start"}],
+    "grounded": True,
+    "claims": True,
+}
+
+
+def _message(document: dict[str, Any]) -> MessageExpectation:
+    return MessageExpectation.model_validate(document)
+
+
+def _texts(calls: tuple[OracleCall, ...]) -> list[Any]:
+    return [
+        part["contentString"]
+        for c in calls
+        if isinstance(c.body, dict) and c.body.get("resourceType") == "Communication"
+        for part in c.body["payload"]
+    ]
+
+
+def test_message_mutants_undo_what_each_required_check_looks_for() -> None:
+    s = scenario(
+        [
+            {"method": "GET", "path": "/Slot"},
+            BOOK,
+            _said(["You're booked with Dr. A at 3:30 PM on", {"$time": "+2wd@15:30"}, "See you!"]),
+        ]
+    )
+    s.expectations.append(_message(MESSAGE_CHECK))
+    by_kind: dict[str, list[Any]] = {}
+    for m in derive_mutants(s):
+        by_kind.setdefault(m.kind, []).append(m)
+    assert sorted(k for k in by_kind if k.startswith("message")) == [
+        "message-claim",
+        "message-not",
+        "message-says",
+        "message-time",
+    ]
+    says, says_any = by_kind["message-says"]
+    assert "Dr. A" not in " ".join(t for t in _texts(says.calls) if isinstance(t, str))
+    assert "See you" not in " ".join(t for t in _texts(says_any.calls) if isinstance(t, str))
+    assert _texts(by_kind["message-not"][0].calls)[-1] == "no charge"
+    shifted = _texts(by_kind["message-time"][0].calls)
+    assert shifted[0] == "You're booked with Dr. A at 4:30 pm on"
+    assert shifted[1] == {"$time": "+2wd@16:30"}
+    # The oracle books, so the claim added is the next in the list no write backs.
+    (claim,) = by_kind["message-claim"]
+    assert _texts(claim.calls)[-1] == "I've sent your prescription to your pharmacy."
+
+
+def test_no_message_mutant_without_a_required_check() -> None:
+    s = scenario([BOOK, _said(["See you, Dr. A"])])
+    assert not [m for m in derive_mutants(s) if m.kind.startswith("message")]
+    s.expectations.append(_message({**MESSAGE_CHECK, "required": False}))
+    assert not [m for m in derive_mutants(s) if m.kind.startswith("message")]
+
+
+def test_an_oracle_that_says_nothing_gets_a_message_that_claims_too_much() -> None:
+    s = scenario([BOOK])
+    s.expectations.append(_message({"id": "told", "type": "message", "label": "t", "claims": True}))
+    (claim,) = [m for m in derive_mutants(s) if m.kind.startswith("message")]
+    assert claim.kind == "message-claim"
+    added = claim.calls[-1]
+    assert added.method == "POST" and added.path == "/Communication"
+    assert isinstance(added.body, dict) and added.body["recipient"] == [{"reference": "@patient"}]
+    assert "I've sent your prescription" in added.body["payload"][0]["contentString"]
+
+
+def test_a_register_persona_gets_a_sentence_in_the_other_register() -> None:
+    usted = {"id": "formal", "type": "message", "label": "usted", "register": "usted"}
+    spanish = {"persona": "spanish", "expectations": [usted]}
+    s = scenario(
+        [BOOK, _said(["Su cita está reservada."])], variants=[spanish, {"persona": "terse"}]
+    )
+    assert derive_variant_mutants(s, None) == derive_variant_mutants(s, "terse") == []
+    (mutant,) = derive_variant_mutants(s, "spanish")
+    assert mutant.kind == "message-register"
+    assert _texts(mutant.calls)[-1] == OTHER_REGISTER["usted"]
+    # An oracle that says nothing: the sentence comes as a message of its own.
+    (alone,) = derive_variant_mutants(scenario([BOOK], variants=[spanish]), "spanish")
+    assert alone.calls[-1].path == "/Communication" and len(alone.calls) == 2

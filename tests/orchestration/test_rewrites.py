@@ -172,6 +172,9 @@ def test_offset_writes_the_same_instant_elsewhere() -> None:
     }
     assert in_offset("+05:30", write, body)["authoredOn"] == "2026-03-03T14:30:00.000+05:30"
     assert in_offset("+05:30", write, {"birthDate": "2026-03-03"}) == {"birthDate": "2026-03-03"}
+    # A message's text is not a dateTime: it tells the patient what it told them.
+    said = {"payload": [{"contentString": "2026-03-03T09:00:00.000+00:00"}]}
+    assert in_offset("-08:00", OracleCall(method="POST", path="/Communication"), said) == said
     # Only writes: a lookup's parameters are left alone.
     read = OracleCall(method="POST", path="/Appointment/$find")
     assert in_offset("+05:30", read, body) is body

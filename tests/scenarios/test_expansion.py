@@ -528,6 +528,20 @@ def test_variant_patches_add_replace_and_remove() -> None:
     assert Scenario.model_validate(varied.model_dump(by_alias=True)) == varied
 
 
+def test_variant_expectations_are_appended_for_that_persona_only() -> None:
+    usted = {"id": "formal", "type": "message", "label": "usted", "register": "usted"}
+    scenario = make_scenario()
+    data = scenario.model_dump(by_alias=True)
+    data["variants"][0]["expectations"] = [usted]
+    scenario = Scenario.model_validate(data)
+    varied = apply_variant(scenario, "spanish")
+    assert [e.id for e in varied.expectations] == [*(e.id for e in scenario.expectations), "formal"]
+    # Applied once: the result applied again is the same scenario.
+    assert apply_variant(varied, "spanish").expectations == varied.expectations
+    other = scenario.variants[1].persona
+    assert apply_variant(scenario, other).expectations == scenario.expectations
+
+
 def test_variant_without_brief_keeps_the_brief() -> None:
     scenario = make_scenario()
     varied = apply_variant(scenario, "plain")

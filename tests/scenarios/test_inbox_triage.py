@@ -170,12 +170,14 @@ GUARD = "nothing-else-changed"  # the scenario's `changes` expectation
 
 PASSING = [right, asap_to_her_role, stat_reply_first, misrouted_then_cancelled]
 FAILING: list[tuple[Work, set[str]]] = [
-    (to_the_pcp, {"urgent-task", "no-task-to-anyone-else", "reply-next-steps", GUARD}),
+    # What the reply says is the message check's (reply-says-next-steps); the reply
+    # expectation itself looks at where it goes.
+    (to_the_pcp, {"urgent-task", "no-task-to-anyone-else", "reply-says-next-steps", GUARD}),
     (routine, {"urgent-task", "no-routine-task", GUARD}),
     (two_tasks, {"urgent-task"}),
     (plus_a_routine_task, {"no-routine-task", GUARD}),
-    (no_reply, {"reply-next-steps"}),
-    (reply_without_next_steps, {"reply-next-steps", GUARD}),
+    (no_reply, {"reply-next-steps", "reply-says-next-steps"}),
+    (reply_without_next_steps, {"reply-says-next-steps"}),
     (message_instead_of_task, {"urgent-task", "no-message-to-anyone-else", GUARD}),
     (booked_instead, {"urgent-task", "no-appointment", GUARD}),
     (stopped_the_medicine, {"medicines-unchanged", GUARD}),

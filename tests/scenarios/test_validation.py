@@ -1040,6 +1040,39 @@ def test_variant_does_not_repeat_baseline_problems() -> None:
     assert [p.path for p in problems_of(document)] == ["/fixture/0/gender"]
 
 
+USTED: dict[str, Any] = {"id": "formal", "type": "message", "label": "usted", "register": "usted"}
+
+
+def test_a_variant_expectation_is_validated_with_the_variant_applied() -> None:
+    ok = scenario(variants=[{"persona": "spanish", "expectations": [USTED]}])
+    assert problems_of(ok) == []
+    bad = scenario(
+        variants=[
+            {"persona": "terse"},
+            {
+                "persona": "spanish",
+                "expectations": [
+                    USTED,
+                    {**USTED, "id": "booked", "register": None, "says": ["cita"]},
+                    {**USTED, "id": "late", "after": "nope"},
+                ],
+            },
+        ]
+    )
+    found = [(p.path, p.message) for p in problems_of(bad)]
+    assert (
+        "/variants/1/expectations/1/id",
+        "spanish: duplicate expectation id 'booked' (also /expectations/0)",
+    ) in found, found
+    assert ("/variants/1/expectations/2/after", "spanish: after names no expectation: 'nope'") in (
+        found
+    ), found
+    shape = scenario(
+        variants=[{"persona": "spanish", "expectations": [{**USTED, "register": "vos"}]}]
+    )
+    assert [p.path for p in problems_of(shape)] == ["/variants/0/expectations/0/register"]
+
+
 # --- warnings: legal, but often a slip -----------------------------------------------------
 
 COVERAGE: dict[str, Any] = {

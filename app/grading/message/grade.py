@@ -4,8 +4,8 @@ In scope: the Communications the system wrote during the run (never the simulate
 patient's replies: those are not the system's writes) whose recipient is a fixture patient;
 `to: "practitioner"` adds those to a Practitioner or PractitionerRole, `to: "any"` takes
 every one; `after: <id>` keeps those first written after that expectation's evidence time
-(none while it does not hold). Messages are read in the order they were written, their
-`payload.contentString` parts joined.
+or with it, in one transaction (none while it does not hold). Messages are read in the
+order they were written, their `payload.contentString` parts joined.
 
 Each field set is one clause of the evidence (`{"where": "says: …", "holds": …, "value":
 …}`), and the expectation holds when every clause does. With no message in scope the
@@ -16,6 +16,7 @@ snapshot's clinic zones.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -65,7 +66,8 @@ def in_scope(
         body = changed.resource
         if changed.resource_type != "Communication" or body is None or not changed.created:
             continue
-        if after is not None and changed.first_changed_at <= after:
+        # A message written with the evidence (one transaction, one instant) is after it.
+        if after is not None and changed.first_changed_at < after:
             continue
         recipients = _recipients(body)
         to_patient = any(r in snapshot.patient_refs for r in recipients)
@@ -199,7 +201,7 @@ class _Clauses:
         self.out.append(_clause(f"register: {voice}", not hits, value))
 
     def grounded(self) -> None:
-        index = SourceIndex.build(self.snapshot.shown, self.zones)
+        index = _source_index(self.snapshot.shown, self.zones)
         hits: list[str] = []
         for i, text in enumerate(self.texts):
             for fact in grounded(text, index, self.zones):
@@ -215,10 +217,11 @@ class _Clauses:
         writes = self.snapshot.changed
         hits: list[str] = []
         for i, message in enumerate(self.messages):
+            # A write in the message's own transaction (the same instant) backs it too.
             before = [
                 _write(w)
                 for w in writes
-                if w.first_changed_at < message.at and ref_of(w) != message.ref
+                if w.first_changed_at <= message.at and ref_of(w) != message.ref
             ]
             for claim in unbacked(claims(message.text, i), before):
                 self.blame(i)
@@ -229,6 +232,30 @@ class _Clauses:
             else self._none_or("every action claimed was done first")
         )
         self.out.append(_clause("claims", not hits, value))
+
+
+# What a run was shown is one list per snapshot; the scenario check grades hundreds of
+# near misses over one, and building its index is most of the grounded clause's cost.
+# Keyed by identity (the list is held, so the id stays its own); a few suffice.
+_INDEX_CACHE_SIZE = 8
+_indexes: dict[tuple[int, tuple[str, ...]], tuple[list[Any], SourceIndex]] = {}
+
+
+_indexes_lock = threading.Lock()  # the check grades in worker threads
+
+
+def _source_index(shown: list[Any], zones: tuple[str, ...]) -> SourceIndex:
+    key = (id(shown), zones)
+    with _indexes_lock:
+        cached = _indexes.get(key)
+    if cached is not None and cached[0] is shown:
+        return cached[1]
+    index = SourceIndex.build(shown, zones)
+    with _indexes_lock:
+        while len(_indexes) >= _INDEX_CACHE_SIZE:
+            _indexes.pop(next(iter(_indexes)))
+        _indexes[key] = (shown, index)
+    return index
 
 
 def _write(changed: ChangedResource) -> Write:
