@@ -112,8 +112,17 @@ async def signed_in_page(page: Page, tenant: TenantHandle) -> Page:
     return page
 
 
-async def shot(page: Page, name: str) -> Path:
+# The README's pictures of the console: taken by the browser tests, so they stay true.
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+async def shot(page: Page, name: str, docs: str | None = None) -> Path:
+    """A full-page screenshot under test-output/; with `docs`, also the first screen of
+    it as docs/<docs>.png (the README shows it)."""
     OUTPUT.mkdir(parents=True, exist_ok=True)
     path = OUTPUT / f"{name}.png"
     await page.screenshot(path=str(path), full_page=True)
+    if docs is not None:
+        DOCS.mkdir(exist_ok=True)
+        await page.screenshot(path=str(DOCS / f"{docs}.png"))
     return path

@@ -41,7 +41,7 @@ async def test_the_scenario_list_reads_on_a_phone(signed_in_page: Page) -> None:
     assert width <= 390
     await shot(page, "scenarios-phone")
     await page.set_viewport_size({"width": 1280, "height": 800})
-    await shot(page, "scenarios")
+    await shot(page, "scenarios", docs="console-scenarios")
 
 
 async def test_a_wrong_key_is_refused(page: Page) -> None:

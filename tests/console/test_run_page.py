@@ -75,7 +75,7 @@ async def test_a_live_run_turns_green_then_shows_its_verdict(
     await expect(failed).to_contain_text("closest candidate")
     await expect(failed.locator(".clauses li", has_text="fails")).to_have_count(1)
     await expect(failed.locator(".clauses li", has_text="holds")).to_have_count(1)
-    await shot(page, "run-final")
+    await shot(page, "run-final", docs="console-run-page")
 
     # The evidence links to the chart, where the Task is marked as the run's.
     await _check(page, "task").locator("a.ref").first.click()
