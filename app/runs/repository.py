@@ -79,17 +79,20 @@ async def runs(
     status: str | None,
     scenario_id: str | None,
     limit: int,
+    revision: str | None = None,
 ) -> list[asyncpg.Record]:
     return await conn.fetch(
         """SELECT * FROM run WHERE tenant_id = $1
         AND ($2::text IS NULL OR label = $2) AND ($3::text IS NULL OR status = $3)
         AND ($4::text IS NULL OR scenario_id = $4)
+        AND ($6::text IS NULL OR revision = $6)
         ORDER BY started_at DESC LIMIT $5""",
         tenant_id,
         label,
         status,
         scenario_id,
         limit,
+        revision,
     )
 
 
@@ -161,13 +164,14 @@ async def insert_run(
     started_at: datetime,
     deadline: datetime,
     scheduling: str,
+    revision: str | None = None,
 ) -> asyncpg.Record:
     row = await conn.fetchrow(
         """INSERT INTO run (tenant_id, id, scenario_id, scenario_version, scenario_hash,
                 builtin, mode, variant, label, status, brief, fixture, expectations,
-                started_at, deadline, changed_at, scheduling)
+                started_at, deadline, changed_at, scheduling, revision)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'live', $10, $11::jsonb, $12::jsonb,
-                $13, $14, $13, $15)
+                $13, $14, $13, $15, $16)
             RETURNING *""",
         tenant_id,
         run_id,
@@ -184,6 +188,7 @@ async def insert_run(
         started_at,
         deadline,
         scheduling,
+        revision,
     )
     assert row is not None
     return row

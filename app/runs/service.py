@@ -95,6 +95,7 @@ class RunRow:
     graded_at: datetime | None
     progress: dict[str, Any] | None
     verdict: dict[str, Any] | None
+    revision: str | None = None
 
     @classmethod
     def from_record(cls, r: asyncpg.Record) -> RunRow:
@@ -124,6 +125,7 @@ class RunRow:
             graded_at=r["graded_at"],
             progress=js(r["progress"]),
             verdict=js(r["verdict"]),
+            revision=r["revision"],
         )
 
     def view(self, root: str) -> RunView:
@@ -135,6 +137,7 @@ class RunRow:
             "scenario_hash": self.scenario_hash,
             "variant": self.variant,
             "label": self.label,
+            "revision": self.revision,
             "fixture": self.fixture,
             "fhir_base": run_view_base(root, self.id),
             "started_at": self.started_at,
@@ -179,9 +182,16 @@ async def list_runs(
     status: str | None,
     scenario_id: str | None,
     limit: int,
+    revision: str | None = None,
 ) -> list[RunRow]:
     rows = await repository.runs(
-        pool, tenant_id=tenant_id, label=label, status=status, scenario_id=scenario_id, limit=limit
+        pool,
+        tenant_id=tenant_id,
+        label=label,
+        status=status,
+        scenario_id=scenario_id,
+        limit=limit,
+        revision=revision,
     )
     return [RunRow.from_record(r) for r in rows]
 
@@ -235,6 +245,7 @@ class StartRequest:
     variant: str | None
     label: str | None
     timeout_seconds: int | None
+    revision: str | None = None  # the system under test's version, as the caller named it
 
 
 async def lock_starts(conn: Conn, tenant_id: uuid.UUID) -> None:
@@ -327,6 +338,7 @@ async def start_run(
             started_at=started,
             deadline=started + timedelta(seconds=timeout),
             scheduling=scenario.scheduling,
+            revision=request.revision,
         )
     # Noted only once every write succeeded: a failed start (rolled back to the
     # savepoint) leaves nothing to send.
