@@ -6,7 +6,10 @@ Usage (UNDERSTUDY_URL and UNDERSTUDY_API_KEY in the environment):
     scripts/eval_ci.py --label "main $SHA" --baseline label:main --min-pass-rate 0.8 \\
         [--mode workflow|agent] [--agent-cmd CMD] [--scenarios a,b | --category C] \\
         [--repeats 3] [--personas baseline|all|a,b] [--alpha 0.05] [--require-baseline] \\
-        [--summary-file eval.md] [--junit-file eval.xml] [--timeout 3600]
+        [--revision REV] [--summary-file eval.md] [--junit-file eval.xml] [--timeout 3600]
+
+The eval's revision (the version under test) is --revision, else $GITHUB_SHA, else
+`git rev-parse --short HEAD` when run in a git checkout; `--revision ''` sends none.
 
 Exit 0 pass, 1 fail (significant regression, pass rate under --min-pass-rate, eval
 incomplete), 2 could not be judged (service unreachable, no baseline with

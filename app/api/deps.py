@@ -78,3 +78,15 @@ TIMEOUT_FIELD: dict[str, Any] = {
         ]
     },
 }
+
+
+# `revision` wherever runs are started: the system under test's version, as the caller
+# names it (a git sha, "triage-agent v3"); the board and compare group runs by it.
+REVISION_FIELD: dict[str, Any] = {
+    "default": None,
+    "min_length": 1,
+    "max_length": 100,
+    "description": "The version of the system under test: a git sha, 'triage-agent v3' "
+    "(1 to 100 characters)",
+    "examples": ["1a2b3c4", "triage-agent v3"],
+}

@@ -7,7 +7,15 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from pydantic import ConfigDict, Field
 
-from app.api.deps import TIMEOUT_FIELD, RequestBody, Tenant, pool_of, root_url, scopes_of
+from app.api.deps import (
+    REVISION_FIELD,
+    TIMEOUT_FIELD,
+    RequestBody,
+    Tenant,
+    pool_of,
+    root_url,
+    scopes_of,
+)
 from app.contract.evals import Comparison, EvalList, EvalView
 from app.evals import service
 
@@ -21,6 +29,7 @@ class EvalBody(RequestBody):
                 {
                     "mode": "workflow",
                     "label": "triage-workflow v3",
+                    "revision": "1a2b3c4",
                     "scenarios": ["results.normal-result-notify"],
                 },
                 {
@@ -51,6 +60,7 @@ class EvalBody(RequestBody):
         default="baseline", description="'baseline', 'all' (baseline + every variant) or names"
     )
     timeout_seconds: int | None = Field(default=None, **TIMEOUT_FIELD)
+    revision: str | None = Field(**REVISION_FIELD)
 
 
 @router.post("", status_code=201, summary="Start an eval (runs beyond the live limit queue)")
@@ -67,6 +77,7 @@ async def create_eval(request: Request, tenant: Tenant, body: EvalBody) -> EvalV
                 body.repeats,
                 body.personas,
                 body.timeout_seconds,
+                revision=body.revision,
             ),
             root_url=root_url(request),
         )
@@ -79,8 +90,13 @@ async def list_evals(
     tenant: Tenant,
     label_prefix: Annotated[str | None, Query(alias="labelPrefix")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    revision: Annotated[
+        str | None, Query(description="Only evals of this revision (exact match)")
+    ] = None,
 ) -> EvalList:
-    found = await service.list_evals(pool_of(request), tenant.id, label_prefix, limit)
+    found = await service.list_evals(
+        pool_of(request), tenant.id, label_prefix, limit, revision=revision
+    )
     return EvalList(evals=found)
 
 

@@ -8,7 +8,16 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 from pydantic import ConfigDict, Field, JsonValue
 
-from app.api.deps import TIMEOUT_FIELD, RequestBody, Tenant, limits_of, pool_of, root_url, scopes_of
+from app.api.deps import (
+    REVISION_FIELD,
+    TIMEOUT_FIELD,
+    RequestBody,
+    Tenant,
+    limits_of,
+    pool_of,
+    root_url,
+    scopes_of,
+)
 from app.contract.runs import (
     FinalRunView,
     LiveRunView,
@@ -44,6 +53,7 @@ class StartRunBody(RequestBody):
                     "mode": "agent",
                     "variant": "terse",
                     "label": "triage-agent v3",
+                    "revision": "1a2b3c4",
                     "timeoutSeconds": 300,
                 },
             ]
@@ -67,6 +77,7 @@ class StartRunBody(RequestBody):
         description="For a patientSim scenario: sim (the simulated patient answers) or human "
         "(no simulated replies; a person answers from the console's run page)",
     )
+    revision: str | None = Field(**REVISION_FIELD)
 
 
 async def _flush_trace(request: Request) -> None:
@@ -97,6 +108,7 @@ async def _start(request: Request, tenant: Tenant, body: StartRunBody) -> servic
                 body.label,
                 body.timeout_seconds,
                 body.patient_driver,
+                revision=body.revision,
             ),
             limits=limits_of(request),
             root_url=root_url(request),
@@ -119,6 +131,9 @@ async def list_runs(
     status: str | None = None,
     scenario_id: Annotated[str | None, Query(alias="scenarioId")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
+    revision: Annotated[
+        str | None, Query(description="Only runs of this revision (exact match)")
+    ] = None,
 ) -> RunList:
     runs = await service.list_runs(
         pool_of(request),
@@ -127,6 +142,7 @@ async def list_runs(
         status=status,
         scenario_id=scenario_id,
         limit=limit,
+        revision=revision,
     )
     root = root_url(request)
     return RunList(runs=[r.view(root) for r in runs])

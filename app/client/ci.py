@@ -94,6 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--label", required=True, help="this eval's label, e.g. 'main 1a2b3c4'")
     harness.add_scope_arguments(parser)
+    harness.add_revision_argument(parser)
     parser.add_argument(
         "--repeats", type=harness.positive_int, default=3, help="runs per cell, 1-5 (default 3)"
     )
@@ -276,12 +277,14 @@ async def _judge(
         repeats=args.repeats,
         personas=args.personas,
         timeout_seconds=args.run_timeout,
+        revision=harness.resolve_revision(args.revision),
     )
     created = await api.create_eval(body)
     eval_id = created.id
     outcome.view = created
     progress = Progress(sys.stderr)
-    progress.line(f"eval {eval_id} '{args.label}' ({mode}): {created.total} runs")
+    revision = "" if created.revision is None else f" of revision {created.revision}"
+    progress.line(f"eval {eval_id} '{args.label}'{revision} ({mode}): {created.total} runs")
     agent = harness.AgentCommand(args.agent_cmd, args.parallel) if args.agent_cmd else None
     try:
         async with asyncio.timeout(args.timeout):
@@ -429,6 +432,7 @@ def markdown(outcome: Outcome) -> str:
             f"Eval [`{view.id}`]({outcome.url}/api/testing/evals/{view.id}) · "
             f"{view.mode} · {view.repeats} repeats · {view.total} runs · "
             f"{view.status}"
+            + ("" if view.revision is None else f" · revision `{_md(view.revision)}`")
         )
         lines.append("")
     base = outcome.baseline

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,8 @@ BAR_WIDTH = 20
 VALID = ("passed", "failed", "timed_out")  # outcomes that count towards the pass rate
 EVAL_ENDED = ("completed", "cancelled")
 EXIT_OK, EXIT_FAILED, EXIT_NOT_JUDGED, EXIT_INTERRUPTED = 0, 1, 2, 130
+MAX_REVISION = 100  # the API's limit on `revision`
+GIT_SECONDS = 5.0  # `git rev-parse` answers at once; a hung git must not hold up the eval
 
 
 class HarnessError(Exception):
@@ -419,10 +422,14 @@ def format_number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
+def _of_revision(view: EvalView) -> str:
+    return "" if view.revision is None else f" of revision {view.revision}"
+
+
 def summary_lines(view: EvalView) -> list[str]:
     """The eval's result as plain text: pass rate, pass^k / pass@k, flaky cells,
     personas, exclusions and the most-failed checks."""
-    lines = [f"eval {view.id} '{view.label}': {view.status}"]
+    lines = [f"eval {view.id} '{view.label}'{_of_revision(view)}: {view.status}"]
     summary = view.summary
     if summary is None:
         return lines
@@ -492,6 +499,49 @@ def positive_int(text: str) -> int:
     return value
 
 
+def revision_text(text: str) -> str:
+    """`--revision`: 1 to 100 characters, or '' to send none."""
+    text = text.strip()
+    if len(text) > MAX_REVISION:
+        raise argparse.ArgumentTypeError(f"at most {MAX_REVISION} characters, not {len(text)}")
+    return text
+
+
+def git_revision(cwd: str | os.PathLike[str] | None = None) -> str | None:
+    """`git rev-parse --short HEAD` in `cwd` (default: the working directory); None when
+    that is not a git checkout with a commit, or git is not installed."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=GIT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = done.stdout.strip()
+    return sha if done.returncode == 0 and sha else None
+
+
+def resolve_revision(
+    explicit: str | None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> str | None:
+    """The revision an eval is started for: `--revision` when given ('' for none), else
+    `GITHUB_SHA`, else the short sha of HEAD when run in a git checkout, else none."""
+    if explicit is not None:
+        return explicit.strip()[:MAX_REVISION] or None
+    env = os.environ if environ is None else environ
+    sha = env.get("GITHUB_SHA", "").strip()
+    if sha:
+        return sha[:MAX_REVISION]
+    return git_revision(cwd)
+
+
 def eval_request(
     *,
     mode: str,
@@ -501,6 +551,7 @@ def eval_request(
     repeats: int,
     personas: str | list[str],
     timeout_seconds: int | None,
+    revision: str | None = None,
 ) -> dict[str, Any]:
     """The body of `POST /api/testing/evals`."""
     body: dict[str, Any] = {"mode": mode, "label": label, "repeats": repeats}
@@ -511,6 +562,8 @@ def eval_request(
         body["scenarios"] = {"category": category}
     if timeout_seconds is not None:
         body["timeoutSeconds"] = timeout_seconds
+    if revision:
+        body["revision"] = revision
     return body
 
 
@@ -529,6 +582,16 @@ def add_scope_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_revision_argument(parser: argparse.ArgumentParser) -> None:
+    """What the eval is of; shared by `eval run` and `eval ci`."""
+    parser.add_argument(
+        "--revision",
+        type=revision_text,
+        help="the version of the system under test (default: $GITHUB_SHA, else `git "
+        "rev-parse --short HEAD` in a git checkout, else none; '' for none)",
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label", required=True, help="the eval's label, e.g. 'triage-agent v3'")
     parser.add_argument(
@@ -538,6 +601,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "UNDERSTUDY_FHIR_BASE, UNDERSTUDY_API_KEY, UNDERSTUDY_URL in its environment",
     )
     add_scope_arguments(parser)
+    add_revision_argument(parser)
     parser.add_argument(
         "--repeats",
         type=positive_int,
@@ -561,12 +625,13 @@ async def run_agent_eval(
         repeats=args.repeats,
         personas=args.personas,
         timeout_seconds=args.timeout,
+        revision=resolve_revision(args.revision),
     )
     async with EvalApi(connection) as api:
         created = await api.create_eval(body)
         eval_id = created.id
         progress.line(
-            f"eval {eval_id} '{args.label}': {created.total} runs, "
+            f"eval {eval_id} '{args.label}'{_of_revision(created)}: {created.total} runs, "
             f"up to {args.parallel} agents at a time"
         )
         view = await drive_eval(

@@ -85,6 +85,9 @@ class EvalRequestEcho(ApiModel):
 class EvalView(ApiModel):
     id: str
     label: str
+    revision: str | None = Field(
+        default=None, description="The version of the system under test; its runs carry it"
+    )
     mode: str
     repeats: int
     request: EvalRequestEcho
@@ -101,6 +104,9 @@ class EvalView(ApiModel):
 class EvalListItem(ApiModel):
     id: str
     label: str
+    revision: str | None = Field(
+        default=None, description="The version of the system under test; its runs carry it"
+    )
     mode: str
     status: EvalStatus
     created_at: Instant

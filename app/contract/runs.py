@@ -90,6 +90,9 @@ class _RunViewBase(ApiModel):
     scenario_hash: str
     variant: str | None
     label: str | None
+    revision: str | None = Field(
+        default=None, description="The version of the system under test the run was started for"
+    )
     fixture: dict[str, str] = Field(description='symbol -> "Type/id"')
     fhir_base: str
     started_at: Instant

@@ -39,10 +39,12 @@ async def insert_eval(
     timeout_seconds: int | None,
     root_url: str,
     created_at: datetime,
+    revision: str | None = None,
 ) -> None:
     await conn.execute(
         """INSERT INTO eval (tenant_id, id, label, mode, repeats, request, timeout_seconds,
-            root_url, created_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9)""",
+            root_url, created_at, revision)
+            VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10)""",
         tenant_id,
         eval_id,
         label,
@@ -52,6 +54,7 @@ async def insert_eval(
         timeout_seconds,
         root_url,
         created_at,
+        revision,
     )
 
 
@@ -84,7 +87,7 @@ async def lock_next_queued(conn: Conn, *, tenant_id: uuid.UUID) -> asyncpg.Recor
     """The next queued item of a live eval, locked (its eval share-locked), or None."""
     return await conn.fetchrow(
         """SELECT i.eval_id, i.position, i.scenario_id, i.persona, e.mode, e.label,
-            e.timeout_seconds, e.root_url
+            e.timeout_seconds, e.root_url, e.revision
         FROM eval_item i JOIN eval e ON e.tenant_id = i.tenant_id AND e.id = i.eval_id
         WHERE i.tenant_id = $1 AND i.state = 'queued' AND e.cancelled_at IS NULL
         ORDER BY e.created_at, i.position LIMIT 1
@@ -186,13 +189,20 @@ async def items(conn: Reader, *, tenant_id: uuid.UUID, eval_id: str) -> list[asy
 
 
 async def evals(
-    conn: Reader, *, tenant_id: uuid.UUID, label_like: str | None, limit: int
+    conn: Reader,
+    *,
+    tenant_id: uuid.UUID,
+    label_like: str | None,
+    limit: int,
+    revision: str | None = None,
 ) -> list[asyncpg.Record]:
-    """Newest first; `label_like` a LIKE prefix, already escaped."""
+    """Newest first; `label_like` a LIKE prefix, already escaped; `revision` exact."""
     return await conn.fetch(
         """SELECT * FROM eval WHERE tenant_id = $1 AND ($2::text IS NULL OR label LIKE $2 || '%')
+        AND ($4::text IS NULL OR revision = $4)
         ORDER BY created_at DESC LIMIT $3""",
         tenant_id,
         label_like,
         limit,
+        revision,
     )

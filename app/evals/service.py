@@ -69,6 +69,7 @@ class EvalRequest:
     repeats: int
     personas: str | list[str]
     timeout_seconds: int | None
+    revision: str | None = None  # the system under test's version; its runs carry it
 
 
 async def create_eval(tx: Tx, tenant_id: uuid.UUID, request: EvalRequest, *, root_url: str) -> str:
@@ -166,6 +167,7 @@ async def create_eval(tx: Tx, tenant_id: uuid.UUID, request: EvalRequest, *, roo
         timeout_seconds=request.timeout_seconds,
         root_url=root_url,
         created_at=now,
+        revision=request.revision,
     )
     await repository.insert_items(conn, rows)
     tx.after.promote(tenant_id)
@@ -223,6 +225,7 @@ async def _start_next(tx: Tx, tenant_id: uuid.UUID, *, limits: RunLimits) -> str
                 item["persona"],
                 item["label"],
                 item["timeout_seconds"],
+                revision=item["revision"],
             ),
             limits=limits,
             root_url=item["root_url"],
@@ -452,6 +455,7 @@ async def eval_view(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str, root
     return EvalView(
         id=row["id"],
         label=row["label"],
+        revision=row["revision"],
         mode=row["mode"],
         repeats=row["repeats"],
         request=EvalRequestEcho.model_validate_json(row["request"]),
@@ -465,7 +469,11 @@ async def eval_view(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str, root
 
 
 async def list_evals(
-    pool: asyncpg.Pool, tenant_id: uuid.UUID, label_prefix: str | None, limit: int
+    pool: asyncpg.Pool,
+    tenant_id: uuid.UUID,
+    label_prefix: str | None,
+    limit: int,
+    revision: str | None = None,
 ) -> list[EvalListItem]:
     rows = await repository.evals(
         pool,
@@ -476,6 +484,7 @@ async def list_evals(
             else None
         ),
         limit=limit,
+        revision=revision,
     )
     out = []
     for row in rows:
@@ -484,6 +493,7 @@ async def list_evals(
             EvalListItem(
                 id=row["id"],
                 label=row["label"],
+                revision=row["revision"],
                 mode=row["mode"],
                 status=_status(row, items),
                 created_at=row["created_at"],

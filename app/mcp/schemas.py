@@ -60,6 +60,11 @@ class TestRun(BaseModel):
     scenario_id: str
     mode: str
     variant: str | None = Field(description="The persona variant, or null for the baseline.")
+    label: str | None = Field(default=None, description="The run's label, if it was given one.")
+    revision: str | None = Field(
+        default=None,
+        description="The version of the system under test the run was started for, if named.",
+    )
     brief: str | None = Field(
         default=None, description="The task, in plain words (agent mode only). Do what it says."
     )

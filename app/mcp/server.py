@@ -229,6 +229,8 @@ def _run_of(view: RunView, hint: str | None = None) -> TestRun:
         scenario_id=view.scenario_id,
         mode=view.mode,
         variant=view.variant,
+        label=view.label,
+        revision=view.revision,
         brief=view.brief,
         fixture=view.fixture,
         fhir_base=view.fhir_base,
@@ -333,6 +335,13 @@ async def start_test_run(
         Field(description="How long the run may take, 30 to 1800 seconds (default 600)."),
     ] = None,
     label: Annotated[str | None, Field(description="A free label to find the run later.")] = None,
+    revision: Annotated[
+        str | None,
+        Field(
+            description="The version of you (the system under test) this run is for: a git "
+            "sha, 'triage-agent v3'; 1 to 100 characters."
+        ),
+    ] = None,
 ) -> TestRun:
     """Start a test run of a scenario: sets up its patient and chart and returns the brief
     (your task) and the fixture ids. From now on the FHIR tools act on this run. Do the
@@ -345,6 +354,8 @@ async def start_test_run(
         body["timeoutSeconds"] = timeout_seconds
     if label is not None:
         body["label"] = label
+    if revision is not None:
+        body["revision"] = revision
     reply = await call.request(
         "POST", "/api/testing/runs", body=body, content_type="application/json"
     )

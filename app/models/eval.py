@@ -15,7 +15,10 @@ from app.models.base import Base
 
 class Eval(Base):
     __tablename__ = "eval"
-    __table_args__ = (Index("ix_eval_label", "tenant_id", "label", "created_at"),)
+    __table_args__ = (
+        Index("ix_eval_label", "tenant_id", "label", "created_at"),
+        Index("ix_eval_revision", "tenant_id", "revision", "created_at"),
+    )
 
     tenant_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -27,6 +30,8 @@ class Eval(Base):
     root_url: Mapped[str] = mapped_column(Text)  # for the runs' fhirBase in webhooks
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     cancelled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The system under test's version; every run the eval starts carries it.
+    revision: Mapped[str | None] = mapped_column(Text)
 
 
 class EvalItem(Base):

@@ -32,6 +32,7 @@ class Run(Base):
         Index("ix_run_started", "tenant_id", "started_at"),
         Index("ix_run_live", "tenant_id", "id", postgresql_where=text("status = 'live'")),
         Index("ix_run_label", "tenant_id", "label"),
+        Index("ix_run_revision", "tenant_id", "revision", "started_at"),
     )
 
     tenant_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
@@ -61,6 +62,8 @@ class Run(Base):
     # Who answers the staff's messages in a patientSim run: "sim" (the simulated patient)
     # or "human" (a person on the run page).
     patient_driver: Mapped[str] = mapped_column(Text, server_default="sim")
+    # The version of the system under test the caller named (a git sha, "triage-agent v3").
+    revision: Mapped[str | None] = mapped_column(Text)
 
 
 class RunRef(Base):

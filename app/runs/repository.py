@@ -80,6 +80,7 @@ async def runs(
     scenario_id: str | None,
     limit: int,
     before: tuple[datetime, str] | None = None,
+    revision: str | None = None,
 ) -> list[asyncpg.Record]:
     """Newest first; `before` (started_at, id) of the last run of the previous page."""
     return await conn.fetch(
@@ -87,6 +88,7 @@ async def runs(
         AND ($2::text IS NULL OR label = $2) AND ($3::text IS NULL OR status = $3)
         AND ($4::text IS NULL OR scenario_id = $4)
         AND ($6::timestamptz IS NULL OR (started_at, id) < ($6, $7))
+        AND ($8::text IS NULL OR revision = $8)
         ORDER BY started_at DESC, id DESC LIMIT $5""",
         tenant_id,
         label,
@@ -95,6 +97,7 @@ async def runs(
         limit,
         before[0] if before else None,
         before[1] if before else "",
+        revision,
     )
 
 
@@ -167,13 +170,14 @@ async def insert_run(
     deadline: datetime,
     scheduling: str,
     patient_driver: str = "sim",
+    revision: str | None = None,
 ) -> asyncpg.Record:
     row = await conn.fetchrow(
         """INSERT INTO run (tenant_id, id, scenario_id, scenario_version, scenario_hash,
                 builtin, mode, variant, label, status, brief, fixture, expectations,
-                started_at, deadline, changed_at, scheduling, patient_driver)
+                started_at, deadline, changed_at, scheduling, patient_driver, revision)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'live', $10, $11::jsonb, $12::jsonb,
-                $13, $14, $13, $15, $16)
+                $13, $14, $13, $15, $16, $17)
             RETURNING *""",
         tenant_id,
         run_id,
@@ -191,6 +195,7 @@ async def insert_run(
         deadline,
         scheduling,
         patient_driver,
+        revision,
     )
     assert row is not None
     return row

@@ -97,6 +97,7 @@ class RunRow:
     progress: dict[str, Any] | None
     verdict: dict[str, Any] | None
     patient_driver: str = "sim"
+    revision: str | None = None
 
     @classmethod
     def from_record(cls, r: asyncpg.Record) -> RunRow:
@@ -127,6 +128,7 @@ class RunRow:
             progress=js(r["progress"]),
             verdict=js(r["verdict"]),
             patient_driver=r["patient_driver"],
+            revision=r["revision"],
         )
 
     def view(self, root: str) -> RunView:
@@ -138,6 +140,7 @@ class RunRow:
             "scenario_hash": self.scenario_hash,
             "variant": self.variant,
             "label": self.label,
+            "revision": self.revision,
             "fixture": self.fixture,
             "fhir_base": run_view_base(root, self.id),
             "started_at": self.started_at,
@@ -184,6 +187,7 @@ async def list_runs(
     scenario_id: str | None,
     limit: int,
     before: tuple[datetime, str] | None = None,
+    revision: str | None = None,
 ) -> list[RunRow]:
     """Newest first; `before`: the (started_at, id) of the last run of the previous page."""
     rows = await repository.runs(
@@ -194,6 +198,7 @@ async def list_runs(
         scenario_id=scenario_id,
         limit=limit,
         before=before,
+        revision=revision,
     )
     return [RunRow.from_record(r) for r in rows]
 
@@ -255,6 +260,7 @@ class StartRequest:
     label: str | None
     timeout_seconds: int | None
     patient_driver: str = PatientDriver.SIM
+    revision: str | None = None  # the system under test's version, as the caller named it
 
 
 async def lock_starts(conn: Conn, tenant_id: uuid.UUID) -> None:
@@ -354,6 +360,7 @@ async def start_run(
             deadline=started + timedelta(seconds=timeout),
             scheduling=scenario.scheduling,
             patient_driver=str(request.patient_driver),
+            revision=request.revision,
         )
     # Noted only once every write succeeded: a failed start (rolled back to the
     # savepoint) leaves nothing to send.

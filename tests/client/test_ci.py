@@ -17,6 +17,7 @@ from tests.threaded_server import free_port
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "eval_ci.py"
 REPEATS = "2"
 CI_WAIT_SECONDS = 90
+SHA = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c"
 
 
 async def automation(tenant: TenantHandle, label: str, *, correct: bool) -> None:
@@ -49,13 +50,14 @@ async def eval_ci(
     automate: bool | None = None,
     url: str | None = None,
     env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> tuple[int, str, str]:
     """Run the script; with `automate` set, the automation (correct or broken) runs
     alongside for the eval labelled by `--label`. Returns (exit code, stdout, stderr)."""
     environ = {
         key: value
         for key, value in os.environ.items()
-        if key not in ("GITHUB_STEP_SUMMARY", "GITHUB_ACTIONS")
+        if key not in ("GITHUB_STEP_SUMMARY", "GITHUB_ACTIONS", "GITHUB_SHA")
     }
     environ |= {"UNDERSTUDY_URL": url or tenant.server, "UNDERSTUDY_API_KEY": tenant.key}
     environ |= env or {}
@@ -66,6 +68,7 @@ async def eval_ci(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=environ,
+        cwd=cwd,
     )
     worker: asyncio.Task[None] | None = None
     if automate is not None:
@@ -119,12 +122,14 @@ async def test_first_run_without_baseline_then_unchanged(
             str(first_xml),
         ),
         automate=True,
-        env={"GITHUB_STEP_SUMMARY": str(step_summary)},
+        env={"GITHUB_STEP_SUMMARY": str(step_summary), "GITHUB_SHA": SHA},
     )
     assert code == 0, out + err
+    assert f"'main 1' of revision {SHA} (workflow)" in err
     assert "no completed eval with a label starting 'main'" in out
     assert "gating on the pass rate alone" in out
     summary = first_md.read_text()
+    assert f"revision `{SHA}`" in summary
     assert "No baseline" in summary and "gated on the pass rate alone" in summary
     runs = len(WORKFLOW) * int(REPEATS)
     assert f"{runs}/{runs} = 100.0%" in summary
@@ -135,18 +140,22 @@ async def test_first_run_without_baseline_then_unchanged(
     assert not [c for c in cases if c.find("failure") is not None]
     assert "runs done" in err  # progress on stderr
 
-    second_md = tmp_path / "second.md"
+    # Run outside any git checkout, without GITHUB_SHA: no revision.
+    second_md, outside = tmp_path / "second.md", tmp_path / "outside"
+    outside.mkdir()
     code, out, err = await eval_ci(
         tenant,
         *workflow_args("main 2", "--baseline", "label:main", "--summary-file", str(second_md)),
         automate=True,
-        env={"GITHUB_STEP_SUMMARY": str(step_summary)},
+        env={"GITHUB_STEP_SUMMARY": str(step_summary), "GIT_CEILING_DIRECTORIES": str(tmp_path)},
+        cwd=outside,
     )
     assert code == 0, out + err
     assert "no significant regression" in out
     async with api_client(tenant) as client:
         listed = (await client.get("/evals", params={"labelPrefix": "main"})).json()["evals"]
     assert [e["label"] for e in listed] == ["main 2", "main 1"]
+    assert [e["revision"] for e in listed] == [None, SHA]
     summary = second_md.read_text()
     assert f"Baseline: [`{listed[1]['id']}`]" in summary
     assert "no discordant evidence" in summary

@@ -9,6 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from app.client import harness
 from tests.conftest import TenantHandle
 from tests.evals.test_evals import api_client
 from tests.threaded_server import free_port
@@ -73,7 +74,8 @@ with httpx.Client(base_url=os.environ["UNDERSTUDY_FHIR_BASE"], headers=headers) 
 
 async def eval_run(tenant: TenantHandle, *args: str) -> tuple[int, str, str]:
     """`understudy eval run …` as a subprocess; (exit code, stdout, stderr)."""
-    env = os.environ | {"UNDERSTUDY_URL": tenant.server, "UNDERSTUDY_API_KEY": tenant.key}
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_SHA"}
+    env |= {"UNDERSTUDY_URL": tenant.server, "UNDERSTUDY_API_KEY": tenant.key}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -119,6 +121,8 @@ async def test_agent_books_and_every_run_passes(tenant: TenantHandle, tmp_path: 
         view = (await client.get(f"/evals/{listed_eval['id']}")).json()
     assert view["status"] == "completed"
     assert view["mode"] == "agent"
+    # No --revision, no GITHUB_SHA: the revision of the checkout it ran in, if any.
+    assert listed_eval["revision"] == view["revision"] == harness.git_revision()
     assert [r["status"] for r in view["runs"]] == ["passed", "passed"]
     assert all(r["passed"] is True for r in view["runs"])
     for run in view["runs"]:  # the agent's stderr and stdout, prefixed with the run id
@@ -142,8 +146,11 @@ async def test_a_failing_command_still_gets_its_run_finished(
         "2",
         "--parallel",
         "1",
+        "--revision",
+        "crashy v2",
     )
     assert code == 0, out + err  # the eval completed; its runs failed on their merits
+    assert "'crashing agent' of revision crashy v2: completed" in out
     assert "pass rate: 0/2 = 0.0%" in out
     assert "most-failed checks:" in out and f"2× {SCENARIO} booked:" in out
     assert err.count("] agent crashed") == 2
@@ -152,6 +159,10 @@ async def test_a_failing_command_still_gets_its_run_finished(
         [listed] = (await client.get("/evals", params={"labelPrefix": "crashing"})).json()["evals"]
     assert listed["status"] == "completed"
     assert listed["counts"] == {"failed": 2}
+    assert listed["revision"] == "crashy v2"
+    async with api_client(tenant) as client:
+        runs = (await client.get("/runs", params={"revision": "crashy v2"})).json()["runs"]
+    assert len(runs) == 2 and {r["revision"] for r in runs} == {"crashy v2"}
 
 
 async def test_an_unreachable_service_exits_2(tenant: TenantHandle) -> None:

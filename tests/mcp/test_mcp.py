@@ -179,6 +179,37 @@ async def test_doing_nothing_over_mcp_fails(tenant: TenantHandle) -> None:
     assert booked["detail"]
 
 
+async def test_a_run_started_over_mcp_shows_its_label_and_revision(tenant: TenantHandle) -> None:
+    async with mcp_session(tenant.server, tenant.key) as client:
+        started = await call_ok(
+            client,
+            "start_test_run",
+            {
+                "scenario_id": "scheduling.book-named-practitioner",
+                "label": "mcp agent",
+                "revision": "agent v3",
+            },
+        )
+        assert started["label"] == "mcp agent" and started["revision"] == "agent v3"
+        live = await call_ok(client, "get_test_run", {})
+        assert live["revision"] == "agent v3"
+        final = await call_ok(client, "finish_test_run", {})
+        assert final["revision"] == "agent v3"
+        bare = await call_ok(
+            client, "start_test_run", {"scenario_id": "scheduling.book-named-practitioner"}
+        )
+        assert bare["label"] is None and bare["revision"] is None
+        message = await call_error(
+            client,
+            "start_test_run",
+            {"scenario_id": "scheduling.book-named-practitioner", "revision": "x" * 101},
+        )
+        assert "revision" in message and "100 characters" in message, message
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=30) as http:
+        r = await http.get(f"{tenant.server}/api/testing/runs/{started['run_id']}")
+    assert r.json()["revision"] == "agent v3"
+
+
 async def _book_with_chen(
     client: Any, run: dict[str, Any], *, search_first: bool
 ) -> dict[str, Any]:
