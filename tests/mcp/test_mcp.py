@@ -406,9 +406,11 @@ async def test_patient_sim_scenario_over_mcp(tenant: TenantHandle) -> None:
             client,
             "message_patient",
             {
-                "text": "Thanks, Elena. To confirm: your new appointment with Dr. Chen is at "
-                "3:00 pm, an afternoon time after 2 pm as you asked. Your original "
-                "appointment has been cancelled. Reply here if you need anything else.",
+                # The time it booked, as a person writes it (the message checks hold the
+                # confirmation to the booked start).
+                "text": "Thanks, Elena. To confirm: your new appointment with Dr. Chen is on "
+                f"{_spoken(proposal['start'])}, an afternoon time after 2 pm as you asked. Your "
+                "original appointment has been cancelled. Reply here if you need anything else.",
                 "in_response_to": answer["id"],
             },
         )
@@ -418,6 +420,12 @@ async def test_patient_sim_scenario_over_mcp(tenant: TenantHandle) -> None:
     assert new["reference"] != fixture["appt"]
     asked = expectation(final, "asked")
     assert any("POST /Communication" in m and "via mcp" in m for m in asked["evidence"]["matches"])
+
+
+def _spoken(instant: str) -> str:
+    """"Tuesday, December 8 at 02:30 PM" (UTC, the clinic's zone)."""
+    moment = datetime.fromisoformat(instant).astimezone(UTC)
+    return f"{moment:%A}, {moment:%B} {moment.day} at {moment:%I:%M %p}"
 
 
 def _days_on(days: int) -> str:
