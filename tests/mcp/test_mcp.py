@@ -423,7 +423,7 @@ async def test_patient_sim_scenario_over_mcp(tenant: TenantHandle) -> None:
 
 
 def _spoken(instant: str) -> str:
-    """"Tuesday, December 8 at 02:30 PM" (UTC, the clinic's zone)."""
+    """ "Tuesday, December 8 at 02:30 PM" (UTC, the clinic's zone)."""
     moment = datetime.fromisoformat(instant).astimezone(UTC)
     return f"{moment:%A}, {moment:%B} {moment.day} at {moment:%I:%M %p}"
 
