@@ -5,7 +5,7 @@ Every action calls the service the REST API calls (`app.api.runs`): finish grade
 `cancel_run`, delete is `delete_run_data`. A human driver's reply goes through the
 simulator's own write path (`patient_sim.service.human_reply`).
 
-Live updates poll `GET /runs/{id}/live` every second with `If-None-Match`, rather than
+Live updates poll `GET /runs/{id}/live` every half second with `If-None-Match`, rather than
 Server-Sent Events: the ETag is made from the run's change marker (`run_marker`: status,
 changed_at, graded_at, progress, finished_at), a row every write, traced call, simulated
 reply and grading pass of the run moves in the same transaction, whichever API process or

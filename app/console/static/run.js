@@ -1,13 +1,13 @@
 // The run page's live updates and the chart's anchors (no framework, no build step).
 //
-// While the run is live, GET /runs/{id}/live every second with If-None-Match: the server
+// While the run is live, GET /runs/{id}/live every half second with If-None-Match: the server
 // answers 304 while the run's change marker is unchanged, else the live sections rendered
 // again, which replace theirs here. Polling rather than Server-Sent Events because the
 // marker is a database row every API process reads alike (see app/console/runs.py).
 // Polling stops once the run is final.
 "use strict";
 (function () {
-  var POLL_MS = 1000;
+  var POLL_MS = 500;
 
   function openAnchor() {
     if (!location.hash) return;
