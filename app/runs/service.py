@@ -497,8 +497,9 @@ def needs_grounding(expectations: list[Expectation]) -> bool:
 async def _shown(conn: Conn, run: RunRow, snapshot: RunSnapshot, until: datetime) -> list[Any]:
     """What the system under test was shown: the brief and the run's start (so "tomorrow"
     can be checked against a date), the fixture and stimulus as they read before its
-    writes, the patient's messages, and the kept response bodies of its reads and
-    operations (`GET`, `$`-operations, `_search`: a write's answer echoes what it wrote).
+    writes, the patient's messages, the resource versions its webhook deliveries carried
+    (workflow mode), and the kept response bodies of its reads and operations (`GET`,
+    `$`-operations, `_search`: a write's answer echoes what it wrote).
     """
     shown: list[Any] = [run.brief or "", run.started_at.date().isoformat()]
     befores = {f"{c.resource_type}/{c.id}": c.before for c in snapshot.changed}
@@ -512,6 +513,15 @@ async def _shown(conn: Conn, run: RunRow, snapshot: RunSnapshot, until: datetime
             sender = (body.get("sender") or {}).get("reference")
             if sender in snapshot.patient_refs:
                 shown.append(body)
+    sent = await webhooks_service.run_delivered_versions(conn, run.tenant_id, run.id)
+    if sent:  # a workflow was sent these versions in its webhook payloads
+        wanted = {(t, i, v) for t, i, v in sent}
+        for row in await fhir_service.versions_of(
+            conn, run.tenant_id, sorted({(t, i) for t, i, _ in sent})
+        ):
+            key = (row["resource_type"], row["id"], row["version_id"])
+            if key in wanted and row["resource"] is not None:
+                shown.append(jsontext.loads(row["resource"]))
     for row in await trace_service.responses_of_run(
         conn, tenant_id=run.tenant_id, run_id=run.id, until=until
     ):

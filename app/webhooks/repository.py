@@ -261,6 +261,21 @@ async def delivered_for_run(
     )
 
 
+async def delivered_versions_for_run(
+    conn: Reader, *, tenant_id: uuid.UUID, run_id: str
+) -> list[asyncpg.Record]:
+    """The resource versions the run's delivered events carried: resource_type,
+    resource_id, version_id (each once)."""
+    return await conn.fetch(
+        """SELECT DISTINCT e.resource_type, e.resource_id, e.version_id
+        FROM webhook_event e JOIN webhook_delivery d
+            ON d.tenant_id = e.tenant_id AND d.event_id = e.id
+        WHERE e.tenant_id = $1 AND e.run_id = $2 AND d.status = 'delivered'""",
+        tenant_id,
+        run_id,
+    )
+
+
 async def latest_fhir_root(conn: Reader, *, tenant_id: uuid.UUID, run_id: str) -> str | None:
     """The server root the run's latest event was written under."""
     root: str | None = await conn.fetchval(

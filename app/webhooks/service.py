@@ -629,6 +629,15 @@ async def run_deliveries(
     return [(r["delivered_at"], r["type"], r["ref"]) for r in rows]
 
 
+async def run_delivered_versions(
+    conn: Conn, tenant_id: uuid.UUID, run_id: str
+) -> list[tuple[str, str, int]]:
+    """(type, id, version) of each resource version the run's delivered events carried:
+    what a workflow was sent."""
+    rows = await repository.delivered_versions_for_run(conn, tenant_id=tenant_id, run_id=run_id)
+    return [(r["resource_type"], r["resource_id"], r["version_id"]) for r in rows]
+
+
 async def run_fhir_root(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> str | None:
     """The server root the run's latest webhook event was written under (None: none yet)."""
     return await repository.latest_fhir_root(pool, tenant_id=tenant_id, run_id=run_id)

@@ -17,6 +17,9 @@ import httpx
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
+from app.db import Database
+from app.runs import service as runs_service
+from app.webhooks import service as webhooks_service
 from tests.conftest import TenantHandle
 from tests.webhooks.receiver import Receiver
 
@@ -282,7 +285,9 @@ async def test_portal_triage_automation_passes(tenant: TenantHandle, receiver: R
     assert event["runId"] == run["id"] and event["fhirBase"] == run["fhirBase"]
 
 
-async def test_noshow_outreach_automation_passes(tenant: TenantHandle, receiver: Receiver) -> None:
+async def test_noshow_outreach_automation_passes(
+    tenant: TenantHandle, receiver: Receiver, db: Database
+) -> None:
     async with api(tenant) as client:
         sub = await subscribe(client, receiver.url, ["appointment.noshow"])
         handlers = {"appointment.noshow": reach_out_after_noshow}
@@ -299,6 +304,22 @@ async def test_noshow_outreach_automation_passes(tenant: TenantHandle, receiver:
     assert event["resource"]["status"] == "noshow"
     assert event["resource"]["meta"]["versionId"] == "2"
     assert f"Appointment/{event['resource']['id']}" == run["fixture"]["appt"]
+    # What the workflow was sent counts as shown for the message checks' `grounded`: the
+    # version its webhook payload carried (the noshow), besides the fixture as set up.
+    async with db.pool.acquire() as conn:
+        delivered = await webhooks_service.run_delivered_versions(conn, tenant.id, run["id"])
+        assert delivered == [("Appointment", event["resource"]["id"], 2)]
+        row = await runs_service.get_run(conn, tenant.id, run["id"])
+        expectations = runs_service.expectations_of(row)
+        snapshot = await runs_service.build_snapshot(conn, row, expectations, final=True)
+    sent = [
+        body
+        for body in snapshot.shown
+        if isinstance(body, dict)
+        and body.get("id") == event["resource"]["id"]
+        and body.get("status") == "noshow"
+    ]
+    assert sent, "the webhook payload's version is among what the run was shown"
 
 
 async def test_an_automation_that_does_nothing_fails(
