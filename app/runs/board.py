@@ -253,7 +253,10 @@ def headline_of(cards: Sequence[BoardCard]) -> BoardHeadline:
     elif counts.passing == 0:
         text = "No results yet"
     else:
-        text = f"Nothing needs attention: {counts.passing} passing, {counts.no_results} without results yet"
+        text = (
+            f"Nothing needs attention: {counts.passing} passing, "
+            f"{counts.no_results} without results yet"
+        )
     return BoardHeadline(text=text, attention=attention, counts=counts)
 
 
