@@ -107,10 +107,11 @@ def chart_svg(points: list[RevisionRate], shown: str | None) -> Markup:
             )
         else:
             label = f"{name}: {p.passed}/{p.verdicts} passed ({round(p.rate * 100)}%)"
-            h = max(2, round(p.rate * CHART_H))
+            h = round(p.rate * CHART_H) if p.rate else 0  # 0%: the red ground alone
             parts.append(
                 Markup(
-                    '<rect x="{x}" y="0" width="{w}" height="{H}" fill="#f6d5d8"/>'
+                    '<rect x="{x}" y="0" width="{w}" height="{H}" fill="#f6d5d8">'
+                    "<title>{t}</title></rect>"
                     '<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="#1a7f37">'
                     "<title>{t}</title></rect>"
                 ).format(x=x, w=BAR_W, H=CHART_H, y=CHART_H - h, h=h, t=label)

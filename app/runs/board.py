@@ -55,7 +55,7 @@ class ScenarioRef:
     hash: str  # the current one
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: thousands per board, and a frozen init is slower
 class RunFact:
     """A run of the board's mode and revision (any hash), as the query returns it; score
     and checks are filled in for the recent runs only."""
@@ -161,10 +161,12 @@ def _shown(run: RunFact, *, detail: bool) -> BoardRun:
 
 def recent_ids(scenarios: Sequence[ScenarioRef], runs: Sequence[RunFact]) -> list[str]:
     """The runs whose score and checks the cards show (the caller fetches them)."""
-    out: list[str] = []
-    for s in scenarios:
-        out += [r.id for r in counted_runs(s, runs)[-RECENT:]]
-    return out
+    current = {s.id: s.hash for s in scenarios}
+    mine: dict[str, list[RunFact]] = {}
+    for r in runs:
+        if current.get(r.scenario_id) == r.scenario_hash:
+            mine.setdefault(r.scenario_id, []).append(r)
+    return [r.id for s in scenarios for r in sorted(mine.get(s.id, []), key=_order)[-RECENT:]]
 
 
 def _chart(scenario: ScenarioRef, tallies: Iterable[RevisionTally]) -> list[RevisionRate]:
@@ -196,8 +198,11 @@ def _most_failed(scenario: ScenarioRef, failures: Iterable[CheckFailures]) -> Fa
     return FailedCheck(id=top.check_id, label=top.label, failures=top.failures)
 
 
-def build_card(scenario: ScenarioRef, data: BoardInput) -> BoardCard:
-    runs = counted_runs(scenario, data.runs)
+def build_card(
+    scenario: ScenarioRef, data: BoardInput, runs: Sequence[RunFact] | None = None
+) -> BoardCard:
+    """`runs`: the scenario's runs at any hash when the caller grouped them already."""
+    runs = counted_runs(scenario, data.runs if runs is None else runs)
     statuses = [r.status for r in runs]
     passed = statuses.count(PASSED)
     failed = sum(1 for s in statuses if s in FAILING_VERDICTS)
@@ -265,7 +270,12 @@ def _scenarios(n: int) -> str:
 
 
 def build_board(data: BoardInput) -> Board:
-    cards = sorted((build_card(s, data) for s in data.scenarios), key=sort_key)
+    by_scenario: dict[str, list[RunFact]] = {}
+    for run in data.runs:
+        by_scenario.setdefault(run.scenario_id, []).append(run)
+    cards = sorted(
+        (build_card(s, data, by_scenario.get(s.id, [])) for s in data.scenarios), key=sort_key
+    )
     return Board(
         mode=data.mode,
         revision=data.revision,

@@ -9,6 +9,7 @@ it.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import string
 import uuid
@@ -884,61 +885,51 @@ async def load_board(
     ]
     ids = [s.id for s in scenarios]
     hashes = [s.hash for s in scenarios]
-    async with pool.acquire() as conn:
-        revisions = [
-            BoardRevision(revision=r["revision"], last_run_at=r["last_run_at"])
-            for r in await repository.board_revisions(
-                conn, tenant_id=tenant_id, mode=mode, limit=BOARD_REVISIONS
-            )
-        ]
-        current = revisions[0].revision if revisions else None
-        shown = revision if revision is not None else current
-        runs = [
-            board_rules.RunFact(
-                r["id"],
-                r["scenario_id"],
-                r["scenario_hash"],
-                r["status"],
-                r["started_at"],
-                r["deadline"],
-                r["note"],
-            )
-            for r in await repository.board_runs(
-                conn, tenant_id=tenant_id, mode=mode, revision=shown
-            )
-        ]
-        details = {
-            r["id"]: r
-            for r in await repository.board_details(
-                conn, tenant_id=tenant_id, run_ids=board_rules.recent_ids(scenarios, runs)
-            )
-        }
-        failures = [
-            board_rules.CheckFailures(
-                r["scenario_id"], r["scenario_hash"], r["check_id"], r["label"] or "", r["failures"]
-            )
-            for r in await repository.board_failures(
-                conn,
-                tenant_id=tenant_id,
-                mode=mode,
-                revision=shown,
-                scenario_ids=ids,
-                hashes=hashes,
-            )
-        ]
-        tallies = [
-            board_rules.RevisionTally(
-                r["scenario_id"],
-                r["scenario_hash"],
-                r["revision"],
-                r["first_run_at"],
-                r["verdicts"],
-                r["passed"],
-            )
-            for r in await repository.board_tallies(
-                conn, tenant_id=tenant_id, mode=mode, scenario_ids=ids, hashes=hashes
-            )
-        ]
+    # Independent reads side by side, each on a connection of its own.
+    revision_rows, tally_rows = await asyncio.gather(
+        repository.board_revisions(pool, tenant_id=tenant_id, mode=mode, limit=BOARD_REVISIONS),
+        repository.board_tallies(
+            pool, tenant_id=tenant_id, mode=mode, scenario_ids=ids, hashes=hashes
+        ),
+    )
+    revisions = [
+        BoardRevision(revision=r["revision"], last_run_at=r["last_run_at"]) for r in revision_rows
+    ]
+    current = revisions[0].revision if revisions else None
+    shown = revision if revision is not None else current
+    run_rows, failure_rows = await asyncio.gather(
+        repository.board_runs(pool, tenant_id=tenant_id, mode=mode, revision=shown),
+        repository.board_failures(
+            pool, tenant_id=tenant_id, mode=mode, revision=shown, scenario_ids=ids, hashes=hashes
+        ),
+    )
+    fact = board_rules.RunFact
+    runs = [
+        fact(r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in run_rows
+    ]  # id, scenario_id, scenario_hash, status, started_at, deadline, note
+    details = {
+        r["id"]: r
+        for r in await repository.board_details(
+            pool, tenant_id=tenant_id, run_ids=board_rules.recent_ids(scenarios, runs)
+        )
+    }
+    failures = [
+        board_rules.CheckFailures(
+            r["scenario_id"], r["scenario_hash"], r["check_id"], r["label"] or "", r["failures"]
+        )
+        for r in failure_rows
+    ]
+    tallies = [
+        board_rules.RevisionTally(
+            r["scenario_id"],
+            r["scenario_hash"],
+            r["revision"],
+            r["first_run_at"],
+            r["verdicts"],
+            r["passed"],
+        )
+        for r in tally_rows
+    ]
     for i, run in enumerate(runs):
         detail = details.get(run.id)
         if detail is not None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.contract.board import BoardCheck
+from app.contract.board import BoardCard, BoardCheck
 from app.runs import board
 from app.runs.board import BoardInput, CheckFailures, RevisionTally, RunFact, ScenarioRef
 
@@ -41,7 +41,7 @@ def _runs(statuses: str, scenario: str = "s.one", hash_: str = "h2") -> list[Run
     return out
 
 
-def _card(runs: list[RunFact], scenario: ScenarioRef = S) -> board.BoardCard:
+def _card(runs: list[RunFact], scenario: ScenarioRef = S) -> BoardCard:
     data = BoardInput("workflow", "rev1", "rev1", NOW, [scenario], runs)
     return board.build_card(scenario, data)
 
@@ -98,7 +98,7 @@ def test_no_result_reasons(history: str, reason: str) -> None:
     card = _card(_runs(history))
     assert card.state == "no_results"
     assert card.reason == reason
-    assert card.reason_text == board.REASON_TEXT[card.reason]  # type: ignore[index]
+    assert card.reason is not None and card.reason_text == board.REASON_TEXT[card.reason]
 
 
 def test_a_card_with_a_verdict_gives_no_reason() -> None:
