@@ -861,3 +861,7 @@ def check_limit(value: int, low: int, high: int, name: str) -> int:
     if not low <= value <= high:
         raise BadRequest(f"'{name}' must be {low} to {high}")
     return value
+
+
+# SQL fragments for statements of other features that must stay one round trip.
+run_status_sql = repository.run_status_sql
