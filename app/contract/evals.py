@@ -34,6 +34,9 @@ class FailedCheck(ApiModel):
     expectation_id: str
     label: str
     count: int
+    run_id: str | None = Field(
+        default=None, exclude_if=is_none, description="A run where it failed (the first)"
+    )
 
 
 class Excluded(ApiModel):
