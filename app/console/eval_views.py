@@ -191,7 +191,8 @@ def grid_of(runs: list[EvalRun]) -> Grid:
             Mark(run.status, run.run_id, run.repeat, run.note)
         )
     # The baseline column first, the personas as planned.
-    personas.sort(key=lambda p: (p != BASELINE, personas.index(p)))
+    planned = list(personas)
+    personas.sort(key=lambda p: (p != BASELINE, planned.index(p)))
     rows = []
     for scenario in scenarios:
         cells: list[GridCell | None] = []
