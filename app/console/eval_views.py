@@ -264,7 +264,7 @@ class Bar:
 
     @property
     def at(self) -> str:
-        return f"{100 * self.point:.2f}"
+        return f"{min(99.4, 100 * self.point):.2f}"  # the tick stays inside the bar
 
 
 def bar_of(rate: Rate) -> Bar | None:

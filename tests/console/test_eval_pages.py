@@ -234,3 +234,43 @@ async def test_sign_in_keeps_the_eval_page_as_next(tenant: TenantHandle) -> None
         assert 'href="/evals" aria-current="page"' in answer.text
     finally:
         await client.aclose()
+
+
+async def _finish_all(tenant: TenantHandle, eval_id: str) -> None:
+    async with api_client(tenant) as client:
+        view = (await client.get(f"/evals/{eval_id}")).json()
+        for run in view["runs"]:
+            await client.post(f"/runs/{run['runId']}/finish")
+
+
+async def test_agent_briefs_and_a_changed_scenario_not_comparable(
+    console: httpx.AsyncClient, tenant: TenantHandle
+) -> None:
+    from tests.scenarios.test_import_api import SCENARIO
+
+    async with api_client(tenant) as client:
+        assert (await client.post("/scenarios", json=SCENARIO)).status_code == 201
+    body = {"mode": "agent", "scenarios": [SCENARIO["id"]], "personas": "all"}
+    first = await _eval(tenant, label="agent v1", **body)
+    page = re.sub(r"\s+", " ", (await console.get(f"/evals/{first}")).text)
+    assert "Briefs for the agent" in page
+    async with api_client(tenant) as client:
+        view = (await client.get(f"/evals/{first}")).json()
+    assert len(view["runs"]) == 2
+    for run in view["runs"]:
+        position = run["position"]
+        assert re.sub(r"\s+", " ", run["brief"]).strip() in page
+        assert f'data-copy-from="brief-text-{position}"' in page
+        assert run["fhirBase"] in page
+    assert 'data-eval-live="/evals/' in page  # running: the page polls
+    await _finish_all(tenant, first)
+    changed = {**SCENARIO, "title": "Ask Dr. Chen to call back today"}
+    async with api_client(tenant) as client:
+        assert (await client.post("/scenarios", json=changed)).status_code == 201
+    second = await _eval(tenant, label="agent v2", **body)
+    await _finish_all(tenant, second)
+    compare = re.sub(r"\s+", " ", (await console.get(f"/evals/{second}/compare")).text)
+    assert f'<option value="{first}" selected>' in compare
+    assert compare.count('<tr class="cell-not-comparable">') == 2
+    assert "the scenario changed between the evals" in compare
+    assert "No comparison yet" in compare  # nothing comparable is left to test
