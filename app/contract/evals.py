@@ -65,7 +65,11 @@ class EvalRun(ApiModel):
     persona: str
     repeat: int
     status: str = Field(description="queued, cancelled, or the run's status")
-    note: str | None = Field(default=None, exclude_if=is_empty)
+    note: str | None = Field(
+        default=None,
+        exclude_if=is_empty,
+        description="Why it was cancelled or errored (left out of the rates), when known",
+    )
     run_id: str | None = Field(default=None, exclude_if=is_none)
     fhir_base: str | None = Field(default=None, exclude_if=is_none)
     fixture: dict[str, str] | None = Field(default=None, exclude_if=is_none)

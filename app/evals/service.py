@@ -494,6 +494,8 @@ def _item_view(item: Item, root: str, mode: str) -> EvalRun:
         if run.status != "live":
             verdict = run.final_verdict()
             view.passed, view.score = verdict.passed, verdict.score
+            if run.status in ("cancelled", "errored") and not view.note:
+                view.note = verdict.note  # why it was excluded from the rates
     return view
 
 

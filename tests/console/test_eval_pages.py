@@ -274,3 +274,22 @@ async def test_agent_briefs_and_a_changed_scenario_not_comparable(
     assert compare.count('<tr class="cell-not-comparable">') == 2
     assert "the scenario changed between the evals" in compare
     assert "No comparison yet" in compare  # nothing comparable is left to test
+
+
+async def test_excluded_runs_are_listed_with_why(
+    console: httpx.AsyncClient, tenant: TenantHandle
+) -> None:
+    eval_id = await _eval(tenant, label="excluded 1", repeats=2)
+    async with api_client(tenant) as client:
+        view = (await client.get(f"/evals/{eval_id}")).json()
+        first, second = (r["runId"] for r in view["runs"])
+        await client.post(f"/runs/{first}/cancel")
+        await client.post(f"/runs/{second}/finish")
+        view = (await client.get(f"/evals/{eval_id}")).json()
+    page = re.sub(r"\s+", " ", (await console.get(f"/evals/{eval_id}")).text)
+    assert "Excluded runs" in page and f'href="/runs/{first}"' in page
+    cancelled = next(r for r in view["runs"] if r["runId"] == first)
+    why = cancelled.get("note") or "cancelled before a verdict"
+    assert why in page
+    assert "<strong>0/1</strong> passed" in page
+    assert "1 cancelled, 0 errored" in page
