@@ -222,6 +222,21 @@ def eval_state(status: str) -> Markup:
     ).format(css=state.css, icon=state.icon, word=state.word)
 
 
+@dataclass(frozen=True, slots=True)
+class ListRate:
+    passes: int
+    runs: int
+    rate: float | None
+
+
+def list_rate(counts: dict[str, int]) -> ListRate:
+    """An ended eval's pass rate from its runs by status, as its summary computes it:
+    passed over passed, failed and timed out (cancelled and errored left out)."""
+    valid = sum(counts.get(s, 0) for s in ("passed", "failed", "timed_out"))
+    passes = counts.get("passed", 0)
+    return ListRate(passes, valid, passes / valid if valid else None)
+
+
 def mark_state(status: str) -> str:
     """A run's status as its grid mark: cancelled and errored runs are excluded (–)."""
     return "excluded" if status in ("cancelled", "errored") else status

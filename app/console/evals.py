@@ -61,13 +61,8 @@ def _limits(request: Request) -> RunLimits:
 @router.get("/evals")
 async def evals_list(request: Request, viewer: SignedIn) -> Response:
     found = await service.list_evals(pool_of(request), viewer.tenant.id, None, PAGE_SIZE)
-    rates = {}
-    for item in found:
-        if item.status in ("completed", "cancelled"):
-            view = await service.eval_view(
-                pool_of(request), viewer.tenant.id, item.id, root_url(request)
-            )
-            rates[item.id] = view.summary.pass_rate if view.summary else None
+    # The summary's pass rate is C/N over the valid runs: the list's counts say the same.
+    rates = {e.id: ev.list_rate(e.counts) for e in found if e.status in ("completed", "cancelled")}
     return render(
         request,
         "evals/list.html",
