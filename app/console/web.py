@@ -54,7 +54,12 @@ PAGE_CACHE = "no-store"
 CSRF_FIELD = "csrf"
 
 # The header's links; the run-page helper adds its pages here as they land.
-NAV: list[tuple[str, str]] = [("/", "Home"), ("/scenarios", "Scenarios"), ("/runs", "Runs")]
+NAV: list[tuple[str, str]] = [
+    ("/", "Home"),
+    ("/scenarios", "Scenarios"),
+    ("/runs", "Runs"),
+    ("/evals", "Evals"),
+]
 
 
 class SignInRequired(Exception):

@@ -139,6 +139,17 @@ async def tenants_with_queued(conn: Reader) -> list[uuid.UUID]:
     return [r["tenant_id"] for r in rows]
 
 
+async def count_queued(conn: Reader, *, tenant_id: uuid.UUID) -> int:
+    """Items of the tenant's live evals waiting to start (they start before a new eval's)."""
+    waiting: int = await conn.fetchval(
+        """SELECT count(*) FROM eval_item i
+        JOIN eval e ON e.tenant_id = i.tenant_id AND e.id = i.eval_id
+        WHERE i.tenant_id = $1 AND i.state IN ('queued', 'starting') AND e.cancelled_at IS NULL""",
+        tenant_id,
+    )
+    return waiting
+
+
 async def lock_eval(conn: Conn, *, tenant_id: uuid.UUID, eval_id: str) -> bool:
     row = await conn.fetchrow(
         "SELECT id FROM eval WHERE tenant_id = $1 AND id = $2 FOR UPDATE", tenant_id, eval_id
