@@ -26,15 +26,16 @@ import sys
 import traceback
 import xml.etree.ElementTree as ET
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
 from app.client import harness
 from app.client import statistics as stats
 from app.client.harness import EvalApi, HarnessError, Progress
-from app.contract.evals import CellCounts, EvalSummary, EvalView
+from app.contract.evals import CellCounts, EvalListItem, EvalSummary, EvalView
 from app.contract.evals import Comparison as ComparisonView
 from app.contract.runs import ExpectationResult, FinalRunView
 
@@ -148,6 +149,26 @@ def build_parser() -> argparse.ArgumentParser:
 # --- the flow -------------------------------------------------------------------------
 
 
+def label_prefix(label: str) -> str:
+    """The prefix a label's baseline shares: the label up to its first space ("main
+    1a2b3c" → "main"; the whole label when it has none)."""
+    return label.split(" ", 1)[0]
+
+
+def newest_completed(
+    listed: Iterable[EvalListItem], *, exclude: str | None, before: datetime | None = None
+) -> EvalListItem | None:
+    """The baseline rule: the newest completed eval of `listed` (newest first, as
+    `GET /evals` answers) that is not `exclude` and, with `before`, was created earlier."""
+    for item in listed:
+        if item.status != "completed" or item.id == exclude:
+            continue
+        if before is not None and item.created_at >= before:
+            continue
+        return item
+    return None
+
+
 async def find_baseline(
     api: EvalApi, spec: str, exclude: str | None
 ) -> tuple[EvalView | None, str]:
@@ -155,10 +176,10 @@ async def find_baseline(
     `exclude`) or an eval id, and a sentence saying what was found."""
     if spec.startswith(BASELINE_PREFIX):
         prefix = spec[len(BASELINE_PREFIX) :]
-        for listed in await api.list_evals(prefix):
-            if listed.status == "completed" and listed.id != exclude:
-                found = await api.get_eval(listed.id)
-                return found, f"newest completed eval labelled '{prefix}…'"
+        listed = newest_completed(await api.list_evals(prefix), exclude=exclude)
+        if listed is not None:
+            found = await api.get_eval(listed.id)
+            return found, f"newest completed eval labelled '{prefix}…'"
         return None, f"no completed eval with a label starting '{prefix}'"
     try:
         found = await api.get_eval(spec)

@@ -58,6 +58,7 @@ NAV: list[tuple[str, str]] = [
     ("/", "Home"),
     ("/scenarios", "Scenarios"),
     ("/runs", "Runs"),
+    ("/evals", "Evals"),
     ("/board", "Board"),
 ]
 

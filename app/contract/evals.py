@@ -34,6 +34,9 @@ class FailedCheck(ApiModel):
     expectation_id: str
     label: str
     count: int
+    run_id: str | None = Field(
+        default=None, exclude_if=is_none, description="A run where it failed (the first)"
+    )
 
 
 class Excluded(ApiModel):
@@ -62,7 +65,11 @@ class EvalRun(ApiModel):
     persona: str
     repeat: int
     status: str = Field(description="queued, cancelled, or the run's status")
-    note: str | None = Field(default=None, exclude_if=is_empty)
+    note: str | None = Field(
+        default=None,
+        exclude_if=is_empty,
+        description="Why it was cancelled or errored (left out of the rates), when known",
+    )
     run_id: str | None = Field(default=None, exclude_if=is_none)
     fhir_base: str | None = Field(default=None, exclude_if=is_none)
     fixture: dict[str, str] | None = Field(default=None, exclude_if=is_none)

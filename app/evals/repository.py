@@ -139,6 +139,17 @@ async def tenants_with_queued(conn: Reader) -> list[uuid.UUID]:
     return [r["tenant_id"] for r in rows]
 
 
+async def count_queued(conn: Reader, *, tenant_id: uuid.UUID) -> int:
+    """Items of the tenant's live evals waiting to start (they start before a new eval's)."""
+    waiting: int = await conn.fetchval(
+        """SELECT count(*) FROM eval_item i
+        JOIN eval e ON e.tenant_id = i.tenant_id AND e.id = i.eval_id
+        WHERE i.tenant_id = $1 AND i.state IN ('queued', 'starting') AND e.cancelled_at IS NULL""",
+        tenant_id,
+    )
+    return waiting
+
+
 async def lock_eval(conn: Conn, *, tenant_id: uuid.UUID, eval_id: str) -> bool:
     row = await conn.fetchrow(
         "SELECT id FROM eval WHERE tenant_id = $1 AND id = $2 FOR UPDATE", tenant_id, eval_id
@@ -185,6 +196,24 @@ async def items(conn: Reader, *, tenant_id: uuid.UUID, eval_id: str) -> list[asy
         FROM eval_item WHERE tenant_id = $1 AND eval_id = $2 ORDER BY position""",
         tenant_id,
         eval_id,
+    )
+
+
+async def status_counts(
+    conn: Reader, *, tenant_id: uuid.UUID, eval_ids: list[str], run_status_sql: str
+) -> list[asyncpg.Record]:
+    """(eval_id, status, n) for the items of those evals, counted in one statement:
+    an item's status is its run's, else cancelled or queued by its own state.
+    `run_status_sql` is the runs feature's subquery for a run's status, over `i.run_id`
+    and `$1`."""
+    return await conn.fetch(
+        f"""SELECT i.eval_id, CASE WHEN i.run_id IS NOT NULL THEN {run_status_sql}
+                WHEN i.state = 'cancelled' THEN 'cancelled' ELSE 'queued' END AS status,
+                count(*) AS n
+        FROM eval_item i WHERE i.tenant_id = $1 AND i.eval_id = ANY($2::text[])
+        GROUP BY 1, 2""",
+        tenant_id,
+        eval_ids,
     )
 
 

@@ -22,6 +22,7 @@ from datetime import timedelta
 import asyncpg
 import orjson
 
+from app.client import ci
 from app.client import statistics as stats
 from app.contract.evals import (
     CellCounts,
@@ -72,12 +73,12 @@ class EvalRequest:
     revision: str | None = None  # the system under test's version; its runs carry it
 
 
-async def create_eval(tx: Tx, tenant_id: uuid.UUID, request: EvalRequest, *, root_url: str) -> str:
-    """Plan the eval's items, queued, in the caller's transaction; once committed, what
-    fits starts at once (a promotion noted in `tx.after`)."""
-    conn = tx.conn
-    if not conn.is_in_transaction():
-        raise RuntimeError("create_eval runs inside the caller's transaction")
+async def plan_eval(
+    conn: Conn, tenant_id: uuid.UUID, request: EvalRequest
+) -> list[tuple[str, str | None]]:
+    """The eval's cells (scenario, persona or None for the baseline), in order, after every
+    check of the request (422 with the reason, 404 for an unknown scenario); each is run
+    `request.repeats` times. Writes nothing: the console's preview asks it too."""
     if request.mode not in ("agent", "workflow"):
         raise Unprocessable(f"mode must be 'agent' or 'workflow', not '{request.mode}'")
     if not 1 <= request.repeats <= MAX_REPEATS:
@@ -141,6 +142,46 @@ async def create_eval(tx: Tx, tenant_id: uuid.UUID, request: EvalRequest, *, roo
             f"this eval would make {total} runs; an eval may have at most {MAX_RUNS} "
             "(fewer scenarios, personas or repeats)"
         )
+    return plan
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """What starting an eval would do now: its runs, how many start at once and how many
+    wait behind the live-run limit (and behind other evals' queued runs, which start
+    first)."""
+
+    cells: int
+    total: int
+    start_now: int
+    queued: int
+    live: int
+    waiting: int
+    max_live: int
+
+
+async def preview_eval(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, request: EvalRequest, *, limits: RunLimits
+) -> Preview:
+    """The checks `create_eval` makes (raising as it does), and the numbers, writing
+    nothing."""
+    async with pool.acquire() as conn:
+        plan = await plan_eval(conn, tenant_id, request)
+        total = len(plan) * request.repeats
+        live = await runs_service.count_live(conn, tenant_id)
+        waiting = await repository.count_queued(conn, tenant_id=tenant_id)
+    free = max(0, limits.max_live - live - waiting)
+    start_now = min(total, free)
+    return Preview(len(plan), total, start_now, total - start_now, live, waiting, limits.max_live)
+
+
+async def create_eval(tx: Tx, tenant_id: uuid.UUID, request: EvalRequest, *, root_url: str) -> str:
+    """Plan the eval's items, queued, in the caller's transaction; once committed, what
+    fits starts at once (a promotion noted in `tx.after`)."""
+    conn = tx.conn
+    if not conn.is_in_transaction():
+        raise RuntimeError("create_eval runs inside the caller's transaction")
+    plan = await plan_eval(conn, tenant_id, request)
     eval_id = "eval_" + "".join(secrets.choice(_ALPHABET) for _ in range(12))
     now = utcnow()
     rows = [
@@ -339,12 +380,16 @@ async def _items(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str) -> list
 
 
 def _status(row: asyncpg.Record, items: list[Item]) -> str:
+    return _status_of(row, Counter(i.status for i in items))
+
+
+def _status_of(row: asyncpg.Record, counts: Counter[str]) -> str:
+    """The eval's status from its items' statuses (counted)."""
     if row["cancelled_at"] is not None:
         return "cancelled"
-    statuses = [i.status for i in items]
-    if all(s not in ("queued", "live") for s in statuses):
+    if not any(counts[s] for s in ("queued", "live")):
         return "completed"
-    if all(s == "queued" for s in statuses):
+    if all(s == "queued" for s in counts if counts[s]):
         return "queued"
     return "running"
 
@@ -399,12 +444,14 @@ def summarise(items: list[Item], k: int) -> EvalSummary:
         personas[cell.key[1]][0] += cell.c
         personas[cell.key[1]][1] += cell.n
     failed_checks: Counter[tuple[str, str, str]] = Counter()
+    failed_in: dict[tuple[str, str, str], str] = {}
     for item in items:
         if item.run is None or item.run.status not in ("failed", "timed_out"):
             continue
         for e in item.run.final_verdict().expectations:
             if e.passed is False:
                 failed_checks[(item.scenario_id, e.id, e.label)] += 1
+                failed_in.setdefault((item.scenario_id, e.id, e.label), item.run.id)
     return EvalSummary(
         pass_rate=_rate(c, n),
         k=k,
@@ -418,7 +465,13 @@ def summarise(items: list[Item], k: int) -> EvalSummary:
         ],
         personas={p: _rate(pc, pn) for p, (pc, pn) in sorted(personas.items())},
         most_failed_checks=[
-            FailedCheck(scenario_id=s, expectation_id=e, label=label, count=count)
+            FailedCheck(
+                scenario_id=s,
+                expectation_id=e,
+                label=label,
+                count=count,
+                run_id=failed_in[(s, e, label)],
+            )
             for (s, e, label), count in failed_checks.most_common(10)
         ],
         excluded=Excluded(cancelled=outcomes.cancelled, errored=outcomes.errored),
@@ -445,6 +498,8 @@ def _item_view(item: Item, root: str, mode: str) -> EvalRun:
         if run.status != "live":
             verdict = run.final_verdict()
             view.passed, view.score = verdict.passed, verdict.score
+            if run.status in ("cancelled", "errored") and not view.note:
+                view.note = verdict.note  # why it was excluded from the rates
     return view
 
 
@@ -486,22 +541,29 @@ async def list_evals(
         limit=limit,
         revision=revision,
     )
-    out = []
-    for row in rows:
-        items = await _items(pool, tenant_id, row["id"])
-        out.append(
-            EvalListItem(
-                id=row["id"],
-                label=row["label"],
-                revision=row["revision"],
-                mode=row["mode"],
-                status=_status(row, items),
-                created_at=row["created_at"],
-                total=len(items),
-                counts=dict(Counter(i.status for i in items)),
-            )
+    # Two statements whatever the page size: the evals, then every item's status counted
+    # in SQL (a page of fifty 100-run evals used to read 5,000 run rows, one eval at a time).
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for c in await repository.status_counts(
+        pool,
+        tenant_id=tenant_id,
+        eval_ids=[row["id"] for row in rows],
+        run_status_sql=runs_service.run_status_sql("$1", "i.run_id"),
+    ):
+        counts[c["eval_id"]][c["status"]] += c["n"]
+    return [
+        EvalListItem(
+            id=row["id"],
+            label=row["label"],
+            revision=row["revision"],
+            mode=row["mode"],
+            status=_status_of(row, counts[row["id"]]),
+            created_at=row["created_at"],
+            total=sum(counts[row["id"]].values()),
+            counts=dict(counts[row["id"]]),
         )
-    return out
+        for row in rows
+    ]
 
 
 async def compare_evals(
@@ -565,6 +627,21 @@ async def compare_evals(
             "noise with these run counts"
         ),
     )
+
+
+async def baseline_choices(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str, *, limit: int = 50
+) -> tuple[list[EvalListItem], str | None]:
+    """The completed evals other than this one (newest first), and the default baseline by
+    the CI rule (`app.client.ci`): the newest completed eval created before this one whose
+    label starts with this label's prefix before its first space; None when there is none."""
+    row = await _eval_row(pool, tenant_id, eval_id)
+    listed = await list_evals(pool, tenant_id, None, limit)
+    choices = [e for e in listed if e.status == "completed" and e.id != eval_id]
+    prefix = ci.label_prefix(row["label"])
+    same_prefix = await list_evals(pool, tenant_id, prefix, limit)
+    found = ci.newest_completed(same_prefix, exclude=eval_id, before=row["created_at"])
+    return choices, None if found is None else found.id
 
 
 def _cell_counts(cell: stats.Cell | None) -> CellCounts | None:

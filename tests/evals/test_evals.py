@@ -193,3 +193,29 @@ async def test_an_eval_timeout_out_of_range_is_a_422_naming_the_field(
             )
             assert response.status_code == 422, response.text
             assert "timeoutSeconds" in response.text
+
+
+async def test_the_evals_list_costs_two_statements_whatever_its_length(
+    tenant: TenantHandle, db: Any
+) -> None:
+    """A page of evals is read in a constant number of statements, its counts computed in
+    SQL (it was one query per eval, each loading every run row)."""
+    from app.evals import service as evals_service
+
+    async def statements_for_list() -> tuple[int, list[Any]]:
+        seen: list[str] = []
+        async with db.pool.acquire() as conn:
+            conn.add_query_logger(lambda record: seen.append(record.query))
+            listed = await evals_service.list_evals(conn, tenant.id, None, 50)
+        return len(seen), listed
+
+    async with api_client(tenant) as client:
+        body = {"mode": "agent", "label": "count", "scenarios": ["referrals.cardiology-referral"]}
+        assert (await client.post("/evals", json=body)).status_code == 201
+        one, listed = await statements_for_list()
+        for _ in range(3):
+            assert (await client.post("/evals", json=body)).status_code == 201
+        four, listed = await statements_for_list()
+    assert len(listed) == 4
+    assert one == four == 2
+    assert all(item.total == 1 and sum(item.counts.values()) == 1 for item in listed)
