@@ -129,3 +129,14 @@ async def test_another_tenants_runs_are_unseen(
 async def test_a_bad_mode_is_a_400_page(console: httpx.AsyncClient) -> None:
     r = await console.get("/board", params={"mode": "robot"})
     assert r.status_code == 400 and "mode must be agent or workflow" in r.text
+
+
+async def test_home_shows_the_boards_headline(
+    db: Database, tenant: TenantHandle, console: httpx.AsyncClient
+) -> None:
+    assert "board-headline" not in (await console.get("/")).text  # no run yet
+    [a, *_] = workflow_scenarios()
+    await insert_history(db, tenant.id, a, "ff", revision="r1")
+    home = await console.get("/")
+    assert 'data-testid="board-headline"' in home.text
+    assert "1 of " in home.text and "needs attention" in home.text
