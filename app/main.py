@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
+from app.api.board import router as board_router
 from app.api.evals import router as evals_router
 from app.api.fhir import eligibility_router
 from app.api.fhir import router as fhir_router
@@ -196,6 +197,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(usage_router)
     app.include_router(webhooks_router)
     app.include_router(evals_router)
+    app.include_router(board_router)
     # The console's pages for people, under / (not in the OpenAPI document).
     install_console(app, settings)
     # MCP (streamable HTTP) at /mcp, with or without the trailing slash clients differ on.

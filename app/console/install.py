@@ -6,12 +6,18 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from app.console import evals, pages, runs, scenarios
+from app.console import board, evals, pages, runs, scenarios
 from app.console.web import STATIC, STATIC_PREFIX, Console
 from app.settings import Settings
 
 # Each page module's router; a new page module adds its router here.
-ROUTERS: list[APIRouter] = [pages.router, scenarios.router, runs.router, evals.router]
+ROUTERS: list[APIRouter] = [
+    pages.router,
+    scenarios.router,
+    runs.router,
+    evals.router,
+    board.router,
+]
 
 
 def install_console(app: FastAPI, settings: Settings) -> None:

@@ -143,6 +143,10 @@ async def home(request: Request, viewer: SignedIn) -> Response:
     scenarios = await scenarios_service.list_scenarios(pool, viewer.tenant.id)
     lines = [views.run_line(r) for r in runs]
     live = sum(1 for r in lines if r.status == "live")
+    # The board's headline for the mode of the latest run (CONSOLE.md: home shows it).
+    board = (
+        await runs_service.load_board(pool, viewer.tenant.id, mode=runs[0].mode) if runs else None
+    )
     return render(
         request,
         "home.html",
@@ -150,4 +154,5 @@ async def home(request: Request, viewer: SignedIn) -> Response:
         live=live,
         scenario_count=len(scenarios),
         custom_count=sum(1 for s in scenarios if not s.builtin),
+        board=board,
     )

@@ -59,6 +59,7 @@ NAV: list[tuple[str, str]] = [
     ("/scenarios", "Scenarios"),
     ("/runs", "Runs"),
     ("/evals", "Evals"),
+    ("/board", "Board"),
 ]
 
 

@@ -33,6 +33,18 @@ class Run(Base):
         Index("ix_run_live", "tenant_id", "id", postgresql_where=text("status = 'live'")),
         Index("ix_run_label", "tenant_id", "label"),
         Index("ix_run_revision", "tenant_id", "revision", "started_at"),
+        # The board: a mode's latest runs (default revision, picker) and the per-revision
+        # chart of a scenario at its hash, read from the index alone.
+        Index("ix_run_mode", "tenant_id", "mode", "started_at", postgresql_include=["revision"]),
+        Index(
+            "ix_run_board",
+            "tenant_id",
+            "mode",
+            "scenario_id",
+            "scenario_hash",
+            "revision",
+            postgresql_include=["status", "started_at"],
+        ),
     )
 
     tenant_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)

@@ -313,6 +313,100 @@ async def run_marker(conn: Reader, *, tenant_id: uuid.UUID, run_id: str) -> asyn
     )
 
 
+# --- the scenario health board (app.runs.board) ------------------------------------------
+
+_BOARD_REVISION = "revision = $2"
+_BOARD_NO_REVISION = "revision IS NULL AND $2::text IS NULL"
+
+
+async def board_runs(
+    conn: Reader, *, tenant_id: uuid.UUID, mode: str, revision: str | None
+) -> list[asyncpg.Record]:
+    """The light rows of every run of a mode on a revision (ix_run_revision), oldest
+    first; an errored run's note is all of the verdict read."""
+    where = _BOARD_REVISION if revision is not None else _BOARD_NO_REVISION
+    return await conn.fetch(
+        "SELECT id, scenario_id, scenario_hash, status, started_at, deadline, "
+        "CASE WHEN status = 'errored' THEN verdict->>'note' END AS note "
+        f"FROM run WHERE tenant_id = $1 AND {where} AND mode = $3 ORDER BY started_at, id",
+        tenant_id,
+        revision,
+        mode,
+    )
+
+
+async def board_details(
+    conn: Reader, *, tenant_id: uuid.UUID, run_ids: list[str]
+) -> list[asyncpg.Record]:
+    """Score and checks (id, label, passed) of the runs the cards show in detail."""
+    return await conn.fetch(
+        """SELECT r.id, (r.verdict->>'score')::float8 AS score,
+            COALESCE((SELECT jsonb_agg(jsonb_build_array(e->>'id', e->>'label', e->'passed'))
+                      FROM jsonb_array_elements(r.verdict->'expectations') e), '[]') AS checks
+        FROM run r WHERE r.tenant_id = $1 AND r.id = ANY($2::text[]) AND r.verdict IS NOT NULL""",
+        tenant_id,
+        run_ids,
+    )
+
+
+async def board_failures(
+    conn: Reader,
+    *,
+    tenant_id: uuid.UUID,
+    mode: str,
+    revision: str | None,
+    scenario_ids: list[str],
+    hashes: list[str],
+) -> list[asyncpg.Record]:
+    """How often each check failed on the failed runs of each scenario at its hash."""
+    where = _BOARD_REVISION if revision is not None else _BOARD_NO_REVISION
+    return await conn.fetch(
+        "SELECT r.scenario_id, r.scenario_hash, e->>'id' AS check_id, "
+        "max(e->>'label') AS label, count(*) AS failures "
+        "FROM run r CROSS JOIN LATERAL jsonb_array_elements(r.verdict->'expectations') e "
+        f"WHERE r.tenant_id = $1 AND r.{where} AND r.mode = $3 "
+        "AND r.status IN ('failed', 'timed_out') "
+        "AND (r.scenario_id, r.scenario_hash) IN (SELECT * FROM unnest($4::text[], $5::text[])) "
+        "AND e->>'passed' = 'false' GROUP BY 1, 2, 3",
+        tenant_id,
+        revision,
+        mode,
+        scenario_ids,
+        hashes,
+    )
+
+
+async def board_tallies(
+    conn: Reader, *, tenant_id: uuid.UUID, mode: str, scenario_ids: list[str], hashes: list[str]
+) -> list[asyncpg.Record]:
+    """Verdicts per scenario (at its hash) and revision, from ix_run_board alone."""
+    return await conn.fetch(
+        """SELECT scenario_id, scenario_hash, revision, min(started_at) AS first_run_at,
+            count(*) FILTER (WHERE status IN ('passed', 'failed', 'timed_out')) AS verdicts,
+            count(*) FILTER (WHERE status = 'passed') AS passed
+        FROM run WHERE tenant_id = $1 AND mode = $2
+        AND (scenario_id, scenario_hash) IN (SELECT * FROM unnest($3::text[], $4::text[]))
+        GROUP BY 1, 2, 3""",
+        tenant_id,
+        mode,
+        scenario_ids,
+        hashes,
+    )
+
+
+async def board_revisions(
+    conn: Reader, *, tenant_id: uuid.UUID, mode: str, limit: int
+) -> list[asyncpg.Record]:
+    """The revisions run in a mode, newest first by their latest run (ix_run_mode)."""
+    return await conn.fetch(
+        "SELECT revision, max(started_at) AS last_run_at FROM run "
+        "WHERE tenant_id = $1 AND mode = $2 GROUP BY revision ORDER BY 2 DESC LIMIT $3",
+        tenant_id,
+        mode,
+        limit,
+    )
+
+
 def run_status_sql(tenant_id: str, run_id: str) -> str:
     """A scalar subquery for another feature's statement: the status of the run the SQL
     expressions name (NULL when there is none), read by its primary key."""
