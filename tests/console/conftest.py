@@ -117,12 +117,13 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 async def shot(page: Page, name: str, docs: str | None = None) -> Path:
-    """A full-page screenshot under test-output/; with `docs`, also the first screen of
-    it as docs/<docs>.png (the README shows it)."""
+    """A full-page screenshot under test-output/; with `docs` and UNDERSTUDY_DOCS_SHOTS
+    set, also the first screen of it as docs/<docs>.png (the README shows it; a plain
+    test run leaves the checkout clean)."""
     OUTPUT.mkdir(parents=True, exist_ok=True)
     path = OUTPUT / f"{name}.png"
     await page.screenshot(path=str(path), full_page=True)
-    if docs is not None:
+    if docs is not None and os.environ.get("UNDERSTUDY_DOCS_SHOTS"):
         DOCS.mkdir(exist_ok=True)
         await page.screenshot(path=str(DOCS / f"{docs}.png"))
     return path
