@@ -1,6 +1,7 @@
 """The eval pages in a real browser: start an eval from the form and watch it complete
 while an in-test automation does the work of each run over HTTP; the grid links to the
 run pages; the compare page of a correct then a broken automation shows the regression.
+The automation of the compare test is an in-test webhook receiver that writes back.
 Kept to two tests (the CI budget): the numbers and sentences are covered over HTTP in
 test_eval_pages.py."""
 
@@ -14,7 +15,63 @@ from playwright.async_api import Page, expect
 
 from tests.conftest import TenantHandle
 from tests.console.conftest import shot
-from tests.evals.test_evals import WORKFLOW, api_client, do_the_work, run_eval, started_runs
+from tests.evals.test_evals import WORKFLOW, api_client, do_the_work, started_runs
+from tests.webhooks.conftest import receiver  # noqa: F401 (the fixture)
+from tests.webhooks.receiver import Receiver
+from tests.webhooks.test_workflow_runs import (
+    Handler,
+    api,
+    automation,
+    reach_out_after_noshow,
+    route_critical_result,
+    subscribe,
+    triage_portal_message,
+)
+
+# The in-test automation: what a workflow does on each webhook, over the run's FHIR base.
+CORRECT: dict[str, Handler] = {
+    "result.final": route_critical_result,
+    "message.received": triage_portal_message,
+    "appointment.noshow": reach_out_after_noshow,
+}
+
+
+async def _ignore(fhir: object, event: object) -> None:
+    """The broken automation: takes the webhook, writes nothing back."""
+
+
+BROKEN: dict[str, Handler] = dict.fromkeys(CORRECT, _ignore)
+
+
+async def _workflow_eval(
+    tenant: TenantHandle,
+    hooks: Receiver,
+    secret: str,
+    label: str,
+    handlers: dict[str, Handler],
+) -> str:
+    """A workflow eval of WORKFLOW × 3 whose automation is an in-test webhook receiver
+    that writes back; a run the automation left alone is finished once its events came."""
+    hooks.received.clear()  # what an earlier automation took is not this one's
+    async with (
+        api_client(tenant) as client,
+        automation(tenant, hooks, secret, handlers) as auto,
+    ):
+        body = {"mode": "workflow", "label": label, "scenarios": WORKFLOW, "repeats": 3}
+        created = await client.post("/evals", json=body)
+        assert created.status_code == 201, created.text
+        eval_id: str = created.json()["id"]
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if (await client.get(f"/evals/{eval_id}")).json()["status"] == "completed":
+                return eval_id
+            if handlers is BROKEN:
+                seen = {e["runId"] for e in auto.handled}
+                for item in await started_runs(client, eval_id):
+                    if item["status"] == "live" and item["runId"] in seen:
+                        await client.post(f"/runs/{item['runId']}/finish")
+            await asyncio.sleep(0.2)
+    raise AssertionError(f"eval {eval_id} did not complete")
 
 
 async def _work_until_done(tenant: TenantHandle, eval_id: str) -> None:
@@ -81,11 +138,15 @@ async def test_start_an_eval_and_watch_it_complete(
 
 
 async def test_compare_shows_the_broken_automation_regressed(
-    signed_in_page: Page, tenant: TenantHandle
+    signed_in_page: Page,
+    tenant: TenantHandle,
+    receiver: Receiver,  # noqa: F811 (the fixture imported above)
 ) -> None:
     page = signed_in_page
-    good = await run_eval(tenant, "automation v1", correct=True, repeats=3)
-    bad = await run_eval(tenant, "automation v2", correct=False, repeats=3)
+    async with api(tenant) as root:
+        sub = await subscribe(root, receiver.url, list(CORRECT))
+    good = await _workflow_eval(tenant, receiver, sub["secret"], "automation v1", CORRECT)
+    bad = await _workflow_eval(tenant, receiver, sub["secret"], "automation v2", BROKEN)
     await page.goto(f"/evals/{bad}")
     await expect(page.locator("#pass-rate")).to_contain_text("0/9")
     await page.get_by_role("link", name="Compare with a baseline").click()
