@@ -23,6 +23,7 @@ from app.console.web import (
     viewer_of,
 )
 from app.errors import Unauthorized
+from app.evals import service as evals_service
 from app.runs import service as runs_service
 from app.scenarios import service as scenarios_service
 from app.tenants import service as tenants_service
@@ -30,6 +31,7 @@ from app.tenants import service as tenants_service
 router = console_router()
 
 RECENT_RUNS = 15
+RECENT_EVALS = 5
 
 
 def _set_session(request: Request, response: Response, holder: tenants_service.KeyHolder) -> None:
@@ -147,6 +149,7 @@ async def home(request: Request, viewer: SignedIn) -> Response:
     board = (
         await runs_service.load_board(pool, viewer.tenant.id, mode=runs[0].mode) if runs else None
     )
+    evals = await evals_service.list_evals(pool, viewer.tenant.id, None, RECENT_EVALS)
     return render(
         request,
         "home.html",
@@ -155,4 +158,5 @@ async def home(request: Request, viewer: SignedIn) -> Response:
         scenario_count=len(scenarios),
         custom_count=sum(1 for s in scenarios if not s.builtin),
         board=board,
+        evals=evals,
     )

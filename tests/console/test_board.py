@@ -140,3 +140,20 @@ async def test_home_shows_the_boards_headline(
     home = await console.get("/")
     assert 'data-testid="board-headline"' in home.text
     assert "1 of " in home.text and "needs attention" in home.text
+
+
+async def test_home_lists_recent_evals(tenant: TenantHandle, console: httpx.AsyncClient) -> None:
+    assert "No evals yet." in (await console.get("/")).text
+    async with httpx.AsyncClient(base_url=tenant.server, headers=tenant.headers) as api:
+        body = {
+            "mode": "agent",
+            "label": "home <b>v1</b>",
+            "revision": "abc1234",
+            "scenarios": ["referrals.cardiology-referral"],
+        }
+        created = await api.post("/api/testing/evals", json=body)
+        assert created.status_code == 201, created.text
+    home = (await console.get("/")).text
+    assert 'data-testid="recent-evals"' in home
+    assert f'href="/evals/{created.json()["id"]}"' in home
+    assert "home &lt;b&gt;v1&lt;/b&gt;" in home and "abc1234" in home
