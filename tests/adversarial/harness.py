@@ -58,6 +58,10 @@ CONCURRENCY = 16
 REPLY_WITHIN = 15.0
 
 
+# Free times handed out by `first_free`: (tenant id, practitioner, start).
+_CLAIMED: set[tuple[str, str, datetime]] = set()
+
+
 class AgentError(AssertionError):
     """A call the agent needed did not go as it expected."""
 
@@ -268,12 +272,17 @@ class Run:
         minutes: int = 30,
         accept: Callable[[datetime], bool] = lambda _: True,
     ) -> tuple[datetime, datetime]:
-        """The first free time `days` from now whose local (clinic) start `accept`s."""
+        """The first free time `days` from now whose local (clinic) start `accept`s, and
+        that no other agent of this test session was given: the agents of a module run at
+        once in one tenant, and two taking the same time would race for it (the loser's
+        booking a 409, a correct agent failed by the test, not by the sandbox)."""
         now = datetime.now(UTC)
         for s, e in await self.free_times(
             practitioner, now + timedelta(days=days[0]), now + timedelta(days=days[1]), minutes
         ):
-            if accept(s.astimezone(CLINIC_ZONE)):
+            claim = (str(self.tenant.id), practitioner, s)
+            if accept(s.astimezone(CLINIC_ZONE)) and claim not in _CLAIMED:
+                _CLAIMED.add(claim)
                 return s, e
         raise AgentError(f"no free time for {practitioner} in {days} days")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -143,11 +144,12 @@ async def named_put_client_id(run: Run) -> None:
     """PUT with an id of its own, a PractitionerRole next to the Practitioner, and harmless
     extras (identifier, comment, meta.tag)."""
     s, e = await run.first_free(CHEN, days=(5, 13))
+    own_id = f"physical-alex-{uuid.uuid4().hex[:8]}"  # ids are the tenant's: one per run
     body = appointment(
         run,
         s,
         e,
-        id="physical-alex-2026",
+        id=own_id,
         description="Annual physical",
         comment="Booked from a front-desk call; any weekday time suited the patient.",
         identifier=[{"system": "urn:example:booking", "value": "fd-1"}],
@@ -156,7 +158,7 @@ async def named_put_client_id(run: Run) -> None:
     body["participant"].append(
         {"actor": {"reference": "PractitionerRole/demo-canonical-role-chen"}, "status": "accepted"}
     )
-    await run.put("Appointment/physical-alex-2026", body)
+    await run.put(f"Appointment/{own_id}", body)
 
 
 async def named_hold_then_confirm(run: Run) -> None:
