@@ -12,7 +12,8 @@ errored and live, and a tenth at the scenario's earlier hash (an edit; not count
 The API (create_app, no worker: nothing grades the crafted runs) serves on a free port
 in this process; N requests (default 50, after 5 warm-ups) of the default revision and
 N of an older one are timed one at a time over loopback. Goal: p95 <= 200 ms.
-The scratch database is dropped at the end unless --keep.
+Afterwards its queue is removed from Redis (benchkit.clean_queue) and the scratch database
+dropped unless --keep; the one-line summary is printed last.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import httpx
 import orjson
 import uvicorn
 from benchkit import (
+    clean_queue,
     database_url,
     drop_database,
     figure,
@@ -187,6 +189,8 @@ def main() -> int:
         parser.error("--database must start with understudy_bench (it is dropped)")
     recreate_database(args.pg_port, args.database)
     url = database_url(args.pg_port, args.database)
+    queue = f"understudy:bench-board:{os.getpid()}"
+    summary = "bench_board: failed before measuring"
     try:
         migrate(url)
         t0 = time.perf_counter()
@@ -196,7 +200,7 @@ def main() -> int:
             database_url=url,
             redis_url=f"redis://127.0.0.1:{args.redis_port}/0",
             secret_key="bench-board-secret-key-0123456789abcdef",
-            queue_name=f"understudy:bench-board:{os.getpid()}",
+            queue_name=queue,
         )
         port = free_port()
         server = uvicorn.Server(
@@ -219,6 +223,7 @@ def main() -> int:
                     f"{counted} counted runs, headline: {board['headline']['text']}"
                 )
                 ok = True
+                p95s = []
                 for name, params in (
                     ("default (latest) revision", {"mode": "agent"}),
                     ("an older revision", {"mode": "agent", "revision": "rev-03"}),
@@ -227,19 +232,29 @@ def main() -> int:
                     p50, p95 = percentile(times, 50) * 1000, percentile(times, 95) * 1000
                     met = p95 <= GOAL_MS
                     ok = ok and met
+                    p95s.append(figure(p95))
                     print(
                         f"GET /api/testing/board, {name}: p50 {figure(p50)} ms, "
                         f"p95 {figure(p95)} ms (goal <= {GOAL_MS:.0f} ms) {'✓' if met else '✗'}"
                     )
+                summary = (
+                    f"bench_board: GET /api/testing/board p95 {p95s[0]} ms (latest revision), "
+                    f"{p95s[1]} ms (older), {SCENARIOS * RUNS_PER_SCENARIO} runs "
+                    f"(goal <= {GOAL_MS:.0f} ms) — " + ("goal met" if ok else "goal missed")
+                )
         finally:
             server.should_exit = True
             thread.join(timeout=10)
         return 0 if ok else 1
     finally:
+        # The API enqueues no job here (no worker, nothing graded), but whatever its
+        # queue holds is this run's: removed like the other benchmarks' (benchkit).
+        clean_queue(args.redis_port, queue)
         if args.keep:
             print(f"kept {url}")
         else:
             drop_database(args.pg_port, args.database)
+        print(summary, flush=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ failures that are real mistakes; recall is the share of the field's mistakes it 
 Cost: grading a run with 10 messages against 50 traced responses (a third of them Bundles
 of 20 Slots, the rest the chart an agent re-reads: Patient, Practitioner, MedicationRequest,
 an eligibility answer): building the source index once, then grounded, claims and mentions for
-every message. The goal is ≤ 20 ms; this prints the figure, it does not assert it.
+every message. The goal is ≤ 20 ms; this prints the figure, it does not assert it. It
+writes nothing to Redis or PostgreSQL; the one-line summary is printed last.
 
 Run: PYTHONPATH=$PWD .venv/bin/python scripts/bench_message_checks.py [--repeat N]
 """
@@ -37,7 +38,8 @@ MESSAGES = 10
 RESPONSES = 50
 
 
-def quality() -> None:
+def quality() -> tuple[int, int, int, int]:
+    """Prints the table; (correct passing, correct, wrong failing, wrong)."""
     correct = [(c, holds(c)) for c in all_correct()]
     wrong = [(c, holds(c)) for c in all_wrong()]
     print(f"corpus: {len(correct)} correct, {len(wrong)} wrong messages")
@@ -59,6 +61,7 @@ def quality() -> None:
         f"correct passing: {passing}/{len(correct)} ({passing / len(correct):.1%}); "
         f"wrong failing: {failing}/{len(wrong)} ({failing / len(wrong):.1%})"
     )
+    return passing, len(correct), failing, len(wrong)
 
 
 SLOTS_PER_BUNDLE = 20  # a $find answer for a week of one practitioner's half-hours
@@ -102,7 +105,8 @@ def _run_inputs() -> tuple[list[str], list[Any], tuple[str, ...], str]:
     return messages, responses, (world.zone,), world.slots[0]
 
 
-def cost(repeat: int) -> None:
+def cost(repeat: int) -> float:
+    """Prints the cost; the median in ms."""
     messages, responses, zones, instant = _run_inputs()
     writes = [booked(WORLDS[0])]
     timings: list[float] = []
@@ -122,14 +126,21 @@ def cost(repeat: int) -> None:
         f"cost: {MESSAGES} messages, {RESPONSES} traced responses: median {median:.2f} ms, "
         f"max {worst:.2f} ms over {repeat} runs ({verdict} the {COST_GOAL_MS:.0f} ms goal)"
     )
+    return median
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=50)
     args = parser.parse_args()
-    quality()
-    cost(args.repeat)
+    passing, correct, failing, wrong = quality()
+    median = cost(args.repeat)
+    met = "goal met" if median <= COST_GOAL_MS else "goal missed"
+    print(
+        f"bench_message_checks: correct passing {passing}/{correct}, wrong failing "
+        f"{failing}/{wrong}, cost median {median:.2f} ms (goal <= {COST_GOAL_MS:.0f} ms) — {met}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -9,11 +9,20 @@ import string
 _ALPHABET = string.ascii_lowercase + string.digits
 # 16 characters of base36 is ~82 bits: collisions are not a concern within one tenant.
 _RESOURCE_ID_LENGTH = 16
+_RESOURCE_ID_SPACE = len(_ALPHABET) ** _RESOURCE_ID_LENGTH
 _KEY_PREFIX = "usk_"
 
 
 def new_resource_id() -> str:
-    return "".join(secrets.choice(_ALPHABET) for _ in range(_RESOURCE_ID_LENGTH))
+    # One draw from the OS generator, written in base36: uniform over the same 36**16 ids
+    # as 16 secrets.choice calls, which cost 16+ urandom reads (~110 us an id, about a
+    # tenth of a transaction Bundle of creates in a profile; this is ~7 us).
+    n = secrets.randbelow(_RESOURCE_ID_SPACE)
+    chars = []
+    for _ in range(_RESOURCE_ID_LENGTH):
+        n, digit = divmod(n, len(_ALPHABET))
+        chars.append(_ALPHABET[digit])
+    return "".join(chars)
 
 
 def new_api_key() -> str:
