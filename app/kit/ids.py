@@ -12,8 +12,19 @@ _RESOURCE_ID_LENGTH = 16
 _KEY_PREFIX = "usk_"
 
 
+_RESOURCE_ID_SPACE = len(_ALPHABET) ** _RESOURCE_ID_LENGTH
+
+
 def new_resource_id() -> str:
-    return "".join(secrets.choice(_ALPHABET) for _ in range(_RESOURCE_ID_LENGTH))
+    """16 base36 characters, uniform over all of them: one draw below 36**16 written in
+    base36 (one OS random read instead of a `secrets.choice` and its reads per
+    character; it is on every create's path)."""
+    number = secrets.randbelow(_RESOURCE_ID_SPACE)
+    chars = []
+    for _ in range(_RESOURCE_ID_LENGTH):
+        number, digit = divmod(number, 36)
+        chars.append(_ALPHABET[digit])
+    return "".join(chars)
 
 
 def new_api_key() -> str:
