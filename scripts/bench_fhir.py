@@ -5,6 +5,7 @@ Usage:
     scripts/bench_fhir.py BASE [KEY] [--pid PID] [--duration 15] [--connections 8]
         [--patients 10000] [--appointments 20000] [--bundle-size N]
         [--ops read,search-family,search-appt,create] [--json-out FILE]
+        [--no-ceiling] [--ceiling-port PORT] [--ceiling-database NAME] [--pg-port 5432]
 
     scripts/bench_fhir.py http://127.0.0.1:8000/api/fhir/r4 "$KEY" --pid "$SERVER_PID"
     scripts/bench_fhir.py http://127.0.0.1:8080/fhir          # another server, no auth
@@ -25,20 +26,31 @@ What it does:
    --connections connections. The Lua script pre-builds a few thousand request
    strings from values (ids, family names, bodies) written into it, counts every
    non-2xx answer per status code and prints one machine-readable line at done().
-3. Prints a text table (requests/s, p50/p90/p99 ms, errors, goal and whether it is
-   met) and the same figures as JSON on stdout (and in --json-out FILE), then a
-   one-line summary last. With --pid, the server process's peak memory (VmHWM) and
-   RSS after the run, also summed over its child processes.
+3. The ceiling (unless --no-ceiling): before loading, it starts the bare reference
+   app scripts/reference_fhir_app.py (FastAPI + asyncpg under uvicorn, on the store's
+   table layout in the scratch database --ceiling-database on the local PostgreSQL
+   --pg-port; no validation, history, trace or auth), loads the same Patients and
+   Appointments into it and measures each operation on it right after measuring it on
+   BASE. Each of BASE's figures is then also given as a share of the ceiling's, judged
+   against CEILING_GOALS (create also by its p99); the reference app is stopped and its
+   database dropped at the end.
+4. Prints a text table (requests/s, p50/p90/p99 ms, errors, goal and whether it is
+   met; then ours vs the ceiling, the share and its goal) and the same figures as JSON
+   on stdout (and in --json-out FILE), then a one-line summary last (with the shares,
+   the verdict on the ceiling goals when it ran). With --pid, the server process's peak
+   memory (VmHWM) and RSS after the run, also summed over its child processes.
 
-It talks to BASE only and keeps nothing of its own in Redis or elsewhere (what the
-server does with its writes is the server's; the data it loaded stays there).
+It talks to BASE (and its own reference app) only and keeps nothing of its own in
+Redis or elsewhere (what the server does with its writes is the server's; the data it
+loaded stays there).
 
 Operations: read (GET Patient/{id}), search-family (GET Patient?family=...),
 search-appt (GET Appointment?patient=Patient/{id}&status=booked), create
 (POST Patient). An operation with more than 1% failed requests is flagged.
 
-Exit status: 0 done; 1 the server failed (unreachable, load rejected); 2 usage
-error or wrk missing; 3 done, but an operation was flagged for errors.
+Exit status: 0 done; 1 the server (or the reference app) failed (unreachable, load
+rejected); 2 usage error or wrk missing; 3 done, but an operation was flagged for
+errors.
 """
 
 from __future__ import annotations
