@@ -5,6 +5,7 @@ Usage:
     scripts/bench_fhir.py BASE [KEY] [--pid PID] [--duration 15] [--connections 8]
         [--patients 10000] [--appointments 20000] [--bundle-size N]
         [--ops read,search-family,search-appt,create] [--json-out FILE]
+        [--no-ceiling] [--ceiling-port PORT] [--ceiling-database NAME] [--pg-port 5432]
 
     scripts/bench_fhir.py http://127.0.0.1:8000/api/fhir/r4 "$KEY" --pid "$SERVER_PID"
     scripts/bench_fhir.py http://127.0.0.1:8080/fhir          # another server, no auth
@@ -25,28 +26,41 @@ What it does:
    --connections connections. The Lua script pre-builds a few thousand request
    strings from values (ids, family names, bodies) written into it, counts every
    non-2xx answer per status code and prints one machine-readable line at done().
-3. Prints a text table (requests/s, p50/p90/p99 ms, errors, goal and whether it is
-   met) and the same figures as JSON on stdout (and in --json-out FILE), then a
-   one-line summary last. With --pid, the server process's peak memory (VmHWM) and
-   RSS after the run, also summed over its child processes.
+3. The ceiling (unless --no-ceiling): before loading, it starts the bare reference
+   app scripts/reference_fhir_app.py (FastAPI + asyncpg under uvicorn, on the store's
+   table layout in the scratch database --ceiling-database on the local PostgreSQL
+   --pg-port; no validation, history, trace or auth), loads the same Patients and
+   Appointments into it and measures each operation on it right after measuring it on
+   BASE. Each of BASE's figures is then also given as a share of the ceiling's, judged
+   against CEILING_GOALS (create also by its p99); the reference app is stopped and its
+   database dropped at the end.
+4. Prints a text table (requests/s, p50/p90/p99 ms, errors, goal and whether it is
+   met; then ours vs the ceiling, the share and its goal) and the same figures as JSON
+   on stdout (and in --json-out FILE), then a one-line summary last (with the shares,
+   the verdict on the ceiling goals when it ran). With --pid, the server process's peak
+   memory (VmHWM) and RSS after the run, also summed over its child processes.
 
-It talks to BASE only and keeps nothing of its own in Redis or elsewhere (what the
-server does with its writes is the server's; the data it loaded stays there).
+It talks to BASE (and its own reference app) only and keeps nothing of its own in
+Redis or elsewhere (what the server does with its writes is the server's; the data it
+loaded stays there).
 
 Operations: read (GET Patient/{id}), search-family (GET Patient?family=...),
 search-appt (GET Appointment?patient=Patient/{id}&status=booked), create
 (POST Patient). An operation with more than 1% failed requests is flagged.
 
-Exit status: 0 done; 1 the server failed (unreachable, load rejected); 2 usage
-error or wrk missing; 3 done, but an operation was flagged for errors.
+Exit status: 0 done; 1 the server (or the reference app) failed (unreachable, load
+rejected); 2 usage error or wrk missing; 3 done, but an operation was flagged for
+errors.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import ipaddress
+import os
 import random
 import shutil
 import socket
@@ -67,11 +81,29 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 import orjson
-from benchkit import BenchError, descendants, emit, figure, log, mark, proc_status_kb, verdict
+from benchkit import (
+    HOST,
+    BenchError,
+    Process,
+    database_url,
+    descendants,
+    drop_database,
+    emit,
+    figure,
+    free_port,
+    log,
+    mark,
+    port_answers,
+    proc_status_kb,
+    recreate_database,
+    verdict,
+)
 
 FHIR_JSON = "application/fhir+json"
 MRN_SYSTEM = "urn:bench:mrn"
-PRACTITIONER_REF = "Practitioner/demo-canonical-prac-chen"
+# A practitioner without a Schedule: the canonical ones (Dr. Chen) have one, and the
+# scheduling rules refuse a booked Appointment in the past or off their free Slots.
+PRACTITIONER_REF = "Practitioner/bench-practitioner"
 CREATE_FAMILY = "Benchcreated"  # not a prefix of / prefixed by any loaded family name
 OPS = ("read", "search-family", "search-appt", "create")
 REQUESTS_PER_SCRIPT = 4096  # request strings pre-built per wrk thread, cycled through
@@ -849,6 +881,110 @@ def render_table(
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- ceiling
+
+# Our figures as shares of the bare reference app's, measured in the same run (issue 19).
+CEILING_GOALS: dict[str, float] = {
+    "read": 0.70,
+    "search-family": 0.70,
+    "search-appt": 0.70,
+    "create": 0.50,
+}
+CEILING_APP = Path(__file__).resolve().parent / "reference_fhir_app.py"
+
+
+def start_ceiling(args: argparse.Namespace, log_path: Path) -> tuple[Process, str]:
+    """The reference app (scripts/reference_fhir_app.py) under uvicorn on a scratch
+    database, as `understudy serve` runs (uvloop, httptools, no access log); its base URL
+    once /metadata answers."""
+    port = args.ceiling_port or free_port()
+    if port_answers(port):
+        raise BenchError(f"port {port} for the reference app is in use; pick --ceiling-port")
+    log(f"ceiling: scratch database {args.ceiling_database} (dropped and created)")
+    recreate_database(args.pg_port, args.ceiling_database)
+    env = dict(os.environ)
+    root = str(CEILING_APP.parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env["REFERENCE_DATABASE_URL"] = database_url(args.pg_port, args.ceiling_database)
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        f"{CEILING_APP.stem}:app",
+        "--app-dir",
+        str(CEILING_APP.parent),
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+        "--no-access-log",
+        "--log-level",
+        "warning",
+    ]
+    process = Process("reference app", command, env, log_path)
+    process.spawn()
+    base = f"http://{HOST}:{port}/fhir"
+    deadline = time.perf_counter() + 60
+    with httpx.Client(timeout=2.0, trust_env=False) as client:
+        while time.perf_counter() < deadline:
+            process.check_alive()
+            try:
+                if client.get(base + "/metadata").status_code == 200:
+                    log(f"ceiling: reference app pid {process.pid} at {base}")
+                    return process, base
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+    process.stop(10)
+    raise BenchError("the reference app did not answer /metadata within 60 s")
+
+
+def with_patient(appointment: Any, patient_id: str) -> Any:
+    """The same Appointment for another server's id of its Patient."""
+    copy = orjson.loads(orjson.dumps(appointment))
+    copy["participant"][0]["actor"]["reference"] = f"Patient/{patient_id}"
+    return copy
+
+
+def share(ours: OpResult, ceiling: OpResult | None) -> float | None:
+    if ceiling is None or ceiling.requests_per_s <= 0:
+        return None
+    return round(ours.requests_per_s / ceiling.requests_per_s, 3)
+
+
+def meets_ceiling_goal(ours: OpResult, ratio: float | None) -> bool:
+    if ratio is None or ours.flagged:
+        return False
+    if ours.name == "create" and ours.p99_ms > GOALS["create"]["max_p99_ms"]:
+        return False
+    return ratio >= CEILING_GOALS[ours.name]
+
+
+def render_ceiling(results: Sequence[OpResult], ceiling: dict[str, OpResult]) -> str:
+    lines = [
+        f"{'vs ceiling':<14} {'ours':>9} {'ceiling':>9} {'share':>7} "
+        f"{'p99 ours':>9} {'p99 ceil':>9}  goal"
+    ]
+    for r in results:
+        c = ceiling.get(r.name)
+        if c is None:
+            continue
+        ratio = share(r, c)
+        goal = f"≥ {CEILING_GOALS[r.name] * 100:.0f}%"
+        if r.name == "create":
+            goal += f", p99 ≤ {GOALS['create']['max_p99_ms']:.0f} ms"
+        shown = f"{ratio * 100:.0f}%" if ratio is not None else "-"
+        lines.append(
+            f"{r.name:<14} {r.requests_per_s:>9.1f} {c.requests_per_s:>9.1f} {shown:>7} "
+            f"{r.p99_ms:>9.2f} {c.p99_ms:>9.2f}  {goal} {mark(meets_ceiling_goal(r, ratio))}"
+        )
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -894,6 +1030,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1, help="random seed for generated data")
     parser.add_argument("--json-out", type=Path, help="also write the JSON results here")
     parser.add_argument("--no-goals", action="store_true", help="do not compare with goals")
+    parser.add_argument(
+        "--no-ceiling",
+        action="store_true",
+        help="do not start the bare reference app (scripts/reference_fhir_app.py) to "
+        "measure each operation against in the same run",
+    )
+    parser.add_argument(
+        "--ceiling-port", type=int, default=0, help="port of the reference app (0: a free one)"
+    )
+    parser.add_argument(
+        "--ceiling-database",
+        default="bench_fhir_ceiling",
+        help="scratch database of the reference app, dropped and created (bench_fhir_ceiling)",
+    )
+    parser.add_argument("--pg-port", type=int, default=5432, help="local PostgreSQL port (5432)")
     args = parser.parse_args(argv)
     ops = [op.strip() for op in args.ops.split(",") if op.strip()]
     unknown = [op for op in ops if op not in OPS]
@@ -915,6 +1066,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             parser.error(f"{flag} must be between {low} and {high}")
     if args.connections < args.threads:
         parser.error("--connections must be at least --threads")
+    name = args.ceiling_database
+    if (
+        not name.replace("_", "").isalnum()
+        or not name[0].isalpha()
+        or name
+        in (
+            "postgres",
+            "understudy",
+            "template0",
+            "template1",
+        )
+    ):
+        parser.error("--ceiling-database must be a scratch database name (letters, digits, _)")
+    if not 0 <= args.ceiling_port <= 65535:
+        parser.error("--ceiling-port must be 0..65535")
     return args
 
 
@@ -930,7 +1096,46 @@ def run(args: argparse.Namespace) -> int:
         )
         print("bench_fhir: not run — wrk is not installed", flush=True)
         return 2
+    with tempfile.TemporaryDirectory(prefix="bench_fhir_") as tmp:
+        ceiling: Process | None = None
+        try:
+            if not args.no_ceiling:
+                ceiling, ceiling_base = start_ceiling(args, Path(tmp) / "reference.log")
+            return measure(args, wrk, base, key, Path(tmp), ceiling_base if ceiling else None)
+        finally:
+            if ceiling is not None:
+                code = ceiling.stop(30)
+                log(f"reference app stopped (exit {code})")
+                with contextlib.suppress(Exception):
+                    drop_database(args.pg_port, args.ceiling_database)
+                    log(f"dropped the scratch database {args.ceiling_database}")
 
+
+def drive_op(
+    wrk: str, tmp: Path, spec: OpSpec, base: str, key: str | None, args: argparse.Namespace
+) -> OpResult:
+    script = tmp / f"{spec.name}-{abs(hash(base))}.lua"
+    script.write_text(render_lua(spec, base, key, args.seed))
+    drive = functools.partial(
+        run_wrk, wrk, script, base, threads=args.threads, connections=args.connections
+    )
+    if args.warmup:
+        log(f"{spec.name} @ {base}: warm-up {args.warmup} s")
+        drive(duration=args.warmup)
+    log(f"{spec.name} @ {base}: {args.duration} s with {args.connections} connections")
+    result = to_result(spec.name, drive(duration=args.duration))
+    log(f"  {result.requests_per_s:.1f} req/s, p99 {result.p99_ms:.2f} ms, {result.errors} errors")
+    return result
+
+
+def measure(
+    args: argparse.Namespace,
+    wrk: str,
+    base: str,
+    key: str | None,
+    tmp: Path,
+    ceiling_base: str | None,
+) -> int:
     memory_before = memory_report(args.pid) if args.pid else None
     metadata = read_metadata(base, key)
     log(f"server: {metadata.get('software', 'unknown')} (metadata HTTP {metadata['status']})")
@@ -946,9 +1151,11 @@ def run(args: argparse.Namespace) -> int:
         load_resources(base, key, "Patient", patients, args.bundle_size, args.load_concurrency)
     )
     log(f"patients: {load['patients'].seconds:.2f} s ({load['patients'].per_second:.0f}/s)")
-    appointments = [
-        make_appointment(rng, rng.choice(patient_ids)) for _ in range(args.appointments)
-    ]
+    picks: list[int] = []
+    appointments: list[Any] = []
+    for _ in range(args.appointments):
+        picks.append(rng.choice(range(len(patient_ids))))
+        appointments.append(make_appointment(rng, patient_ids[picks[-1]]))
     if appointments:
         _, load["appointments"] = asyncio.run(
             load_resources(
@@ -975,32 +1182,48 @@ def run(args: argparse.Namespace) -> int:
     specs = build_specs(base, patient_ids, families, create_bodies)
     checks = asyncio.run(preflight(base, key, specs, args.ops))
 
-    results: list[OpResult] = []
-    with tempfile.TemporaryDirectory(prefix="bench_fhir_") as tmp:
-        for op in args.ops:
-            script = Path(tmp) / f"{op}.lua"
-            script.write_text(render_lua(specs[op], base, key, args.seed))
-            drive = functools.partial(
-                run_wrk, wrk, script, base, threads=args.threads, connections=args.connections
+    ceiling_specs: dict[str, OpSpec] = {}
+    ceiling_load: dict[str, LoadPhase] = {}
+    if ceiling_base is not None:
+        log("ceiling: loading the same resources into the reference app")
+        ceiling_ids, ceiling_load["patients"] = asyncio.run(
+            load_resources(
+                ceiling_base, None, "Patient", patients, args.bundle_size, args.load_concurrency
             )
-            if args.warmup:
-                log(f"{op}: warm-up {args.warmup} s")
-                drive(duration=args.warmup)
-            log(f"{op}: {args.duration} s with {args.connections} connections")
-            raw = drive(duration=args.duration)
-            result = to_result(op, raw)
-            if not args.no_goals:
-                result.goal = GOALS[op]
-                result.meets_goal = (
-                    not result.flagged
-                    and result.requests_per_s >= GOALS[op]["min_rps"]
-                    and result.p99_ms <= GOALS[op]["max_p99_ms"]
+        )
+        if appointments:
+            theirs = [
+                with_patient(a, ceiling_ids[i]) for a, i in zip(appointments, picks, strict=True)
+            ]
+            _, ceiling_load["appointments"] = asyncio.run(
+                load_resources(
+                    ceiling_base,
+                    None,
+                    "Appointment",
+                    theirs,
+                    args.bundle_size,
+                    args.load_concurrency,
                 )
-            log(
-                f"  {result.requests_per_s:.1f} req/s, p99 {result.p99_ms:.2f} ms, "
-                f"{result.errors} errors"
             )
-            results.append(result)
+        ceiling_specs = build_specs(ceiling_base, ceiling_ids, families, create_bodies)
+        asyncio.run(preflight(ceiling_base, None, ceiling_specs, args.ops))
+
+    results: list[OpResult] = []
+    ceiling_results: dict[str, OpResult] = {}
+    for op in args.ops:
+        # Each operation on ours, then at once on the ceiling: the two figures of a
+        # ratio are taken minutes apart at most, on the same machine state.
+        result = drive_op(wrk, tmp, specs[op], base, key, args)
+        if not args.no_goals:
+            result.goal = GOALS[op]
+            result.meets_goal = (
+                not result.flagged
+                and result.requests_per_s >= GOALS[op]["min_rps"]
+                and result.p99_ms <= GOALS[op]["max_p99_ms"]
+            )
+        results.append(result)
+        if ceiling_base is not None:
+            ceiling_results[op] = drive_op(wrk, tmp, ceiling_specs[op], ceiling_base, None, args)
 
     memory = memory_report(args.pid) if args.pid else None
     table = render_table(load, results, not args.no_goals, memory)
@@ -1020,6 +1243,7 @@ def run(args: argparse.Namespace) -> int:
             "authorization": bool(key),
             "seed": args.seed,
             "run_tag": run_tag,
+            "ceiling": ceiling_base,
         },
         "load": {label: asdict(phase) for label, phase in load.items()},
         "family_search_expected_matches": family_stats,
@@ -1032,20 +1256,51 @@ def run(args: argparse.Namespace) -> int:
         report["load"]["patients"]["meets_goal"] = load["patients"].seconds <= limit
     if args.pid:
         report["memory"] = {"before": memory_before, "after": memory}
+    if ceiling_base is not None:
+        report["ceiling"] = {
+            "load": {label: asdict(phase) for label, phase in ceiling_load.items()},
+            "ops": {name: asdict(r) for name, r in ceiling_results.items()},
+            "shares": {
+                r.name: {
+                    "share": share(r, ceiling_results.get(r.name)),
+                    "goal": CEILING_GOALS[r.name],
+                    "meets_goal": meets_ceiling_goal(r, share(r, ceiling_results.get(r.name))),
+                }
+                for r in results
+            },
+        }
+        table += "\n\n" + render_ceiling(results, ceiling_results)
 
     print(table)
     print()
-    emit(report, args.json_out, summary_line(results, args.no_goals))
+    emit(report, args.json_out, summary_line(results, args.no_goals, ceiling_results))
     return 3 if any(r.flagged for r in results) else 0
 
 
-def summary_line(results: Sequence[OpResult], no_goals: bool) -> str:
-    ops = ", ".join(
-        f"{r.name} {figure(r.requests_per_s)} req/s p99 {figure(r.p99_ms)} ms" for r in results
-    )
+def summary_line(
+    results: Sequence[OpResult],
+    no_goals: bool,
+    ceiling: dict[str, OpResult] | None = None,
+) -> str:
+    """One line, last: each operation's req/s and p99, with its share of the ceiling when
+    the reference app ran (then the verdict is on the ceiling goals)."""
+    parts = []
+    for r in results:
+        text = f"{r.name} {figure(r.requests_per_s)} req/s p99 {figure(r.p99_ms)} ms"
+        c = (ceiling or {}).get(r.name)
+        ratio = share(r, c)
+        if c is not None and ratio is not None:
+            text += f" = {ratio * 100:.0f}% of {figure(c.requests_per_s)}"
+        parts.append(text)
     flagged = sum(1 for r in results if r.flagged)
-    judged = "" if no_goals else f" — {verdict([bool(r.meets_goal) for r in results])}"
-    return f"bench_fhir: {ops}, {flagged} flagged{judged}"
+    if no_goals:
+        judged = ""
+    elif ceiling:
+        met = [meets_ceiling_goal(r, share(r, ceiling.get(r.name))) for r in results]
+        judged = f" — ceiling goals: {verdict(met)}"
+    else:
+        judged = f" — {verdict([bool(r.meets_goal) for r in results])}"
+    return f"bench_fhir: {', '.join(parts)}, {flagged} flagged{judged}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import string
 from collections import Counter
 
+from app.fhir.service import is_valid_id
 from app.kit.ids import new_resource_id
 
 ALPHABET = set(string.ascii_lowercase + string.digits)
@@ -15,6 +16,7 @@ def test_ids_are_sixteen_base36_characters() -> None:
         rid = new_resource_id()
         assert len(rid) == 16
         assert set(rid) <= ALPHABET
+        assert is_valid_id(rid)
 
 
 def test_ids_do_not_repeat() -> None:
