@@ -89,7 +89,11 @@ def create_app(settings: Settings) -> FastAPI:
         live_runs = LiveRuns(db.pool)
         quota = QuotaGuard(db.pool, settings.daily_write_quota)
         autoanalyze = AutoAnalyze(db.pool)
-        limits = RunLimits(settings.max_live_runs, quota)
+        limits = RunLimits(
+            settings.max_live_runs,
+            quota,
+            settings.llm_model if settings.llm_base_url else None,
+        )
 
         def wrote(tenant_id: uuid.UUID, count: int) -> None:
             quota.note(tenant_id, count)

@@ -195,7 +195,11 @@ async def startup(ctx: dict[str, Any]) -> None:
     # process keeps its own cache of the tenant's writes. The API's live-run cache lives
     # in another process (or another app): it expires within a second.
     quota = QuotaGuard(pool, settings.daily_write_quota)
-    ctx["limits"] = limits = RunLimits(settings.max_live_runs, quota)
+    ctx["limits"] = limits = RunLimits(
+        settings.max_live_runs,
+        quota,
+        settings.llm_model if settings.llm_base_url else None,
+    )
 
     async def promote(tenant_id: uuid.UUID) -> None:
         await evals_service.promote(scopes, tenant_id, limits=limits)
