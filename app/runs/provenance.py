@@ -66,7 +66,7 @@ def configured_judge(llm_model: str | None) -> EngineProvenance:
             engine="llm", model=llm_model, prompt_version=judge_engine.PROMPT_VERSION
         )
     return EngineProvenance(
-        engine="heuristic", model=None, prompt_version=judge_engine.PROMPT_VERSION
+        engine="heuristic", model=None, prompt_version=judge_engine.HEURISTIC_VERSION
     )
 
 

@@ -151,7 +151,7 @@ def _run(
     failing: tuple[tuple[str, str], ...] = (),
 ) -> RunRow:
     now = datetime(2026, 12, 1, tzinfo=UTC)
-    heuristic = {"engine": "heuristic", "model": None, "promptVersion": "judge/1"}
+    heuristic = {"engine": "heuristic", "model": None, "promptVersion": "judge-heuristic/1"}
     return RunRow(
         tenant_id=uuid.uuid4(),
         id="run_x",

@@ -7,9 +7,13 @@ from __future__ import annotations
 import importlib.metadata
 from datetime import UTC, datetime
 
+import httpx
+
 from app.db import Database, Scopes
+from app.llm.client import LlmClient
 from app.runs import provenance
 from app.runs import service as runs_service
+from app.settings import Settings
 from tests.conftest import TenantHandle
 from tests.runs.test_run_flow import SCENARIO, api, start
 
@@ -26,7 +30,11 @@ async def test_provenance_is_recorded_as_the_run_starts(tenant: TenantHandle) ->
     assert "gitSha" in p["platform"]
     assert p["revision"] == "agent v7"
     assert p["patientSim"] is None  # the scenario has no patientSim
-    assert p["judge"] == {"engine": "heuristic", "model": None, "promptVersion": "judge/1"}
+    assert p["judge"] == {
+        "engine": "heuristic",
+        "model": None,
+        "promptVersion": "judge-heuristic/1",
+    }
     assert p["judgedAt"] is None and p["judgeUsed"] is None and p["patientSimUsed"] is None
     async with api(tenant) as client:
         live = (await client.get(f"/runs/{run['id']}")).json()
@@ -34,7 +42,7 @@ async def test_provenance_is_recorded_as_the_run_starts(tenant: TenantHandle) ->
 
 
 async def test_provenance_is_completed_at_judging_and_unchanged_after(
-    tenant: TenantHandle, db: Database
+    tenant: TenantHandle, db: Database, settings: Settings
 ) -> None:
     run = await start(tenant)
     async with api(tenant) as client:
@@ -54,6 +62,11 @@ async def test_provenance_is_completed_at_judging_and_unchanged_after(
         await client.post(f"/runs/{run['id']}/finish")
         scopes = Scopes(db.pool)
         await runs_service.grade_run(scopes, tenant.id, run["id"], final=True)
+        # A model configured since (a settings change) does not rewrite it either.
+        changed = settings.clone(llm_base_url="http://127.0.0.1:9/v1", llm_model="other-model")
+        async with httpx.AsyncClient() as http:
+            llm = LlmClient(http, changed, db.pool)
+            await runs_service.grade_run(scopes, tenant.id, run["id"], final=True, llm=llm)
         again = (await client.get(f"/runs/{run['id']}")).json()
         assert again["provenance"] == p
         [listed] = (await client.get("/runs")).json()["runs"]
@@ -84,12 +97,12 @@ def test_configured_engines_follow_the_model_setting() -> None:
             ("scripted", None, None),
             ("llm", "m-1", "patient-sim/1"),
         ],
-        judge_used=[("heuristic", None, "judge/1")],
+        judge_used=[("heuristic", None, "judge-heuristic/1")],
         at=at,
     )
     assert judged is not None
     assert [e["engine"] for e in judged["patientSimUsed"]] == ["llm", "scripted"]
     assert judged["judgeUsed"] == [
-        {"engine": "heuristic", "model": None, "promptVersion": "judge/1"}
+        {"engine": "heuristic", "model": None, "promptVersion": "judge-heuristic/1"}
     ]
     assert provenance.judged(None, patient_used=[], judge_used=[], at=at) is None
