@@ -37,6 +37,7 @@ from app.kit.urls import FHIR_PREFIX, run_view_base
 from app.llm.client import LlmClient
 from app.mcp.endpoint import MCP_PATH, McpEndpoint
 from app.openapi import install_openapi
+from app.runs import provenance
 from app.runs import service as runs_service
 from app.runs.live import LiveRuns
 from app.settings import Settings
@@ -89,7 +90,12 @@ def create_app(settings: Settings) -> FastAPI:
         live_runs = LiveRuns(db.pool)
         quota = QuotaGuard(db.pool, settings.daily_write_quota)
         autoanalyze = AutoAnalyze(db.pool)
-        limits = RunLimits(settings.max_live_runs, quota)
+        provenance.platform()  # read once, here, not inside the first run's start
+        limits = RunLimits(
+            settings.max_live_runs,
+            quota,
+            settings.llm_model if settings.llm_base_url else None,
+        )
 
         def wrote(tenant_id: uuid.UUID, count: int) -> None:
             quota.note(tenant_id, count)

@@ -29,6 +29,7 @@ from app.kit.clock import utcnow
 from app.llm.client import LlmClient
 from app.logs import timed_job, timed_jobs
 from app.patient_sim import service as patient_sim_service
+from app.runs import provenance
 from app.runs import service as runs_service
 from app.runs.fhir_writes import FHIR_WRITES
 from app.settings import Settings
@@ -195,7 +196,12 @@ async def startup(ctx: dict[str, Any]) -> None:
     # process keeps its own cache of the tenant's writes. The API's live-run cache lives
     # in another process (or another app): it expires within a second.
     quota = QuotaGuard(pool, settings.daily_write_quota)
-    ctx["limits"] = limits = RunLimits(settings.max_live_runs, quota)
+    provenance.platform()  # read once, here, not inside the first run's start
+    ctx["limits"] = limits = RunLimits(
+        settings.max_live_runs,
+        quota,
+        settings.llm_model if settings.llm_base_url else None,
+    )
 
     async def promote(tenant_id: uuid.UUID) -> None:
         await evals_service.promote(scopes, tenant_id, limits=limits)

@@ -12,6 +12,10 @@ given id), compare, and decide with `statistics.ci_gate`:
 - exit 0 otherwise. Per-cell `regressed` labels are printed as warnings with their
   evidence.
 
+By default (`--gate-on agent`) the decision leaves out the flipped cells the service
+attributes to the scenario, the simulated patient or the judge (the overall test is
+recomputed without them), and says so for each; `--gate-on all` decides on every cell.
+
 It writes a Markdown summary (`--summary-file`, appended to `$GITHUB_STEP_SUMMARY` when
 set) and JUnit XML (`--junit-file`, one testcase per run) whatever the outcome.
 """
@@ -50,6 +54,13 @@ STATUS_MARK = {
     "cancelled": "⛔",
     "queued": "…",
     "live": "…",
+}
+GATE_ON = ("agent", "all")
+# Flips the default gate leaves out, and why.
+IGNORED_ATTRIBUTIONS = {
+    "scenario": "the scenario changed between the evals",
+    "simulator": "the simulated patient's engine, model or prompt changed",
+    "judge": "only rubric checks moved and the judge changed",
 }
 LABEL_MARK = {"regressed": "🔻", "improved": "🔺", "same": "", "new": "🆕", "removed": "➖"}
 
@@ -108,6 +119,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--require-baseline",
         action="store_true",
         help="exit 2 when no baseline is found (default: gate on the pass rate alone)",
+    )
+    parser.add_argument(
+        "--gate-on",
+        choices=GATE_ON,
+        default="agent",
+        help="agent (default): fail only on regressions attributed to the agent or the "
+        "platform, ignoring (with a note) cells whose scenario, simulated patient or judge "
+        "changed; all: every regression counts (the strict rule)",
     )
     parser.add_argument(
         "--min-pass-rate", type=_fraction, help="fail under this pass rate (0.9 or 90%%)"
@@ -253,6 +272,40 @@ def comparison_of(compared: ComparisonView) -> stats.Comparison:
     )
 
 
+def gated_comparison(compared: ComparisonView) -> tuple[stats.Comparison, list[str]]:
+    """The comparison the default gate decides on: the service's, less the flipped cells
+    attributed to the scenario, the simulated patient or the judge (the overall test
+    recomputed without them); and a note per cell it left out, saying why."""
+    ignored = [c for c in compared.cells if c.attribution in IGNORED_ATTRIBUTIONS]
+    if not ignored:
+        return comparison_of(compared), []
+    notes = [
+        f"ignored cell {c.scenario_id} × {c.persona} {c.label}: attributed to "
+        f"{c.attribution} ({IGNORED_ATTRIBUTIONS[c.attribution or '']}); --gate-on all "
+        "counts it"
+        for c in ignored
+    ]
+    left_out = {(c.scenario_id, c.persona) for c in ignored}
+    baseline: dict[stats.CellKey, stats.Cell] = {}
+    current: dict[stats.CellKey, stats.Cell] = {}
+    hashes_a: dict[stats.CellKey, str] = {}
+    hashes_b: dict[stats.CellKey, str] = {}
+    for c in compared.cells:
+        key = (c.scenario_id, c.persona)
+        if key in left_out:
+            continue
+        if c.baseline is not None:
+            baseline[key] = stats.Cell(key, c.baseline.runs, c.baseline.passes)
+        if c.current is not None:
+            current[key] = stats.Cell(key, c.current.runs, c.current.passes)
+        # Cells the service found not comparable stay so.
+        hashes_a[key], hashes_b[key] = "same", "same" if c.comparable is not False else "other"
+    recomputed = stats.compare(
+        baseline, current, alpha=compared.alpha, hashes_a=hashes_a, hashes_b=hashes_b
+    )
+    return recomputed, notes
+
+
 def _summary(view: EvalView) -> EvalSummary:
     if view.summary is None:  # the service sends it once the eval completed or was cancelled
         raise HarnessError(f"eval {view.id} is {view.status} but has no summary")
@@ -321,12 +374,16 @@ async def _judge(
     outcome.view = view
 
     comparison: stats.Comparison | None = None
+    ignored_notes: list[str] = []
     if args.baseline:
         found, note = await find_baseline(api, args.baseline, exclude=eval_id)
         outcome.baseline, outcome.baseline_note = found, note
         if found is not None:
             outcome.compared = await api.compare(eval_id, found.id, args.alpha)
-            comparison = comparison_of(outcome.compared)
+            if getattr(args, "gate_on", "agent") == "all":
+                comparison = comparison_of(outcome.compared)
+            else:
+                comparison, ignored_notes = gated_comparison(outcome.compared)
     else:
         outcome.baseline_note = "no --baseline given"
     outcome.failed_checks = await _failed_checks(api, view)
@@ -339,6 +396,7 @@ async def _judge(
         require_baseline=args.require_baseline,
     )
     exit_code, reasons, warnings = gate.exit_code, list(gate.reasons), list(gate.warnings)
+    warnings.extend(ignored_notes)
     if comparison is None and exit_code != harness.EXIT_NOT_JUDGED:
         warnings.append(f"baseline: {outcome.baseline_note}")
     if view.status == "cancelled":
@@ -494,8 +552,8 @@ def markdown(outcome: Outcome) -> str:
         lines += [
             "### Cells",
             "",
-            "| scenario | persona | label | baseline | current | p (worse) |",
-            "|---|---|---|---|---|---|",
+            "| scenario | persona | label | baseline | current | p (worse) | flipped by |",
+            "|---|---|---|---|---|---|---|",
         ]
         for c in compared.cells:
             label = f"{LABEL_MARK.get(c.label, '')} {c.label}".strip()
@@ -504,7 +562,7 @@ def markdown(outcome: Outcome) -> str:
             p = "—" if c.fisher_p_worse is None else f"{c.fisher_p_worse:.4f}"
             lines.append(
                 f"| {_md(c.scenario_id)} | {_md(c.persona)} | {label} | "
-                f"{_counts(c.baseline)} | {_counts(c.current)} | {p} |"
+                f"{_counts(c.baseline)} | {_counts(c.current)} | {p} | {c.attribution or '—'} |"
             )
         lines.append("")
     elif view is not None and view.runs:

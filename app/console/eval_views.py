@@ -320,6 +320,20 @@ def cell_rate(counts: CellCounts | None) -> str:
     return f"{passes}/{runs}" + (f" ({percent(passes / runs, 0)})" if runs else "")
 
 
+ATTRIBUTION_NOTES = {
+    "scenario": "the scenario's content changed between the evals",
+    "simulator": "the simulated patient's engine, model or prompt changed",
+    "judge": "only rubric checks moved, and the judge changed",
+    "platform": "the platform's version changed, nothing above did",
+    "agent": "nothing else changed: the system under test did",
+}
+
+
+def attribution_note(attribution: str) -> str:
+    """Why a flipped cell is attributed as it is (the compare page's tooltip)."""
+    return ATTRIBUTION_NOTES.get(attribution, attribution)
+
+
 def cell_label(cell: CompareCell) -> str:
     if cell.comparable is False:
         return "not comparable"

@@ -236,6 +236,7 @@ async def compare_page(
         verdict=ev.verdict_of(comparison) if comparison else None,
         cell_rate=ev.cell_rate,
         cell_label=ev.cell_label,
+        attribution_note=ev.attribution_note,
         percent=ev.percent,
         eval_state=ev.eval_state,
     )

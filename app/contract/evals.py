@@ -7,9 +7,11 @@ from typing import Literal
 from pydantic import Field
 
 from app.contract.base import ApiModel, Instant, is_empty, is_none
+from app.contract.runs import Provenance
 
 EvalStatus = Literal["queued", "running", "completed", "cancelled"]
 CellLabel = Literal["regressed", "improved", "same", "new", "removed"]
+Attribution = Literal["scenario", "simulator", "judge", "platform", "agent"]
 
 
 class Rate(ApiModel):
@@ -78,6 +80,9 @@ class EvalRun(ApiModel):
     )
     passed: bool | None = Field(default=None, exclude_if=is_none)
     score: float | None = Field(default=None, exclude_if=is_none)
+    provenance: Provenance | None = Field(
+        default=None, exclude_if=is_none, description="A started run's provenance"
+    )
 
 
 class EvalRequestEcho(ApiModel):
@@ -138,6 +143,13 @@ class CompareCell(ApiModel):
     current: CellCounts | None
     fisher_p_worse: float | None
     comparable: bool | None = Field(description="false: the scenario changed between the evals")
+    attribution: Attribution | None = Field(
+        default=None,
+        description="Whose change flipped the cell (null when the label is same): scenario "
+        "(its hash changed), simulator (the patient's engine, model or prompt changed and "
+        "the scenario uses one), judge (only rubric checks moved and the judge changed), "
+        "platform (its version changed, nothing above did), else agent",
+    )
 
 
 class OverallTest(ApiModel):
@@ -171,3 +183,8 @@ class Comparison(ApiModel):
     significant_regression: bool
     alpha: float
     mde_note: str | None = Field(default=None, exclude_if=is_none)
+    flips: dict[str, int] = Field(
+        default_factory=dict,
+        description="Cells whose label is not same, counted by attribution (every "
+        "attribution is listed, 0 included)",
+    )

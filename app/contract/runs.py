@@ -75,6 +75,50 @@ class Verdict(ApiModel):
     simulator_issues: list[SimulatorIssue] | None = Field(default=None, exclude_if=is_none)
 
 
+class EngineProvenance(ApiModel):
+    """Who answers for the simulated patient or the judge: its engine, model and prompt."""
+
+    engine: str = Field(description="patient: scripted, llm or human; judge: heuristic or llm")
+    model: str | None
+    prompt_version: str | None
+
+
+class ScenarioProvenance(ApiModel):
+    id: str
+    version: int = Field(description="0 for a built-in scenario")
+    hash: str = Field(description="The content hash of the scenario the run was started from")
+
+
+class PlatformProvenance(ApiModel):
+    version: str = Field(description="The package version of the platform")
+    git_sha: str | None = Field(description="The platform's commit, when known")
+
+
+class Provenance(ApiModel):
+    """What a run was made of, recorded as it starts and completed as it is judged;
+    immutable once the run ended."""
+
+    scenario: ScenarioProvenance
+    platform: PlatformProvenance
+    revision: str | None = Field(description="The version of the system under test")
+    patient_sim: EngineProvenance | None = Field(
+        description="The simulated patient configured as the run started (null: the scenario "
+        "has no patientSim)"
+    )
+    judge: EngineProvenance = Field(description="The judge configured as the run started")
+    recorded_at: Instant
+    judged_at: Instant | None = Field(default=None, description="null while the run is live")
+    patient_sim_used: list[EngineProvenance] | None = Field(
+        default=None,
+        description="The engines that actually answered for the patient (set at judging)",
+    )
+    judge_used: list[EngineProvenance] | None = Field(
+        default=None,
+        description="The engines that actually judged the rubrics (set at judging; empty: "
+        "no rubric was judged)",
+    )
+
+
 class RunProgress(ApiModel):
     required_total: int | None = None
     required_holding: int | None = None
@@ -104,6 +148,9 @@ class _RunViewBase(ApiModel):
         default="sim",
         description="Who answers the staff's messages in a patientSim run: the simulated "
         "patient (sim) or a person on the console's run page (human)",
+    )
+    provenance: Provenance | None = Field(
+        default=None, description="null only for runs started before provenance was recorded"
     )
 
 

@@ -39,9 +39,10 @@ from app.contract.evals import (
     OverallTest,
     Rate,
 )
+from app.contract.runs import Provenance
 from app.db import Conn, Scopes, Tx
 from app.errors import AppError, Issue, Unprocessable
-from app.evals import repository
+from app.evals import attribution, repository
 from app.evals.errors import EvalNotFound
 from app.fhir.errors import VersionConflict
 from app.kit.clock import utcnow
@@ -493,6 +494,8 @@ def _item_view(item: Item, root: str, mode: str) -> EvalRun:
         view.run_id = run.id
         view.fhir_base = run_view_base(root, run.id)
         view.fixture = run.fixture
+        if run.provenance is not None:
+            view.provenance = Provenance.model_validate(run.provenance)
         if mode == "agent":
             view.brief = run.brief
         if run.status != "live":
@@ -582,6 +585,10 @@ async def compare_evals(
     )
     overall = comparison.overall
     interval = comparison.delta_interval
+    attributions = _attributions(baseline, current, comparison.cells)
+    flips = dict.fromkeys(attribution.ATTRIBUTIONS, 0)
+    for found in attributions.values():
+        flips[found] += 1
     return Comparison(
         id=eval_id,
         baseline=baseline_id,
@@ -598,6 +605,7 @@ async def compare_evals(
                 current=_cell_counts(v["b"]),
                 fisher_p_worse=None if v["fisher_p"] is None else round(v["fisher_p"], 4),
                 comparable=v["comparable"],
+                attribution=attributions.get(v["key"]),
             )
             for v in comparison.cells
         ],
@@ -626,7 +634,28 @@ async def compare_evals(
             f"changes smaller than {comparison.mde:.1%} in pass rate cannot be told from "
             "noise with these run counts"
         ),
+        flips=flips,
     )
+
+
+def _attributions(
+    baseline: list[Item], current: list[Item], cells: list[stats.CellVerdict]
+) -> dict[tuple[str, str], attribution.Attribution]:
+    """The attribution of every cell whose label is not `same`."""
+
+    def runs_by_cell(items: list[Item]) -> dict[tuple[str, str], list[runs_service.RunRow]]:
+        out: dict[tuple[str, str], list[runs_service.RunRow]] = defaultdict(list)
+        for item in items:
+            if item.run is not None and item.status in VALID:
+                out[item.cell].append(item.run)
+        return out
+
+    a, b = runs_by_cell(baseline), runs_by_cell(current)
+    return {
+        v["key"]: attribution.attribute(a.get(v["key"], []), b.get(v["key"], []))
+        for v in cells
+        if v["label"] != "same"
+    }
 
 
 async def baseline_choices(

@@ -94,7 +94,11 @@ async def judge_rubrics(
     expectations: list[Expectation],
     verdict: Verdict,
     patients: frozenset[str],
+    *,
+    used: list[tuple[str, str | None, str]] | None = None,
 ) -> Verdict:
+    """Judge each rubric of the verdict; `used`, when given, receives the (engine, model,
+    prompt version) of each judgement made (the run's provenance records them)."""
     rubrics = _walk(expectations)
     if not rubrics:
         return verdict
@@ -123,6 +127,8 @@ async def judge_rubrics(
                 judgement = engine.from_llm(answer.value, rubric.threshold, answer.model)
             except LlmUnavailable as exc:
                 note = f"heuristic stand-in judged: {exc.reason}"
+        if used is not None:
+            used.append((judgement.engine, judgement.model, judgement.prompt_version))
         result.passed = judgement.passed
         result.score = round(judgement.score, 4)
         result.detail = judgement.reason

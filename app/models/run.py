@@ -76,6 +76,9 @@ class Run(Base):
     patient_driver: Mapped[str] = mapped_column(Text, server_default="sim")
     # The version of the system under test the caller named (a git sha, "triage-agent v3").
     revision: Mapped[str | None] = mapped_column(Text)
+    # What the run was made of (contract Provenance): written as it starts, completed by the
+    # grading that ends it, never changed after.
+    provenance: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
 
 
 class RunRef(Base):

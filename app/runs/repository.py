@@ -171,13 +171,15 @@ async def insert_run(
     scheduling: str,
     patient_driver: str = "sim",
     revision: str | None = None,
+    provenance_json: str | None = None,
 ) -> asyncpg.Record:
     row = await conn.fetchrow(
         """INSERT INTO run (tenant_id, id, scenario_id, scenario_version, scenario_hash,
                 builtin, mode, variant, label, status, brief, fixture, expectations,
-                started_at, deadline, changed_at, scheduling, patient_driver, revision)
+                started_at, deadline, changed_at, scheduling, patient_driver, revision,
+                provenance)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'live', $10, $11::jsonb, $12::jsonb,
-                $13, $14, $13, $15, $16, $17)
+                $13, $14, $13, $15, $16, $17, $18::jsonb)
             RETURNING *""",
         tenant_id,
         run_id,
@@ -196,6 +198,7 @@ async def insert_run(
         scheduling,
         patient_driver,
         revision,
+        provenance_json,
     )
     assert row is not None
     return row
@@ -210,11 +213,14 @@ async def end_live_run(
     verdict_json: str,
     at: datetime,
     seen_change: datetime,
+    provenance_json: str | None = None,
 ) -> asyncpg.Record | None:
-    """End the run with its verdict if it is still live (None: it had ended)."""
+    """End the run with its verdict if it is still live (None: it had ended). Its
+    provenance is completed here, once: an ended run is never updated again."""
     return await conn.fetchrow(
         """UPDATE run SET status = $3, verdict = $4::jsonb, finished_at = $5,
-                    graded_at = $5, graded_change_at = $6
+                    graded_at = $5, graded_change_at = $6,
+                    provenance = COALESCE($7::jsonb, provenance)
                 WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
         tenant_id,
         run_id,
@@ -222,6 +228,7 @@ async def end_live_run(
         verdict_json,
         at,
         seen_change,
+        provenance_json,
     )
 
 

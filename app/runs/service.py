@@ -28,6 +28,7 @@ from app.contract.runs import (
     FinalRunView,
     FinalStatus,
     LiveRunView,
+    Provenance,
     RunProgress,
     RunView,
     TraceCall,
@@ -46,7 +47,7 @@ from app.kit.urls import FHIR_PREFIX, RUNS_PREFIX, run_view_base
 from app.llm.client import LlmClient
 from app.patient_sim.report import revealed_facts, simulator_report
 from app.runs import board as board_rules
-from app.runs import repository
+from app.runs import provenance, repository
 from app.runs.errors import LiveRunLimit, RunNotFound, RunNotLive, RunStillLive
 from app.runs.fhir_writes import FHIR_WRITES
 from app.scenarios import service as scenarios_service
@@ -101,6 +102,7 @@ class RunRow:
     verdict: dict[str, Any] | None
     patient_driver: str = "sim"
     revision: str | None = None
+    provenance: dict[str, Any] | None = None
 
     @classmethod
     def from_record(cls, r: asyncpg.Record) -> RunRow:
@@ -132,6 +134,7 @@ class RunRow:
             verdict=js(r["verdict"]),
             patient_driver=r["patient_driver"],
             revision=r["revision"],
+            provenance=js(r["provenance"]),
         )
 
     def view(self, root: str) -> RunView:
@@ -150,6 +153,9 @@ class RunRow:
             "deadline": self.deadline,
             "brief": self.brief if self.mode == "agent" else None,
             "patient_driver": self.patient_driver,
+            "provenance": (
+                None if self.provenance is None else Provenance.model_validate(self.provenance)
+            ),
         }
         if self.status == RunStatus.LIVE:
             progress = RunProgress.model_validate(self.progress or {})
@@ -364,6 +370,17 @@ async def start_run(
             scheduling=scenario.scheduling,
             patient_driver=str(request.patient_driver),
             revision=request.revision,
+            provenance_json=jsontext.dumps(
+                provenance.at_start(
+                    scenario_id=scenario.id,
+                    scenario_version=loaded.version,
+                    scenario_hash=loaded.hash,
+                    revision=request.revision,
+                    has_patient_sim=scenario.patient_sim is not None,
+                    llm_model=limits.llm_model,
+                    at=started,
+                )
+            ),
         )
     # Noted only once every write succeeded: a failed start (rolled back to the
     # savepoint) leaves nothing to send.
@@ -697,14 +714,28 @@ async def grade_run(
         note = "the deadline passed before every required expectation held"
     if status is not None:
         # Rubrics are judged once, as the run ends (bonus: the status stands).
+        judges_used: list[tuple[str, str | None, str]] = []
         verdict = await judge_rubrics(
-            pool, llm, tenant_id, run_id, expectations, verdict, snapshot.patient_refs
+            pool,
+            llm,
+            tenant_id,
+            run_id,
+            expectations,
+            verdict,
+            snapshot.patient_refs,
+            used=judges_used,
         )
         ended_verdict = _verdict_of(verdict, note)
         replies, issues = await simulator_report(pool, tenant_id, run_id)
         if replies:
             ended_verdict.simulated_patient = replies
             ended_verdict.simulator_issues = issues
+        judged_provenance = provenance.judged(
+            run.provenance,
+            patient_used=[(r.engine, r.model, r.prompt_version) for r in replies],
+            judge_used=judges_used,
+            at=now,
+        )
         async with scopes.transaction(autocommit=True) as tx:
             ended = await repository.end_live_run(
                 tx.conn,
@@ -714,6 +745,9 @@ async def grade_run(
                 verdict_json=jsontext.dumps(ended_verdict.wire()),
                 at=now,
                 seen_change=seen_change,
+                provenance_json=(
+                    None if judged_provenance is None else jsontext.dumps(judged_provenance)
+                ),
             )
             if ended is not None:
                 _slot_freed(tx, tenant_id)

@@ -82,3 +82,6 @@ class RunLimits:
 
     max_live: int
     quota: QuotaGuard
+    # The configured model of the simulated patient and judges (None: none configured, the
+    # scripted and heuristic stand-ins answer), recorded in each run's provenance.
+    llm_model: str | None = None

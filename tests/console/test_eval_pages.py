@@ -214,6 +214,9 @@ async def test_compare_defaults_to_the_ci_baseline_and_says_bigger_than_the_nois
     assert "from 9/9 (100.0%) to 0/9 (0.0%), a change of -100.0 points" in text
     assert "The stratified exact test over the 3 cells" in text
     assert text.count('<tr class="cell-regressed">') == len(WORKFLOW)
+    # Whose change flipped each cell: the agent's (nothing else changed), counted.
+    assert text.count('<span class="label attribution-agent"') == len(WORKFLOW)
+    assert f"Flips by whose change: agent {len(WORKFLOW)}." in text
     # The good eval has no earlier "main" eval: no default, and the page says so.
     first = await console.get(f"/evals/{good}/compare")
     assert "No baseline to compare with." in first.text
@@ -273,6 +276,8 @@ async def test_agent_briefs_and_a_changed_scenario_not_comparable(
     assert f'<option value="{first}" selected>' in compare
     assert compare.count('<tr class="cell-not-comparable">') == 2
     assert "the scenario changed between the evals" in compare
+    # Both evals failed every run: the labels are `same`, so no cell is attributed.
+    assert 'class="label attribution-' not in compare
     assert "No comparison yet" in compare  # nothing comparable is left to test
 
 
