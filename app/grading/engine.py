@@ -21,8 +21,6 @@ every expression, takes about 17 ms.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from app.grading.any_of import grade_any_of
 from app.grading.api_call import grade_api_call
 from app.grading.asked import grade_asked
@@ -45,6 +43,7 @@ from app.scenarios.schema import (
     RubricExpectation,
     WebhookExpectation,
     symbol_name,
+    walk_expectations,
 )
 
 WEBHOOK_UNSUPPORTED = (
@@ -61,13 +60,6 @@ def grade(
     return verdict([grader.grade(expectation) for expectation in expectations])
 
 
-def _walk(expectations: Iterable[Expectation]) -> Iterable[Expectation]:
-    for expectation in expectations:
-        yield expectation
-        if isinstance(expectation, AnyOfExpectation):
-            yield from _walk(expectation.expectations)
-
-
 class _Grader:
     def __init__(
         self,
@@ -78,7 +70,7 @@ class _Grader:
         self.snapshot = snapshot
         self.fp = FhirPathContext.from_snapshot(snapshot, memo)
         self.by_id: dict[str, Expectation] = {}
-        for expectation in _walk(expectations):
+        for expectation in walk_expectations(expectations):
             self.by_id.setdefault(expectation.id, expectation)
         # Keyed by object identity: ids should be unique, but a duplicate must not make
         # one expectation report another's result.
@@ -125,11 +117,9 @@ class _Grader:
     def _message(self, expectation: MessageExpectation) -> ExpectationResult:
         after = None
         if expectation.after is not None:
-            target = self._before(expectation, expectation.after)
+            target = self._before(expectation, expectation.after, "after")
             if isinstance(target, str):
-                return make_result(
-                    expectation, False, Evidence(), target.replace("before", "after", 1)
-                )
+                return make_result(expectation, False, Evidence(), target)
             after = target
         return grade_message(expectation, self.snapshot, self.fp, after, self._allowed, self.by_id)
 
@@ -154,13 +144,16 @@ class _Grader:
             return make_result(expectation, False, Evidence(), target)
         return grade_asked(expectation, self.snapshot, target)
 
-    def _before(self, expectation: Expectation, named: str) -> ExpectationResult | str:
-        """The graded result of the expectation `named` (an expectation's `before`), or
-        why there is none: no such id, or a cycle (every expectation on it fails)."""
+    def _before(
+        self, expectation: Expectation, named: str, field: str = "before"
+    ) -> ExpectationResult | str:
+        """The graded result of the expectation `named` (an expectation's `before`, or a
+        message's `after`: `field`), or why there is none: no such id, or a cycle (every
+        expectation on it fails)."""
         target = self.by_id.get(named)
         if target is None:
-            return f"before names no expectation: {named!r}"
-        cycle = f"before {named!r} forms a cycle"
+            return f"{field} names no expectation: {named!r}"
+        cycle = f"{field} {named!r} forms a cycle"
         if id(target) in self.in_progress:
             # Everything on the chain from the target to here waits on itself: all of it
             # fails, not just the expectation that happened to close the loop.

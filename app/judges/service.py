@@ -21,7 +21,7 @@ from app.fhir import service as fhir_service
 from app.grading.snapshot import Evidence, ExpectationResult, Verdict
 from app.judges import engine
 from app.llm.client import LlmClient, LlmUnavailable
-from app.scenarios.schema import Expectation, RubricExpectation
+from app.scenarios.schema import Expectation, RubricExpectation, walk_expectations
 
 _TYPES = {"communications": "Communication", "tasks": "Task", "documents": "DocumentReference"}
 
@@ -71,13 +71,7 @@ async def _written_texts(
 
 
 def _walk(expectations: list[Expectation]) -> dict[str, RubricExpectation]:
-    out: dict[str, RubricExpectation] = {}
-    for e in expectations:
-        if isinstance(e, RubricExpectation):
-            out[e.id] = e
-        elif e.type == "any_of":
-            out.update(_walk(e.expectations))
-    return out
+    return {e.id: e for e in walk_expectations(expectations) if isinstance(e, RubricExpectation)}
 
 
 def _rescore(results: list[ExpectationResult]) -> float:

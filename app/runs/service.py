@@ -52,7 +52,13 @@ from app.runs.errors import LiveRunLimit, RunNotFound, RunNotLive, RunStillLive
 from app.runs.fhir_writes import FHIR_WRITES
 from app.scenarios import service as scenarios_service
 from app.scenarios.expansion import ExpansionError, apply_variant, expand_scenario
-from app.scenarios.schema import TIMEOUT_MAX, TIMEOUT_MIN, Expectation, Scenario
+from app.scenarios.schema import (
+    TIMEOUT_MAX,
+    TIMEOUT_MIN,
+    Expectation,
+    Scenario,
+    walk_expectations,
+)
 from app.tenants.quota import RunLimits
 from app.trace import service as trace_service
 from app.webhooks import service as webhooks_service
@@ -483,35 +489,23 @@ def _resource_types(expectations: list[Expectation], scope: str) -> set[str] | N
     """The resource types grading needs of a scope; None: every type (a `changes`
     expectation looks at everything written)."""
     out: set[str] = set()
-    for e in expectations:
+    for e in walk_expectations(expectations):
         if e.type == "changes" and e.scope in (scope, "tenant"):
             return None
         if e.type == "resource" and e.scope == scope:
             out.add(e.resource_type)
         elif e.type == "message" and scope == "patient":
             out.add("Communication")
-        elif e.type == "any_of":
-            inner = _resource_types(e.expectations, scope)
-            if inner is None:
-                return None
-            out |= inner
     return out
 
 
 def _has_changes(expectations: list[Expectation]) -> bool:
-    return any(
-        e.type == "changes" or (e.type == "any_of" and _has_changes(e.expectations))
-        for e in expectations
-    )
+    return any(e.type == "changes" for e in walk_expectations(expectations))
 
 
 def needs_grounding(expectations: list[Expectation]) -> bool:
     """Whether a message check needs what the system was shown (`grounded`)."""
-    return any(
-        (e.type == "message" and e.grounded)
-        or (e.type == "any_of" and needs_grounding(e.expectations))
-        for e in expectations
-    )
+    return any(e.type == "message" and e.grounded for e in walk_expectations(expectations))
 
 
 async def _shown(conn: Conn, run: RunRow, snapshot: RunSnapshot, until: datetime) -> list[Any]:
@@ -618,9 +612,7 @@ async def build_snapshot(
 
 def _asks(expectations: list[Expectation]) -> bool:
     """Whether any expectation (any_of children included) is an `asked`."""
-    return any(
-        e.type == "asked" or (e.type == "any_of" and _asks(e.expectations)) for e in expectations
-    )
+    return any(e.type == "asked" for e in walk_expectations(expectations))
 
 
 async def _changed(

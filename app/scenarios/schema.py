@@ -13,6 +13,7 @@ symbols without the `@` in FHIRPath (`%fixture.name`, `%current.name`) and with 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -194,6 +195,14 @@ Expectation = Annotated[
     Field(discriminator="type"),
 ]
 AnyOfExpectation.model_rebuild()
+
+
+def walk_expectations(expectations: Iterable[Expectation]) -> Iterator[Expectation]:
+    """Every expectation, each any_of's children (nested ones too) right after it."""
+    for expectation in expectations:
+        yield expectation
+        if isinstance(expectation, AnyOfExpectation):
+            yield from walk_expectations(expectation.expectations)
 
 
 class OracleCall(Model):

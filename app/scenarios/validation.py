@@ -437,7 +437,8 @@ class _Checker:
         befores: list[tuple[str, str, str]] = []  # (own id, named id, path of "before")
         children: dict[str, list[str]] = {}  # any_of id -> its children's ids
         kinds: dict[str, Any] = {}  # id -> type, of the first expectation with that id
-        allows: list[tuple[str, str]] = []  # (named id, path of the allow entry)
+        # (named id, path of the entry, its field: a changes' `allow`, a mention's `of`)
+        allows: list[tuple[str, str, str]] = []
         for path, expectation in self.expectations(self.data, ""):
             eid = expectation.get("id")
             if isinstance(eid, str):
@@ -458,13 +459,13 @@ class _Checker:
                     befores.append((eid, after, f"{path}/after"))
                 for index, mention in enumerate(_list(expectation.get("mentions"))):
                     if isinstance(mention, dict) and isinstance(mention.get("of"), str):
-                        allows.append((mention["of"], f"{path}/mentions/{index}/of"))
+                        allows.append((mention["of"], f"{path}/mentions/{index}/of", "of"))
             if kind == "changes" and isinstance(eid, str):
                 for index, named in enumerate(_list(expectation.get("allow"))):
                     if isinstance(named, str):
-                        allows.append((named, f"{path}/allow/{index}"))
+                        allows.append((named, f"{path}/allow/{index}", "allow"))
                     elif isinstance(named, dict) and isinstance(named.get("of"), str):
-                        allows.append((named["of"], f"{path}/allow/{index}/of"))
+                        allows.append((named["of"], f"{path}/allow/{index}/of", "allow"))
             if kind == "any_of" and isinstance(eid, str):
                 children[eid] = [
                     child["id"]
@@ -472,17 +473,15 @@ class _Checker:
                     if isinstance(child, dict) and isinstance(child.get("id"), str)
                 ]
         self.check_befores(found, befores, children)
-        for named, path in allows:
+        for named, path, field in allows:
             if named not in kinds:
-                word = "of" if path.endswith("/of") and "/mentions/" in path else "allow"
-                self.add(path, f"{word} names no expectation: {named!r}")
+                self.add(path, f"{field} names no expectation: {named!r}")
             elif kinds[named] not in _ALLOWABLE_TYPES:
+                kind = str(kinds[named])
                 self.add(
                     path,
-                    f"{'of' if '/mentions/' in path else 'allow'} names {named!r}, "
-                    f"{_article(str(kinds[named]))} {kinds[named]} "
-                    "expectation: only resource, "
-                    "field and any_of expectations have resources as evidence",
+                    f"{field} names {named!r}, {_article(kind)} {kind} expectation: only "
+                    "resource, field and any_of expectations have resources as evidence",
                 )
 
     def expectations(
