@@ -135,6 +135,11 @@ def chart_svg(points: list[RevisionRate], shown: str | None) -> Markup:
     )
 
 
+def revision_name(revision: str | None) -> str:
+    """A revision as the pages print it; runs without one have their own name."""
+    return revision if revision is not None else "(no revision)"
+
+
 def state_word(state: str) -> Markup:
     icon, word, css = BOARD_STATES[state]
     return Markup(
@@ -221,7 +226,7 @@ async def board_page(
         chart=lambda card: chart_svg(card.chart, board.revision),
         state_word=state_word,
         url=board_url,
-        revision_name=lambda r: r if r is not None else "(no revision)",
+        revision_name=revision_name,
         agent_note=AGENT_NOTE,
     )
 
@@ -254,7 +259,7 @@ async def run_card(request: Request, viewer: SignedIn, form: PostedForm) -> Resp
         back=board_url(mode, board.revision),
         started=started,
         refused=refused,
-        revision_name=lambda r: r if r is not None else "(no revision)",
+        revision_name=revision_name,
     )
 
 
@@ -277,7 +282,7 @@ async def run_all_confirm(
         plan=await _plan(request, viewer, board),
         back=board_url(chosen, board.revision),
         agent_note=AGENT_NOTE,
-        revision_name=lambda r: r if r is not None else "(no revision)",
+        revision_name=revision_name,
     )
 
 
@@ -298,5 +303,5 @@ async def run_all(request: Request, viewer: SignedIn, form: PostedForm) -> Respo
         started=started,
         refused=refused,
         skipped=plan.skip,
-        revision_name=lambda r: r if r is not None else "(no revision)",
+        revision_name=revision_name,
     )
