@@ -5,23 +5,19 @@ and platform rules on runs built in the test."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
-import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from app.evals.attribution import attribute
 from app.runs.service import RunRow
-from app.scenarios.expansion import expand_path, expand_value
 from app.scenarios.schema import Scenario
 from tests.conftest import TenantHandle
-from tests.evals.test_evals import api_client, started_runs
+from tests.evals.test_evals import api_client
+from tests.evals.test_evals import run_eval as evals_run
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILTIN = "results.critical-lab"
@@ -35,55 +31,18 @@ def custom_scenario(title: str) -> dict[str, Any]:
     return document
 
 
-async def work(tenant: TenantHandle, run: dict[str, Any], document: dict[str, Any]) -> None:
-    """The correct automation: the scenario's reference solution, through the run's base."""
-    scenario = Scenario.model_validate(document)
-    refs = dict(run["fixture"])
-    async with httpx.AsyncClient(headers=tenant.headers, timeout=30) as client:
-        started = datetime.fromisoformat(run["startedAtRun"])
-        for call in scenario.oracle:
-            body = expand_value(call.body, refs, started) if call.body else None
-            path = expand_path(call.path, refs)
-            url = f"{tenant.server}{path}" if path.startswith("/api/") else run["fhirBase"] + path
-            r = await client.request(call.method, url, json=body)
-            assert r.status_code < 400, r.text
-            if call.save_as:
-                refs[call.save_as] = f"{r.json()['resourceType']}/{r.json()['id']}"
-
-
 async def run_eval(
     tenant: TenantHandle, label: str, scenario: str, document: dict[str, Any] | None
 ) -> str:
     """A workflow eval of one scenario, 2 runs; `document` set: the automation does the
     work of each run, else it only finishes them (broken)."""
-    async with api_client(tenant) as client:
-        created = await client.post(
-            "/evals",
-            json={
-                "mode": "workflow",
-                "label": label,
-                "scenarios": [scenario],
-                "repeats": 2,
-                "personas": "baseline",
-            },
-        )
-        assert created.status_code == 201, created.text
-        eval_id: str = created.json()["id"]
-        handled: set[str] = set()
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            view = (await client.get(f"/evals/{eval_id}")).json()
-            if view["status"] == "completed":
-                return eval_id
-            for item in await started_runs(client, eval_id):
-                if item["runId"] in handled or item["status"] != "live":
-                    continue
-                handled.add(item["runId"])
-                if document is not None:
-                    await work(tenant, item, document)
-                await client.post(f"/runs/{item['runId']}/finish")
-            await asyncio.sleep(0.1)
-    raise AssertionError(f"eval {eval_id} did not complete")
+    return await evals_run(
+        tenant,
+        label,
+        correct=document is not None,
+        scenarios=[scenario],
+        scenario=Scenario.model_validate(document) if document is not None else None,
+    )
 
 
 async def import_scenario(tenant: TenantHandle, document: dict[str, Any]) -> None:

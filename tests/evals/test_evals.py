@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from app.scenarios.expansion import expand_path, expand_value
+from app.scenarios.schema import Scenario
 from app.scenarios.service import builtin_scenarios
 from tests.conftest import TenantHandle
 
@@ -24,10 +25,12 @@ def api_client(tenant: TenantHandle) -> httpx.AsyncClient:
     )
 
 
-async def do_the_work(tenant: TenantHandle, run: dict[str, Any]) -> None:
+async def do_the_work(
+    tenant: TenantHandle, run: dict[str, Any], scenario: Scenario | None = None
+) -> None:
     """A correct automation: writes what the scenario's reference solution writes,
-    through the run's own FHIR base."""
-    scenario = builtin_scenarios()[run["scenarioId"]].scenario
+    through the run's own FHIR base (`scenario`: a custom one; else the built-in)."""
+    scenario = scenario or builtin_scenarios()[run["scenarioId"]].scenario
     refs = dict(run["fixture"])
     async with httpx.AsyncClient(headers=tenant.headers, timeout=30) as client:
         started = datetime.fromisoformat(run["startedAtRun"])
@@ -51,15 +54,25 @@ async def started_runs(client: httpx.AsyncClient, eval_id: str) -> list[dict[str
     return out
 
 
-async def run_eval(tenant: TenantHandle, label: str, *, correct: bool, repeats: int = 2) -> str:
-    """Start a workflow eval and play the automation until every run has ended."""
+async def run_eval(
+    tenant: TenantHandle,
+    label: str,
+    *,
+    correct: bool,
+    repeats: int = 2,
+    scenarios: list[str] | None = None,
+    scenario: Scenario | None = None,
+) -> str:
+    """Start a workflow eval (of WORKFLOW, or `scenarios`) and play the automation until
+    every run has ended: correct (the reference solution; `scenario` for a custom one),
+    or broken (it only finishes the runs)."""
     async with api_client(tenant) as client:
         created = await client.post(
             "/evals",
             json={
                 "mode": "workflow",
                 "label": label,
-                "scenarios": WORKFLOW,
+                "scenarios": scenarios or WORKFLOW,
                 "repeats": repeats,
                 "personas": "baseline",
             },
@@ -77,7 +90,7 @@ async def run_eval(tenant: TenantHandle, label: str, *, correct: bool, repeats: 
                     continue
                 handled.add(item["runId"])
                 if correct:
-                    await do_the_work(tenant, item)
+                    await do_the_work(tenant, item, scenario)
                 await client.post(f"/runs/{item['runId']}/finish")
             await asyncio.sleep(0.1)
     raise AssertionError(f"eval {eval_id} did not complete")
