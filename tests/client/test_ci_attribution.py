@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from app.db import Database
+from app.scenarios.schema import Scenario
 from tests.client.test_ci import eval_ci
 from tests.conftest import TenantHandle
 from tests.evals.test_attribution import (
@@ -20,9 +21,8 @@ from tests.evals.test_attribution import (
     ROOT,
     custom_scenario,
     import_scenario,
-    work,
 )
-from tests.evals.test_evals import api_client, started_runs
+from tests.evals.test_evals import api_client, do_the_work, started_runs
 
 
 def args(label: str, scenario: str, repeats: int, *extra: str) -> list[str]:
@@ -55,7 +55,7 @@ async def _automation(tenant: TenantHandle, label: str, document: dict[str, Any]
                         continue
                     handled.add(item["runId"])
                     if document is not None:
-                        await work(tenant, item, document)
+                        await do_the_work(tenant, item, Scenario.model_validate(document))
                     await client.post(f"/runs/{item['runId']}/finish")
             await asyncio.sleep(0.1)
 
