@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import DateTime, Index, Integer, Text, func
+from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -18,6 +19,13 @@ class Eval(Base):
     __table_args__ = (
         Index("ix_eval_label", "tenant_id", "label", "created_at"),
         Index("ix_eval_revision", "tenant_id", "revision", "created_at"),
+        Index(
+            "ix_eval_unfinished",
+            "tenant_id",
+            "created_at",
+            postgresql_where=sql_text("completed_at IS NULL AND cancelled_at IS NULL"),
+        ),
+        Index("ix_eval_schedule", "tenant_id", "schedule_id", "created_at"),
     )
 
     tenant_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
@@ -32,6 +40,13 @@ class Eval(Base):
     cancelled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # The system under test's version; every run the eval starts carries it.
     revision: Mapped[str | None] = mapped_column(Text)
+    # Set once, when no run of the eval is queued or live any more, in the transaction
+    # that writes its eval.completed / eval.regressed events.
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The eval it is compared with for eval.regressed when set (a schedule's previous
+    # completed eval); else the CI rule's default baseline.
+    baseline_id: Mapped[str | None] = mapped_column(Text)
+    schedule_id: Mapped[str | None] = mapped_column(Text)  # the schedule that started it
 
 
 class EvalItem(Base):

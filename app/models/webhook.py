@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import BigInteger, Boolean, DateTime, Float, Identity, Index, Integer, Text, func
 from sqlalchemy import text as sql_text
@@ -47,6 +48,9 @@ class WebhookEvent(Base):
     run_id: Mapped[str | None] = mapped_column(Text)
     occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     fhir_root: Mapped[str] = mapped_column(Text)  # the API's root URL as the writer saw it
+    # An event about something other than a FHIR resource (eval.completed, eval.regressed)
+    # carries its body here; a resource event's body is the resource version it names.
+    payload: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
 
 
 class WebhookDelivery(Base):
