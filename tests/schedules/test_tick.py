@@ -188,7 +188,14 @@ async def test_once_per_due_time_skips_while_running_and_compares(
     assert dict(await eval_row(db, e3))["label"] == "nightly 2031-01-01T02:00Z"
     assert (await eval_row(db, e3))["baseline_id"] == e2
     assert (await view(tenant, schedule_id))["nextDueAt"] == "2031-01-01T02:15:00+00:00"
+
+    # A cancelled previous eval holds nothing up, and is no baseline.
     await cancel(tenant, e3)
+    [after_cancel] = await service.tick(ours, at("02:15"), tenant_id=tenant.id)
+    e4 = after_cancel.eval_id
+    assert after_cancel.outcome == "started" and e4 is not None
+    assert (await eval_row(db, e4))["baseline_id"] == e2
+    await cancel(tenant, e4)
 
 
 async def test_a_paused_schedule_starts_nothing_and_resumes_from_the_next_due_time(
