@@ -21,6 +21,7 @@ from app.api.fhir import eligibility_router
 from app.api.fhir import router as fhir_router
 from app.api.runs import router as runs_router
 from app.api.scenarios import router as scenarios_router
+from app.api.schedules import router as schedules_router
 from app.api.usage import router as usage_router
 from app.api.webhooks import router as webhooks_router
 from app.console.install import install_console
@@ -203,6 +204,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(usage_router)
     app.include_router(webhooks_router)
     app.include_router(evals_router)
+    app.include_router(schedules_router)
     app.include_router(board_router)
     # The console's pages for people, under / (not in the OpenAPI document).
     install_console(app, settings)

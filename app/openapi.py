@@ -112,6 +112,7 @@ _ROUTE_CODES: dict[tuple[str, str], set[int]] = {
     ("POST", "/api/testing/evals"): {404, 429},
     ("GET", "/api/testing/evals/{eval_id}/compare"): {409},
     ("POST", "/api/testing/evals/{eval_id}/cancel"): {409},
+    ("POST", "/api/testing/schedules"): {404},
 }
 
 # A small custom scenario that imports (and passes its check), for clients and generators.
@@ -190,11 +191,13 @@ _RUN = "/api/testing/runs/{run_id}"
 _WEBHOOK = "/api/webhooks/{webhook_id}"
 _EVAL = "/api/testing/evals/{eval_id}"
 _SCENARIO = "/api/testing/scenarios/{scenario_id}"
+_SCHEDULE = "/api/testing/schedules/{schedule_id}"
 _RESOURCE = FHIR_BASE + "/{resource_type}/{resource_id}"
 _RUN_ID = {"run_id": "$response.body#/id"}
 _WEBHOOK_ID = {"webhook_id": "$response.body#/id"}
 _EVAL_ID = {"eval_id": "$response.body#/id"}
 _SCENARIO_ID = {"scenario_id": "$response.body#/id"}
+_SCHEDULE_ID = {"schedule_id": "$response.body#/id"}
 _RESOURCE_ID = {
     "resource_type": "$response.body#/resourceType",
     "resource_id": "$response.body#/id",
@@ -260,6 +263,21 @@ _LINKS: dict[tuple[str, str, str], list[Link]] = {
             "GET",
             _EVAL + "/compare",
             {"eval_id": "$response.body#/evals/0/id", "baseline": "$response.body#/evals/1/id"},
+            None,
+        ),
+    ],
+    ("POST", "/api/testing/schedules", "201"): [
+        ("GetSchedule", "GET", _SCHEDULE, _SCHEDULE_ID, None),
+        ("PauseSchedule", "POST", _SCHEDULE + "/pause", _SCHEDULE_ID, None),
+        ("ResumeSchedule", "POST", _SCHEDULE + "/resume", _SCHEDULE_ID, None),
+        ("DeleteSchedule", "DELETE", _SCHEDULE, _SCHEDULE_ID, None),
+    ],
+    ("GET", "/api/testing/schedules", "200"): [
+        (
+            "GetFirstSchedule",
+            "GET",
+            _SCHEDULE,
+            {"schedule_id": "$response.body#/schedules/0/id"},
             None,
         ),
     ],

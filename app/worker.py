@@ -3,8 +3,8 @@
 Event-driven: `grade_run` (the simulated patient answers, then the run is graded, soon
 after something it owns changed) and `deliver_webhook` (a tenant's due deliveries).
 Periodic: the grading tick, eval promotion, the delivery sweeper, planner statistics,
-the canonical Slots rolled forward, trace and delivery retention. Every job logs one line
-when it fails or runs slow (app/logs.py).
+the canonical Slots rolled forward, trace and delivery retention, scheduled evals. Every
+job logs one line when it fails or runs slow (app/logs.py).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from app.patient_sim import service as patient_sim_service
 from app.runs import provenance
 from app.runs import service as runs_service
 from app.runs.fhir_writes import FHIR_WRITES
+from app.schedules import service as schedules_service
 from app.settings import Settings
 from app.tenants import service as tenants_service
 from app.tenants.quota import QuotaGuard, RunLimits
@@ -122,6 +123,11 @@ async def promote_evals(ctx: dict[str, Any]) -> int:
         except Exception:
             log.exception("promote_failed tenant=%s", tenant_id)
     return started
+
+
+async def start_schedules(ctx: dict[str, Any]) -> int:
+    """Start (or skip) the scheduled evals due now, once per due time across workers."""
+    return len(await schedules_service.tick(ctx["scopes"], utcnow()))
 
 
 async def grade_live_runs(ctx: dict[str, Any]) -> int:
@@ -236,7 +242,7 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
             *timed_jobs([roll_directory, purge_trace, refresh_statistics]),
             func(timed_job(grade_run), name=GRADE_JOB, keep_result=0),
             func(timed_job(deliver_webhook), name=DELIVER_JOB, keep_result=0),
-            *timed_jobs([sweep_deliveries, purge_deliveries, promote_evals]),
+            *timed_jobs([sweep_deliveries, purge_deliveries, promote_evals, start_schedules]),
         ],
         cron_jobs=[
             scheduled(
@@ -266,6 +272,10 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
             scheduled(
                 promote_evals,
                 second=set(range(0, 60, 2)),
+            ),
+            scheduled(
+                start_schedules,
+                second={0, 15, 30, 45},
             ),
             scheduled(
                 grade_live_runs,

@@ -37,6 +37,8 @@ OWNER = {
     "webhook_attempt": "app/webhooks",
     "eval": "app/evals",
     "eval_item": "app/evals",
+    "eval_schedule": "app/schedules",
+    "eval_schedule_fire": "app/schedules",
     "llm_call": "app/llm",
     "sim_reply": "app/patient_sim",
 }

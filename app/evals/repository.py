@@ -40,11 +40,13 @@ async def insert_eval(
     root_url: str,
     created_at: datetime,
     revision: str | None = None,
+    schedule_id: str | None = None,
+    baseline_id: str | None = None,
 ) -> None:
     await conn.execute(
         """INSERT INTO eval (tenant_id, id, label, mode, repeats, request, timeout_seconds,
-            root_url, created_at, revision)
-            VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10)""",
+            root_url, created_at, revision, schedule_id, baseline_id)
+            VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12)""",
         tenant_id,
         eval_id,
         label,
@@ -55,6 +57,8 @@ async def insert_eval(
         root_url,
         created_at,
         revision,
+        schedule_id,
+        baseline_id,
     )
 
 
@@ -224,14 +228,18 @@ async def evals(
     label_like: str | None,
     limit: int,
     revision: str | None = None,
+    schedule_id: str | None = None,
 ) -> list[asyncpg.Record]:
-    """Newest first; `label_like` a LIKE prefix, already escaped; `revision` exact."""
+    """Newest first; `label_like` a LIKE prefix, already escaped; `revision` and
+    `schedule_id` exact."""
     return await conn.fetch(
         """SELECT * FROM eval WHERE tenant_id = $1 AND ($2::text IS NULL OR label LIKE $2 || '%')
         AND ($4::text IS NULL OR revision = $4)
+        AND ($5::text IS NULL OR schedule_id = $5)
         ORDER BY created_at DESC LIMIT $3""",
         tenant_id,
         label_like,
         limit,
         revision,
+        schedule_id,
     )

@@ -72,6 +72,8 @@ class EvalRequest:
     personas: str | list[str]
     timeout_seconds: int | None
     revision: str | None = None  # the system under test's version; its runs carry it
+    schedule_id: str | None = None  # the schedule that starts it
+    baseline_id: str | None = None  # the eval it is compared with (a schedule's previous)
 
 
 async def plan_eval(
@@ -210,6 +212,8 @@ async def create_eval(tx: Tx, tenant_id: uuid.UUID, request: EvalRequest, *, roo
         root_url=root_url,
         created_at=now,
         revision=request.revision,
+        schedule_id=request.schedule_id,
+        baseline_id=request.baseline_id,
     )
     await repository.insert_items(conn, rows)
     tx.after.promote(tenant_id)
@@ -426,6 +430,12 @@ def _rate(c: int, n: int) -> Rate:
     )
 
 
+def pass_rate(counts: dict[str, int]) -> Rate:
+    """The pass rate of runs counted by status (an eval list item's counts): timeouts
+    count as failures, cancelled and errored runs are left out."""
+    return _rate(counts.get("passed", 0), sum(counts.get(s, 0) for s in VALID))
+
+
 def summarise(items: list[Item], k: int) -> EvalSummary:
     counts = Counter(i.status for i in items)
     outcomes = stats.Outcomes(
@@ -527,11 +537,12 @@ async def eval_view(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str, root
 
 
 async def list_evals(
-    pool: asyncpg.Pool,
+    pool: repository.Reader,
     tenant_id: uuid.UUID,
     label_prefix: str | None,
     limit: int,
     revision: str | None = None,
+    schedule_id: str | None = None,
 ) -> list[EvalListItem]:
     rows = await repository.evals(
         pool,
@@ -543,6 +554,7 @@ async def list_evals(
         ),
         limit=limit,
         revision=revision,
+        schedule_id=schedule_id,
     )
     # Two statements whatever the page size: the evals, then every item's status counted
     # in SQL (a page of fifty 100-run evals used to read 5,000 run rows, one eval at a time).

@@ -5,6 +5,7 @@ from app.models.eval import Eval, EvalItem
 from app.models.fhir import FhirDate, FhirHistory, FhirResource
 from app.models.llm import LlmCall, SimReplyLog
 from app.models.run import CustomScenario, Run, RunRef, UsageCounter
+from app.models.schedule import EvalSchedule, EvalScheduleFire
 from app.models.tenant import ApiKey, SigninToken, Tenant
 from app.models.trace import TraceCall
 from app.models.webhook import WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookSubscription
@@ -15,6 +16,8 @@ __all__ = [
     "CustomScenario",
     "Eval",
     "EvalItem",
+    "EvalSchedule",
+    "EvalScheduleFire",
     "FhirDate",
     "FhirHistory",
     "FhirResource",

@@ -79,12 +79,23 @@ async def run_eval(
         )
         assert created.status_code == 201, created.text
         eval_id: str = created.json()["id"]
+    await drive_eval(tenant, eval_id, correct=correct, scenario=scenario)
+    return eval_id
+
+
+async def drive_eval(
+    tenant: TenantHandle, eval_id: str, *, correct: bool, scenario: Scenario | None = None
+) -> None:
+    """Play the automation on an eval's runs as they start until every run has ended:
+    correct (the reference solution; `scenario` for a custom one), or broken (it only
+    finishes the runs)."""
+    async with api_client(tenant) as client:
         handled: set[str] = set()
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             view = (await client.get(f"/evals/{eval_id}")).json()
             if view["status"] == "completed":
-                return eval_id
+                return
             for item in await started_runs(client, eval_id):
                 if item["runId"] in handled or item["status"] != "live":
                     continue
