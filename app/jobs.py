@@ -97,7 +97,8 @@ class InProcess:
     live_changed: Callable[[uuid.UUID], None] = _no_op
     # The tenant made this many quota-counted FHIR writes (quota cache, autoanalyze).
     wrote: Callable[[uuid.UUID, int], None] = _no_op
-    # A live slot freed or an eval was queued: start what fits now.
+    # A live slot freed or an eval was queued: start what fits now, and mark the evals
+    # whose runs have all ended completed (with their events).
     promote: Callable[[uuid.UUID], Awaitable[object]] | None = None
 
 

@@ -28,7 +28,7 @@ from app.console.install import install_console
 from app.db import Scopes, open_database
 from app.edge import EdgeTextCheck
 from app.errors import AppError, Issue
-from app.evals import service as evals_service
+from app.evals import events as eval_events
 from app.fhir.maintenance import AutoAnalyze
 from app.fhir.negotiation import FhirFormatMiddleware, response_media_type
 from app.fhir.outcomes import operation_outcome
@@ -103,7 +103,7 @@ def create_app(settings: Settings) -> FastAPI:
             autoanalyze.note_writes(count)
 
         async def promote(tenant_id: uuid.UUID) -> None:
-            await evals_service.promote(scopes, tenant_id, limits=limits)
+            await eval_events.settle(scopes, tenant_id, limits=limits)
 
         # What every unit of work of this process sends after it commits.
         scopes = Scopes(

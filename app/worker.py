@@ -2,9 +2,9 @@
 
 Event-driven: `grade_run` (the simulated patient answers, then the run is graded, soon
 after something it owns changed) and `deliver_webhook` (a tenant's due deliveries).
-Periodic: the grading tick, eval promotion, the delivery sweeper, planner statistics,
-the canonical Slots rolled forward, trace and delivery retention, scheduled evals. Every
-job logs one line when it fails or runs slow (app/logs.py).
+Periodic: the grading tick, eval promotion and completion (with its events), scheduled
+evals, the delivery sweeper, planner statistics, the canonical Slots rolled forward, trace
+and delivery retention. Every job logs one line when it fails or runs slow (app/logs.py).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from arq.cron import CronJob
 from arq.worker import Worker
 
 from app.db import Database, Scopes, open_database
+from app.evals import events as eval_events
 from app.evals import service as evals_service
 from app.fhir import maintenance
 from app.jobs import DELIVER_JOB, GRADE_JOB, InProcess, Jobs, connect_jobs, redis_settings
@@ -130,6 +131,19 @@ async def start_schedules(ctx: dict[str, Any]) -> int:
     return len(await schedules_service.tick(ctx["scopes"], utcnow()))
 
 
+async def complete_evals(ctx: dict[str, Any]) -> int:
+    """Mark completed the evals whose runs have all ended, with their webhook events
+    (every few seconds; a run's end does it at once, this catches what that missed)."""
+    db: Database = ctx["db"]
+    marked = 0
+    for tenant_id in await eval_events.tenants_with_unfinished(db.pool):
+        try:
+            marked += len(await eval_events.complete_evals(ctx["scopes"], tenant_id))
+        except Exception:
+            log.exception("complete_evals_failed tenant=%s", tenant_id)
+    return marked
+
+
 async def grade_live_runs(ctx: dict[str, Any]) -> int:
     """The periodic tick: every live run with news since its last grading, or past its
     deadline. A failure in one run is logged and does not stop the others."""
@@ -210,7 +224,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     )
 
     async def promote(tenant_id: uuid.UUID) -> None:
-        await evals_service.promote(scopes, tenant_id, limits=limits)
+        await eval_events.settle(scopes, tenant_id, limits=limits)
 
     ctx["scopes"] = scopes = Scopes(pool, ctx["jobs"], InProcess(wrote=quota.note, promote=promote))
 
@@ -242,7 +256,9 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
             *timed_jobs([roll_directory, purge_trace, refresh_statistics]),
             func(timed_job(grade_run), name=GRADE_JOB, keep_result=0),
             func(timed_job(deliver_webhook), name=DELIVER_JOB, keep_result=0),
-            *timed_jobs([sweep_deliveries, purge_deliveries, promote_evals, start_schedules]),
+            *timed_jobs(
+                [sweep_deliveries, purge_deliveries, promote_evals, complete_evals, start_schedules]
+            ),
         ],
         cron_jobs=[
             scheduled(
@@ -272,6 +288,10 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
             scheduled(
                 promote_evals,
                 second=set(range(0, 60, 2)),
+            ),
+            scheduled(
+                complete_evals,
+                second=set(range(1, 60, 2)),
             ),
             scheduled(
                 start_schedules,

@@ -67,10 +67,17 @@ class SubscriptionBody(RequestBody):
     url: str = Field(description="http(s) URL that receives POSTed events")
     events: list[EventName] = Field(
         min_length=1,
-        description="Event names (Patient.created, message.received, …) or '*' for all",
+        description="Event names (Patient.created, message.received, eval.completed, …) or "
+        "'*' for all. eval.completed (an eval's runs have all ended: its counts and pass rate "
+        "with its 95% interval) and eval.regressed (its compare with its baseline has a "
+        "regressed cell: those cells) carry an `eval` object, and a `compare` for the second, "
+        "instead of runId, fhirBase and resource",
     )
     resource_types: list[ResourceTypeName] | None = Field(
-        default=None, description="Only events about these resource types"
+        default=None,
+        description="Only events about these resource types; it filters resource events "
+        "only: eval.completed and eval.regressed are sent to a subscription that names them "
+        "(or '*') whatever this says",
     )
     secret: str | None = Field(
         default=None,

@@ -243,3 +243,54 @@ async def evals(
         revision,
         schedule_id,
     )
+
+
+# An eval is finished when none of its items waits to start and none of its runs is live;
+# `{run_status}` is the runs feature's subquery for the status of `i.run_id`.
+_FINISHED_SQL = """NOT EXISTS (
+    SELECT 1 FROM eval_item i WHERE i.tenant_id = e.tenant_id AND i.eval_id = e.id
+        AND (i.state IN ('queued', 'starting')
+            OR (i.run_id IS NOT NULL AND {run_status} = 'live')))"""
+
+
+async def tenants_with_unfinished(conn: Reader) -> list[uuid.UUID]:
+    """Across tenants: those with an eval not yet marked completed nor cancelled (the
+    partial index `ix_eval_unfinished`)."""
+    rows = await conn.fetch(
+        """SELECT DISTINCT tenant_id FROM eval
+        WHERE completed_at IS NULL AND cancelled_at IS NULL"""
+    )
+    return [r["tenant_id"] for r in rows]
+
+
+async def finished_unmarked(
+    conn: Reader, *, tenant_id: uuid.UUID, run_status_sql: str
+) -> list[str]:
+    """The tenant's evals not marked completed nor cancelled whose items are all done,
+    oldest first. `run_status_sql`: the runs feature's subquery over `$1` and `i.run_id`."""
+    rows = await conn.fetch(
+        f"""SELECT e.id FROM eval e
+        WHERE e.tenant_id = $1 AND e.completed_at IS NULL AND e.cancelled_at IS NULL
+            AND {_FINISHED_SQL.format(run_status=run_status_sql)}
+        ORDER BY e.created_at""",
+        tenant_id,
+    )
+    return [r["id"] for r in rows]
+
+
+async def mark_completed(
+    conn: Conn, *, tenant_id: uuid.UUID, eval_id: str, at: datetime, run_status_sql: str
+) -> asyncpg.Record | None:
+    """Set the eval's `completed_at` if it is still unset, the eval not cancelled and
+    finished; the row when this call set it, else None (another caller did, or it is not
+    finished). Two callers at once: the second waits for the first's row lock and then
+    sees `completed_at` set."""
+    return await conn.fetchrow(
+        f"""UPDATE eval e SET completed_at = $3
+        WHERE e.tenant_id = $1 AND e.id = $2 AND e.completed_at IS NULL
+            AND e.cancelled_at IS NULL AND {_FINISHED_SQL.format(run_status=run_status_sql)}
+        RETURNING e.*""",
+        tenant_id,
+        eval_id,
+        at,
+    )

@@ -44,6 +44,7 @@ from app.db import Conn, Scopes, Tx
 from app.errors import AppError, Issue, Unprocessable
 from app.evals import attribution, repository
 from app.evals.errors import EvalNotFound
+from app.evals.repository import Reader
 from app.fhir.errors import VersionConflict
 from app.kit.clock import utcnow
 from app.kit.urls import run_view_base
@@ -334,7 +335,7 @@ async def cancel_eval(tx: Tx, tenant_id: uuid.UUID, eval_id: str) -> list[str]:
     return await runs_service.cancel_live_runs(tx, tenant_id, run_ids)
 
 
-async def _eval_row(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str) -> asyncpg.Record:
+async def _eval_row(pool: Reader, tenant_id: uuid.UUID, eval_id: str) -> asyncpg.Record:
     row = await repository.eval_row(pool, tenant_id=tenant_id, eval_id=eval_id)
     if row is None:
         raise EvalNotFound(f"no eval '{eval_id}'")
@@ -365,7 +366,7 @@ class Item:
         return (self.scenario_id, self.persona or BASELINE)
 
 
-async def _items(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str) -> list[Item]:
+async def _items(pool: Reader, tenant_id: uuid.UUID, eval_id: str) -> list[Item]:
     rows = await repository.items(pool, tenant_id=tenant_id, eval_id=eval_id)
     runs = await runs_service.runs_by_id(
         pool, tenant_id, [r["run_id"] for r in rows if r["run_id"] is not None]
@@ -516,7 +517,7 @@ def _item_view(item: Item, root: str, mode: str) -> EvalRun:
     return view
 
 
-async def eval_view(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str, root: str) -> EvalView:
+async def eval_view(pool: Reader, tenant_id: uuid.UUID, eval_id: str, root: str) -> EvalView:
     row = await _eval_row(pool, tenant_id, eval_id)
     items = await _items(pool, tenant_id, eval_id)
     status = _status(row, items)
@@ -537,7 +538,7 @@ async def eval_view(pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str, root
 
 
 async def list_evals(
-    pool: repository.Reader,
+    pool: Reader,
     tenant_id: uuid.UUID,
     label_prefix: str | None,
     limit: int,
@@ -582,7 +583,7 @@ async def list_evals(
 
 
 async def compare_evals(
-    pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str, baseline_id: str, *, alpha: float
+    pool: Reader, tenant_id: uuid.UUID, eval_id: str, baseline_id: str, *, alpha: float
 ) -> Comparison:
     current_row = await _eval_row(pool, tenant_id, eval_id)
     baseline_row = await _eval_row(pool, tenant_id, baseline_id)
@@ -671,7 +672,7 @@ def _attributions(
 
 
 async def baseline_choices(
-    pool: asyncpg.Pool, tenant_id: uuid.UUID, eval_id: str, *, limit: int = 50
+    pool: Reader, tenant_id: uuid.UUID, eval_id: str, *, limit: int = 50
 ) -> tuple[list[EvalListItem], str | None]:
     """The completed evals other than this one (newest first), and the default baseline by
     the CI rule (`app.client.ci`): the newest completed eval created before this one whose

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 FHIR_PREFIX = "/api/fhir/r4"
 RUNS_PREFIX = "/api/testing/runs"
+EVALS_PREFIX = "/api/testing/evals"
 
 
 def run_view_base(root: str, run_id: str) -> str:
@@ -15,3 +16,13 @@ def run_view_base(root: str, run_id: str) -> str:
 def fhir_base(root: str, run_id: str | None) -> str:
     """The run's view when there is a run, else the tenant's base."""
     return run_view_base(root, run_id) if run_id is not None else root + FHIR_PREFIX
+
+
+def eval_url(root: str, eval_id: str) -> str:
+    """The eval in the testing API."""
+    return f"{root}{EVALS_PREFIX}/{eval_id}"
+
+
+def eval_page_url(root: str, eval_id: str) -> str:
+    """The eval's page in the console (mounted at the root)."""
+    return f"{root}/evals/{eval_id}"

@@ -63,6 +63,62 @@ OUTBOX = WritePart(
 Reader = Conn | asyncpg.Pool
 
 
+# An event about something other than a FHIR resource (an eval's): its body in `payload`,
+# `resource_ref` (Type/id) keeping one thing's events in order. Written only when an
+# enabled subscription names it (or '*'), with one delivery per such subscription; a
+# subscription's resource types filter resource events only.
+_PAYLOAD_EVENT_SQL = """
+WITH ev AS (
+    INSERT INTO webhook_event (
+        tenant_id, id, type, resource_type, resource_id, version_id, run_id, occurred_at,
+        fhir_root, payload
+    )
+    SELECT $1, 'evt_' || replace(gen_random_uuid()::text, '-', ''), $2, $3, $4, 0, NULL, $5,
+        $6, $7::jsonb
+    WHERE EXISTS (
+        SELECT 1 FROM webhook_subscription s WHERE s.tenant_id = $1 AND s.enabled
+            AND ($2 = ANY(s.events) OR '*' = ANY(s.events)))
+    RETURNING id, type, resource_type, resource_id, seq
+), dl AS (
+    INSERT INTO webhook_delivery (
+        tenant_id, id, subscription_id, event_id, seq, resource_ref, status, attempts,
+        next_attempt_at, created_at
+    )
+    SELECT $1, 'msg_' || replace(gen_random_uuid()::text, '-', ''), s.id, ev.id, ev.seq,
+        ev.resource_type || '/' || ev.resource_id, 'pending', 0, $5, $5
+    FROM ev JOIN webhook_subscription s ON s.tenant_id = $1 AND s.enabled
+        AND (ev.type = ANY(s.events) OR '*' = ANY(s.events))
+    RETURNING id
+)
+SELECT count(*) FROM dl
+"""
+
+
+async def insert_payload_event(
+    conn: Conn,
+    *,
+    tenant_id: uuid.UUID,
+    event_type: str,
+    resource_type: str,
+    resource_id: str,
+    occurred_at: datetime,
+    root: str,
+    payload_json: str,
+) -> int:
+    """Write the event and its deliveries in one statement; returns the deliveries."""
+    count: int = await conn.fetchval(
+        _PAYLOAD_EVENT_SQL,
+        tenant_id,
+        event_type,
+        resource_type,
+        resource_id,
+        occurred_at,
+        root,
+        payload_json,
+    )
+    return count
+
+
 async def insert_subscription(
     conn: Conn,
     *,

@@ -7,6 +7,11 @@ was lost (a crash between commit and enqueue). A delivery is claimed with a shor
 (`UPDATE … WHERE status = 'pending' AND lease expired`), sent outside any transaction,
 and its attempt recorded. Deliveries of one subscription for one resource go out in
 event order: a later one waits while an earlier one is pending.
+
+Events about something other than a resource (an eval's: `eval.completed`,
+`eval.regressed`) are written by `write_event` in their writer's transaction, with their
+body in the event's `payload`; they are claimed, signed, retried and redelivered by the
+same code as the others.
 """
 
 from __future__ import annotations
@@ -236,7 +241,12 @@ def check_secret(secret: str) -> str:
     return secret
 
 
-NAMED_EVENTS = frozenset({"message.received", "appointment.noshow", "result.final"})
+# Events about an eval, not a FHIR resource (app/evals/events.py writes them): their body
+# is the event's `payload`; a subscription's resourceTypes does not filter them.
+EVAL_COMPLETED = "eval.completed"
+EVAL_REGRESSED = "eval.regressed"
+EVAL_EVENTS = frozenset({EVAL_COMPLETED, EVAL_REGRESSED})
+NAMED_EVENTS = frozenset({"message.received", "appointment.noshow", "result.final", *EVAL_EVENTS})
 _ACTIONS = frozenset({"created", "updated", "deleted"})
 
 
@@ -390,6 +400,38 @@ async def redeliver(tx: Tx, tenant_id: uuid.UUID, subscription_id: str, delivery
     return attempts
 
 
+async def write_event(
+    tx: Tx,
+    tenant_id: uuid.UUID,
+    event_type: str,
+    *,
+    about: tuple[str, str],
+    root: str,
+    body: dict[str, Any],
+    at: datetime,
+) -> int:
+    """An event about something other than a FHIR resource (`about`: its type and id,
+    which keep its events in order), in the caller's transaction, with one delivery per
+    enabled subscription to `event_type` or '*'; sent once the caller commits, signed and
+    retried like every event. `body` is merged into the common fields (id, eventId, type,
+    occurredAt, tenant). Returns the deliveries written (0: nobody subscribed)."""
+    if event_type not in EVAL_EVENTS:
+        raise ValueError(f"'{event_type}' is not an event with a payload of its own")
+    count = await repository.insert_payload_event(
+        tx.conn,
+        tenant_id=tenant_id,
+        event_type=event_type,
+        resource_type=about[0],
+        resource_id=about[1],
+        occurred_at=at,
+        root=root,
+        payload_json=jsontext.dumps(body),
+    )
+    if count:
+        tx.after.deliver(tenant_id)
+    return count
+
+
 # --- sending ----------------------------------------------------------------------------
 
 
@@ -402,12 +444,18 @@ class SendResult:
 
 
 def _payload(tenant_id: uuid.UUID, row: asyncpg.Record) -> bytes:
-    payload = {
+    common = {
         "id": row["id"],
         "eventId": row["event_id"],
         "type": row["type"],
         "occurredAt": fhir_instant(row["occurred_at"]),
         "tenant": str(tenant_id),
+    }
+    if row["payload"] is not None:
+        # An event about something other than a resource: the body it was written with.
+        return orjson.dumps({**common, **orjson.loads(row["payload"])})
+    payload = {
+        **common,
         "runId": row["run_id"],
         "fhirBase": fhir_base(row["fhir_root"], row["run_id"]),
         "resource": orjson.Fragment(row["resource"]) if row["resource"] is not None else None,
@@ -448,7 +496,7 @@ WITH picked AS (
     RETURNING d.*
 )
 SELECT c.id, c.attempts, c.subscription_id, s.url, s.secret, s.enabled, s.headers,
-    e.id AS event_id, e.type, e.occurred_at, e.run_id, e.fhir_root, h.resource
+    e.id AS event_id, e.type, e.occurred_at, e.run_id, e.fhir_root, e.payload, h.resource
 FROM claimed c
 JOIN webhook_event e ON e.tenant_id = c.tenant_id AND e.id = c.event_id
 LEFT JOIN webhook_subscription s ON s.tenant_id = c.tenant_id AND s.id = c.subscription_id
