@@ -6,7 +6,7 @@ time, compared with the schedule's previous completed eval, missed due times rec
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +18,9 @@ from app.schedules import service
 from app.settings import Settings
 from tests.conftest import TenantHandle
 from tests.evals.test_evals import api_client, drive_eval
+from tests.webhooks.receiver import Receiver
+from tests.webhooks.test_eval_events import wait_for_event
+from tests.webhooks.test_webhooks import api, subscribe
 
 SCENARIO = "results.critical-lab"
 START = datetime(2031, 1, 1, 0, 0, 30, tzinfo=UTC)
@@ -69,6 +72,15 @@ async def cancel(tenant: TenantHandle, eval_id: str) -> None:
 
 
 @pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A real webhook receiver on 127.0.0.1 for the schedule's eval events."""
+    r = Receiver()
+    r.start()
+    yield r
+    r.stop()
+
+
+@pytest.fixture
 async def second_worker(settings: Settings) -> AsyncIterator[Scopes]:
     """Another worker's database connections: a pool of its own."""
     assert settings.database_url is not None
@@ -109,8 +121,12 @@ async def test_two_workers_start_each_due_time_once(
 
 
 async def test_once_per_due_time_skips_while_running_and_compares(
-    tenant: TenantHandle, db: Database, second_worker: Scopes
+    tenant: TenantHandle, db: Database, second_worker: Scopes, receiver: Receiver
 ) -> None:
+    async with api(tenant) as client:
+        hook = await subscribe(
+            client, receiver.url_for("evals"), ["eval.completed", "eval.regressed"]
+        )
     schedule_id = await create(db, tenant)
     ours = Scopes(db.pool)
     assert (await view(tenant, schedule_id))["nextDueAt"] == "2031-01-01T00:15:00+00:00"
@@ -171,6 +187,21 @@ async def test_once_per_due_time_skips_while_running_and_compares(
         ("2031-01-01T00:15:00+00:00", "started", e1),
     ]
     assert shown["history"][1]["reason"] == skipped.reason
+
+    # The events: both evals completed, and the second regressed against the first (the
+    # schedule's previous completed eval), delivered signed to the receiver.
+    done = await wait_for_event(receiver, "evals", hook["secret"], "eval.completed", count=2)
+    assert [(d["eval"]["id"], d["eval"]["scheduleId"]) for d in done] == [
+        (e1, schedule_id),
+        (e2, schedule_id),
+    ]
+    [regressed] = await wait_for_event(receiver, "evals", hook["secret"], "eval.regressed")
+    assert regressed["eval"]["id"] == e2 and regressed["eval"]["baselineId"] == e1
+    assert regressed["compare"]["baseline"]["id"] == e1
+    assert regressed["compare"]["chosenBy"] == "baselineId"
+    assert [(c["scenarioId"], c["label"]) for c in regressed["compare"]["regressed"]] == [
+        (SCENARIO, "regressed")
+    ]
 
     # No worker ran for an hour: the latest due time starts once, the missed ones are
     # recorded as one skip; the baseline is the newest completed eval.
