@@ -1,0 +1,34 @@
+"""run decided index: the runs decided (passed, failed, timed out) per tenant by the
+time they ended, for the per-day counts of GET /api/usage, index-only
+
+Revision ID: 0018
+Revises: 0015
+Create Date: 2026-12-01 16:30:00.000000
+"""
+
+# 0016 and 0017 are taken by work on other branches: when they land, this one follows
+# them (down_revision = "0017").
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0018"
+down_revision: str | None = "0015"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.create_index(
+        "ix_run_decided",
+        "run",
+        ["tenant_id", "finished_at"],
+        postgresql_include=["status"],
+        postgresql_where=sa.text("status IN ('passed', 'failed', 'timed_out')"),
+    )
+
+
+def downgrade() -> None:
+    op.drop_index("ix_run_decided", table_name="run")
