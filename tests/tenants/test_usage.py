@@ -9,6 +9,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import httpx
+import pytest
 
 from app.db import Database
 from app.llm import repository as llm_calls
@@ -137,14 +138,19 @@ async def test_usage_days_is_checked(tenant: TenantHandle) -> None:
             assert [e["path"] for e in r.json()["errors"]] == ["query.days"]
 
 
-async def test_the_decided_count_reads_its_index(tenant: TenantHandle, db: Database) -> None:
-    """The statement's status predicate matches ix_run_decided's, so the planner can read
-    that index (here forced: with a few rows it would rather scan)."""
+@pytest.mark.parametrize(
+    ("statement", "index"),
+    [(runs.DECIDED_RUNS_BY_DAY, "ix_run_decided"), (llm_calls.CALLS_BY_DAY, "ix_llm_call_at")],
+)
+async def test_the_per_day_counts_read_an_index_alone(
+    tenant: TenantHandle, db: Database, statement: str, index: str
+) -> None:
+    """Each statement's predicate matches its index's, and the index holds every column
+    it reads, so the planner can answer from the index alone (here forced: with a few
+    rows it would rather scan the table)."""
     since = datetime.now(UTC) - timedelta(days=7)
     async with db.pool.acquire() as conn, conn.transaction():
         await conn.execute("SET LOCAL enable_seqscan = off")
         await conn.execute("SET LOCAL enable_bitmapscan = off")
-        plan = await conn.fetch(
-            "EXPLAIN " + runs.DECIDED_RUNS_BY_DAY, tenant.id, since, datetime.now(UTC)
-        )
-    assert "ix_run_decided" in "\n".join(r[0] for r in plan)
+        plan = await conn.fetch("EXPLAIN " + statement, tenant.id, since, datetime.now(UTC))
+    assert f"Index Only Scan using {index} " in "\n".join(r[0] for r in plan)

@@ -1,5 +1,6 @@
-"""run decided index: the runs decided (passed, failed, timed out) per tenant by the
-time they ended, for the per-day counts of GET /api/usage, index-only
+"""usage indexes: the runs decided (passed, failed, timed out) per tenant by the time
+they ended, and the model calls' purpose and tokens in their time index, so the per-day
+counts of GET /api/usage read indexes alone
 
 Revision ID: 0018
 Revises: 0015
@@ -28,7 +29,16 @@ def upgrade() -> None:
         postgresql_include=["status"],
         postgresql_where=sa.text("status IN ('passed', 'failed', 'timed_out')"),
     )
+    op.drop_index("ix_llm_call_at", table_name="llm_call")
+    op.create_index(
+        "ix_llm_call_at",
+        "llm_call",
+        ["tenant_id", "at"],
+        postgresql_include=["purpose", "prompt_tokens", "completion_tokens"],
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_llm_call_at", table_name="llm_call")
+    op.create_index("ix_llm_call_at", "llm_call", ["tenant_id", "at"])
     op.drop_index("ix_run_decided", table_name="run")
