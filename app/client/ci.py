@@ -60,7 +60,7 @@ GATE_ON = ("agent", "all")
 IGNORED_ATTRIBUTIONS = {
     "scenario": "the scenario changed between the evals",
     "simulator": "the simulated patient's engine, model or prompt changed",
-    "judge": "only rubric checks moved and the judge changed",
+    "judge": "only judged checks deciding a pass moved and the judge changed",
 }
 LABEL_MARK = {"regressed": "🔻", "improved": "🔺", "same": "", "new": "🆕", "removed": "➖"}
 

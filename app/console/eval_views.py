@@ -323,7 +323,7 @@ def cell_rate(counts: CellCounts | None) -> str:
 ATTRIBUTION_NOTES = {
     "scenario": "the scenario's content changed between the evals",
     "simulator": "the simulated patient's engine, model or prompt changed",
-    "judge": "only rubric checks moved, and the judge changed",
+    "judge": "only judged checks deciding a pass moved, and the judge changed",
     "platform": "the platform's version changed, nothing above did",
     "agent": "nothing else changed: the system under test did",
 }

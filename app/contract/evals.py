@@ -147,7 +147,9 @@ class CompareCell(ApiModel):
         default=None,
         description="Whose change flipped the cell (null when the label is same): scenario "
         "(its hash changed), simulator (the patient's engine, model or prompt changed and "
-        "the scenario uses one), judge (only rubric checks moved and the judge changed), "
+        "the scenario uses one), judge (the only required checks that moved are judged ones "
+        "and the judge changed; rubric checks are always bonus, so a judge change alone "
+        "moves scores, never a cell), "
         "platform (its version changed, nothing above did), else agent",
     )
 

@@ -199,9 +199,44 @@ class RunTrace(ApiModel):
     calls: list[TraceCall]
 
 
+# The purposes of model calls, each listed on every day of `GET /api/usage` (zeros when
+# none); a call of any other purpose is listed on the days it happened.
+MODEL_CALL_PURPOSES = ("patient-sim", "judge")
+
+
+class DecidedRuns(ApiModel):
+    """The runs that ended with a verdict on a UTC day: the billable unit."""
+
+    passed: int
+    failed: int = Field(description="Failed and timed-out runs (a timeout is a failure)")
+    decided: int = Field(description="passed + failed; errored and cancelled runs are not counted")
+
+
+class ModelCallUsage(ApiModel):
+    """The model calls of one purpose on a UTC day that reached the provider, whatever
+    their outcome (the hourly allowance counts them too)."""
+
+    purpose: str = Field(description="patient-sim or judge")
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class UsageDay(ApiModel):
+    day: date = Field(alias="date", description="A UTC day")
+    runs: DecidedRuns
+    model_calls: list[ModelCallUsage]
+
+
 class Usage(ApiModel):
     day: date = Field(alias="date")
     writes: int
     limit: int
     remaining: int
     resets_at: datetime = Field(description="The next UTC midnight")
+    days: list[UsageDay] = Field(
+        description="The last `days` UTC days, today first; a day with nothing is listed "
+        "with zeros. A run counts on the day it ended (finishedAt): passed, or failed "
+        "(failed or timed out); errored and cancelled runs are not counted."
+    )

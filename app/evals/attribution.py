@@ -8,9 +8,17 @@ on the parts they do not record. The first rule that holds names the attribution
 - `scenario`: the scenario's content hash differs between the sides;
 - `simulator`: the scenario uses a patientSim and the patient's engines (engine, model,
   prompt version: those that answered, else those configured) differ;
-- `judge`: every check whose outcome moved is a rubric check, and the judges differ;
+- `judge`: every check deciding a pass (a required one) whose outcome moved is a judged
+  (rubric) check, and the judges differ;
 - `platform`: the platform's version (package version, git sha) differs;
 - `agent`: none of the above.
+
+A cell is labelled by pass rates, and a run's pass is decided by its required checks
+alone. Rubric checks are always bonus (the scenario validation refuses a required one):
+a judge moves scores, never a pass, so no flipped cell is the judge's today. Bonus
+checks moving (a rubric the new judge fails, with the agent's regression beside it)
+explain nothing about a flip and are not read: blaming the judge for them would let the
+CI gate wave an agent's regression through.
 """
 
 from __future__ import annotations
@@ -51,13 +59,14 @@ def _changed(a: Sequence[RunRow], b: Sequence[RunRow], part: str) -> bool:
 
 
 def _failing_checks(runs: Sequence[RunRow]) -> dict[str, str]:
-    """Check id -> type, of every check that failed in some decided run of the side."""
+    """Check id -> type, of every check deciding a pass (required) that failed in some
+    decided run of the side."""
     out: dict[str, str] = {}
     for run in runs:
         if run.verdict is None:
             continue
         for e in run.verdict.get("expectations", []):
-            if e.get("passed") is False:
+            if e.get("passed") is False and e.get("required") is True:
                 out[e["id"]] = e["type"]
     return out
 

@@ -50,3 +50,18 @@ async def insert_call(
         outcome,
         error,
     )
+
+
+# Per UTC day and purpose in [$2, $3): the calls and their tokens, from ix_llm_call_at
+# alone (it includes both).
+CALLS_BY_DAY = """SELECT (at AT TIME ZONE 'UTC')::date AS day, purpose, count(*) AS calls,
+    COALESCE(sum(prompt_tokens), 0) AS prompt_tokens,
+    COALESCE(sum(completion_tokens), 0) AS completion_tokens
+FROM llm_call WHERE tenant_id = $1 AND at >= $2 AND at < $3
+GROUP BY 1, 2"""
+
+
+async def calls_by_day(
+    conn: Reader, *, tenant_id: uuid.UUID, since: datetime, until: datetime
+) -> list[asyncpg.Record]:
+    return await conn.fetch(CALLS_BY_DAY, tenant_id, since, until)

@@ -14,7 +14,16 @@ from app.models.base import Base
 
 class LlmCall(Base):
     __tablename__ = "llm_call"
-    __table_args__ = (Index("ix_llm_call_at", "tenant_id", "at"),)
+    # The allowance counts a tenant's calls since a time; usage sums them per day and
+    # purpose, from the index alone.
+    __table_args__ = (
+        Index(
+            "ix_llm_call_at",
+            "tenant_id",
+            "at",
+            postgresql_include=["purpose", "prompt_tokens", "completion_tokens"],
+        ),
+    )
 
     tenant_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)

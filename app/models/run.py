@@ -45,6 +45,14 @@ class Run(Base):
             "revision",
             postgresql_include=["status", "started_at"],
         ),
+        # Usage: the runs decided (the billable unit) per UTC day they ended.
+        Index(
+            "ix_run_decided",
+            "tenant_id",
+            "finished_at",
+            postgresql_include=["status"],
+            postgresql_where=text("status IN ('passed', 'failed', 'timed_out')"),
+        ),
     )
 
     tenant_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)

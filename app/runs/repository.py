@@ -418,3 +418,24 @@ def run_status_sql(tenant_id: str, run_id: str) -> str:
     """A scalar subquery for another feature's statement: the status of the run the SQL
     expressions name (NULL when there is none), read by its primary key."""
     return f"(SELECT r.status FROM run r WHERE r.tenant_id = {tenant_id} AND r.id = {run_id})"
+
+
+# --- usage (app.api.usage) ------------------------------------------------------------------
+
+
+# Per UTC day a run ended in [$2, $3): its passed and failed runs (a timeout is a failure).
+# The status predicate is ix_run_decided's, so the count reads that index alone; errored
+# and cancelled runs are not counted.
+DECIDED_RUNS_BY_DAY = """SELECT (finished_at AT TIME ZONE 'UTC')::date AS day,
+    count(*) FILTER (WHERE status = 'passed') AS passed,
+    count(*) FILTER (WHERE status <> 'passed') AS failed
+FROM run
+WHERE tenant_id = $1 AND status IN ('passed', 'failed', 'timed_out')
+    AND finished_at >= $2 AND finished_at < $3
+GROUP BY 1"""
+
+
+async def decided_runs_by_day(
+    conn: Reader, *, tenant_id: uuid.UUID, since: datetime, until: datetime
+) -> list[asyncpg.Record]:
+    return await conn.fetch(DECIDED_RUNS_BY_DAY, tenant_id, since, until)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -41,8 +42,11 @@ def args(label: str, scenario: str, repeats: int, *extra: str) -> list[str]:
     ]
 
 
-async def _automation(tenant: TenantHandle, label: str, document: dict[str, Any] | None) -> None:
+async def _automation(
+    tenant: TenantHandle, label: str, document: dict[str, Any] | None, worked: int | None
+) -> None:
     handled: set[str] = set()
+    per_scenario: Counter[str] = Counter()
     eval_id: str | None = None
     async with api_client(tenant) as client:
         while True:
@@ -54,7 +58,10 @@ async def _automation(tenant: TenantHandle, label: str, document: dict[str, Any]
                     if item["runId"] in handled or item["status"] != "live":
                         continue
                     handled.add(item["runId"])
-                    if document is not None:
+                    per_scenario[item["scenarioId"]] += 1
+                    if document is not None and (
+                        worked is None or per_scenario[item["scenarioId"]] <= worked
+                    ):
                         await do_the_work(tenant, item, Scenario.model_validate(document))
                     await client.post(f"/runs/{item['runId']}/finish")
             await asyncio.sleep(0.1)
@@ -62,10 +69,12 @@ async def _automation(tenant: TenantHandle, label: str, document: dict[str, Any]
 
 @contextlib.asynccontextmanager
 async def automating(
-    tenant: TenantHandle, label: str, document: dict[str, Any] | None
+    tenant: TenantHandle, label: str, document: dict[str, Any] | None, worked: int | None = None
 ) -> AsyncIterator[None]:
-    """Do (document given) or skip the work of each run of the eval labelled `label`."""
-    task = asyncio.create_task(_automation(tenant, label, document))
+    """Do (document given) or skip the work of each run of the eval labelled `label`;
+    `worked`: only of the first that many runs of each scenario (the others are only
+    finished). One document serves copies of a scenario under other ids."""
+    task = asyncio.create_task(_automation(tenant, label, document, worked))
     try:
         yield
     finally:
@@ -74,9 +83,15 @@ async def automating(
 
 
 async def gate(
-    tenant: TenantHandle, label: str, scenario: str, repeats: int, doc: Any, *extra: str
+    tenant: TenantHandle,
+    label: str,
+    scenario: str,
+    repeats: int,
+    doc: Any,
+    *extra: str,
+    worked: int | None = None,
 ) -> tuple[int, str]:
-    async with automating(tenant, label, doc):
+    async with automating(tenant, label, doc, worked):
         code, out, err = await eval_ci(tenant, *args(label, scenario, repeats, *extra))
     return code, out + err
 

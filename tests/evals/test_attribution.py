@@ -108,7 +108,10 @@ def _run(
     judge: dict[str, Any] | None = None,
     platform: str = "0.1.0",
     failing: tuple[tuple[str, str], ...] = (),
+    bonus_failing: tuple[tuple[str, str], ...] = (),
 ) -> RunRow:
+    """A decided run; `failing`: its required checks that failed (id, type), and
+    `bonus_failing` its bonus ones."""
     now = datetime(2026, 12, 1, tzinfo=UTC)
     heuristic = {"engine": "heuristic", "model": None, "promptVersion": "judge-heuristic/1"}
     return RunRow(
@@ -135,7 +138,11 @@ def _run(
         verdict={
             "passed": passed,
             "score": 1.0 if passed else 0.0,
-            "expectations": [{"id": i, "type": t, "passed": False} for i, t in failing],
+            "expectations": [
+                {"id": i, "type": t, "required": required, "passed": False}
+                for checks, required in ((failing, True), (bonus_failing, False))
+                for i, t in checks
+            ],
         },
         provenance={
             "platform": {"version": platform, "gitSha": None},
@@ -160,8 +167,16 @@ def test_the_rules_in_order() -> None:
     )
     # The patient changing does not count when the scenario has none.
     assert attribute([ok], [_run(passed=False, failing=(("e1", "changes"),))]) == "agent"
+    # A required judged check moving with the judge (the scenario validation refuses a
+    # required rubric today, so no real run is this one).
     rubric_fail = _run(passed=False, judge=LLM_JUDGE, failing=(("tone", "rubric"),))
     assert attribute([ok], [rubric_fail]) == "judge"
+    # A bonus rubric moving with the judge decides no pass: the required check that
+    # failed more often (on both sides) flipped the cell, and it is the agent's.
+    baseline = [ok, ok, _run(passed=False, failing=(("e1", "resource"),))]
+    worse = _run(passed=False, judge=LLM_JUDGE, failing=(("e1", "resource"),))
+    judged_low = _run(passed=True, judge=LLM_JUDGE, bonus_failing=(("tone", "rubric"),))
+    assert attribute(baseline, [worse, worse, judged_low]) == "agent"
     # A rubric moving without a judge change is the agent's; so is any other check moving.
     assert attribute([ok], [_run(passed=False, failing=(("tone", "rubric"),))]) == "agent"
     mixed = _run(passed=False, judge=LLM_JUDGE, failing=(("tone", "rubric"), ("e1", "changes")))
