@@ -3,12 +3,9 @@ they ended, and the model calls' purpose and tokens in their time index, so the 
 counts of GET /api/usage read indexes alone
 
 Revision ID: 0018
-Revises: 0015
+Revises: 0017
 Create Date: 2026-12-01 16:30:00.000000
 """
-
-# 0016 and 0017 are taken by work on other branches: when they land, this one follows
-# them (down_revision = "0017").
 
 from collections.abc import Sequence
 
@@ -16,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0018"
-down_revision: str | None = "0015"
+down_revision: str | None = "0017"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

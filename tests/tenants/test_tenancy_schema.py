@@ -49,6 +49,9 @@ GLOBAL_LOOKUPS = frozenset(
         ("fhir_resource", ("refs",)),
         ("fhir_resource", ("strings",)),
         ("fhir_resource", ("all_refs",)),
+        # eval_schedule.next_due_at (WHERE NOT paused): the worker's schedule tick finds
+        # what is due across every tenant, then takes each schedule by its full key.
+        ("eval_schedule", ("next_due_at",)),
     }
 )
 
