@@ -218,6 +218,9 @@ async def compare_page(
     pool = pool_of(request)
     view = await service.eval_view(pool, viewer.tenant.id, eval_id, root_url(request))
     choices, default = await service.baseline_choices(pool, viewer.tenant.id, eval_id)
+    # An eval with its own baseline (a schedule's previous eval) is compared with it by
+    # default, as its eval.regressed event was.
+    default = view.baseline_id or default
     chosen = (baseline or "").strip() or default
     comparison = None
     if chosen is not None:

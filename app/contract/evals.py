@@ -111,6 +111,20 @@ class EvalView(ApiModel):
     summary: EvalSummary | None = Field(
         default=None, exclude_if=is_none, description="Once completed or cancelled"
     )
+    completed_at: Instant | None = Field(
+        default=None,
+        exclude_if=is_none,
+        description="When its last run ended (set once, with its eval.completed event)",
+    )
+    schedule_id: str | None = Field(
+        default=None, exclude_if=is_none, description="The schedule that started it"
+    )
+    baseline_id: str | None = Field(
+        default=None,
+        exclude_if=is_none,
+        description="The eval it is compared with by default (a scheduled eval: the "
+        "schedule's previous completed eval); absent: the CI rule's choice",
+    )
 
 
 class EvalListItem(ApiModel):

@@ -534,6 +534,9 @@ async def eval_view(pool: Reader, tenant_id: uuid.UUID, eval_id: str, root: str)
         total=len(items),
         runs=[_item_view(i, root, row["mode"]) for i in items],
         summary=summarise(items, row["repeats"]) if status in ("completed", "cancelled") else None,
+        completed_at=row["completed_at"],
+        schedule_id=row["schedule_id"],
+        baseline_id=row["baseline_id"],
     )
 
 

@@ -17,6 +17,7 @@ from app.evals import service as evals_service
 from app.schedules import service
 from app.settings import Settings
 from tests.conftest import TenantHandle
+from tests.console.conftest import sign_in
 from tests.evals.test_evals import api_client, drive_eval
 from tests.webhooks.receiver import Receiver
 from tests.webhooks.test_eval_events import wait_for_event
@@ -202,6 +203,21 @@ async def test_once_per_due_time_skips_while_running_and_compares(
     assert [(c["scenarioId"], c["label"]) for c in regressed["compare"]["regressed"]] == [
         (SCENARIO, "regressed")
     ]
+    # The eval says which schedule started it and what it is compared with, in the API
+    # and on its pages; its compare page defaults to that baseline and says why.
+    async with api_client(tenant) as client:
+        e2_view = (await client.get(f"/evals/{e2}")).json()
+    assert (e2_view["scheduleId"], e2_view["baselineId"]) == (schedule_id, e1)
+    assert e2_view["completedAt"] >= e2_view["createdAt"]
+    console = await sign_in(tenant.server, tenant.key)
+    try:
+        page = (await console.get(f"/evals/{e2}")).text
+        assert f"<code>{schedule_id}</code>" in page and f'href="/evals/{e1}"' in page
+        compare = (await console.get(f"/evals/{e2}/compare")).text
+        assert f'<option value="{e1}" selected>' in compare
+        assert "the previous completed eval of the schedule that started it" in compare
+    finally:
+        await console.aclose()
 
     # No worker ran for an hour: the latest due time starts once, the missed ones are
     # recorded as one skip; the baseline is the newest completed eval.
