@@ -37,6 +37,7 @@ from app.db import Scopes
 from app.errors import AppError
 from app.evals import service
 from app.scenarios import service as scenarios_service
+from app.schedules import service as schedules_service
 from app.tenants.quota import RunLimits
 
 router = console_router()
@@ -63,10 +64,12 @@ async def evals_list(request: Request, viewer: SignedIn) -> Response:
     found = await service.list_evals(pool_of(request), viewer.tenant.id, None, PAGE_SIZE)
     # The summary's pass rate is C/N over the valid runs: the list's counts say the same.
     rates = {e.id: ev.list_rate(e.counts) for e in found if e.status in ("completed", "cancelled")}
+    schedules = await schedules_service.list_schedules(pool_of(request), viewer.tenant.id)
     return render(
         request,
         "evals/list.html",
         evals=found,
+        schedules=schedules,
         rates=rates,
         percent=ev.percent,
         eval_state=ev.eval_state,

@@ -213,6 +213,8 @@ async def test_once_per_due_time_skips_while_running_and_compares(
     try:
         page = (await console.get(f"/evals/{e2}")).text
         assert f"<code>{schedule_id}</code>" in page and f'href="/evals/{e1}"' in page
+        listed = (await console.get("/evals")).text
+        assert "<h2>Schedules</h2>" in listed and f"<code>{schedule_id}</code>" in listed
         compare = (await console.get(f"/evals/{e2}/compare")).text
         assert f'<option value="{e1}" selected>' in compare
         assert "the previous completed eval of the schedule that started it" in compare
