@@ -75,12 +75,11 @@ def _calls(day: dict[str, Any]) -> dict[str, tuple[int, int, int, int]]:
 
 
 async def _seed(db: Database, tenant: uuid.UUID, today: date) -> None:
-    """Today: 2 passed, 1 failed, 1 timed out, 1 errored, 1 cancelled, 1 live; 2 judge
+    """Today: 2 passed, 1 failed, 1 timed out, 1 errored, 1 cancelled; 2 judge
     calls and 1 patient-sim call. Two days ago: 1 passed just after midnight and 1 judge
     call just before the next. Eight days ago (outside the default window): 1 failed."""
     for status in ("passed", "passed", "failed", "timed_out", "errored", "cancelled"):
         await _ended_run(db, tenant, status, datetime.now(UTC))
-    await _ended_run(db, tenant, "live", None)
     # Started yesterday (20 minutes before), ended today: it counts today.
     await _ended_run(db, tenant, "passed", _at(today, 0) + timedelta(minutes=10))
     await _ended_run(db, tenant, "passed", _at(today - timedelta(days=2), 0))
@@ -96,7 +95,8 @@ async def test_usage_per_day_counts_decided_runs_and_model_calls(
     tenant: TenantHandle, db: Database, server_url: str
 ) -> None:
     # A real run that ends failed by `finish` and one cancelled, through the API.
-    failed, cancelled = await start(tenant), await start(tenant)
+    # A live run (a real one: the worker grades it) is not decided either.
+    failed, cancelled, live = await start(tenant), await start(tenant), await start(tenant)
     async with api(tenant) as client:
         assert (await client.post(f"/runs/{failed['id']}/finish")).json()["status"] == "failed"
         await client.post(f"/runs/{cancelled['id']}/cancel")
@@ -126,6 +126,8 @@ async def test_usage_per_day_counts_decided_runs_and_model_calls(
         "failed": 2,
         "decided": 6,
     }
+    async with api(tenant) as client:
+        await client.post(f"/runs/{live['id']}/cancel")
 
 
 async def test_usage_days_is_checked(tenant: TenantHandle) -> None:
