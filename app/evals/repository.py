@@ -200,14 +200,13 @@ async def items(conn: Reader, *, tenant_id: uuid.UUID, eval_id: str) -> list[asy
 
 
 async def status_counts(
-    conn: Reader, *, tenant_id: uuid.UUID, eval_ids: list[str], run_status_sql: str
+    conn: Reader, *, tenant_id: uuid.UUID, eval_ids: list[str]
 ) -> list[asyncpg.Record]:
     """(eval_id, status, n) for the items of those evals, counted in one statement:
-    an item's status is its run's, else cancelled or queued by its own state.
-    `run_status_sql` is the runs feature's subquery for a run's status, over `i.run_id`
-    and `$1`."""
+    an item's status is its run's (`run_status`, which triggers keep equal to it: no run
+    row is read), else cancelled or queued by its own state."""
     return await conn.fetch(
-        f"""SELECT i.eval_id, CASE WHEN i.run_id IS NOT NULL THEN {run_status_sql}
+        """SELECT i.eval_id, CASE WHEN i.run_id IS NOT NULL THEN i.run_status
                 WHEN i.state = 'cancelled' THEN 'cancelled' ELSE 'queued' END AS status,
                 count(*) AS n
         FROM eval_item i WHERE i.tenant_id = $1 AND i.eval_id = ANY($2::text[])

@@ -977,7 +977,3 @@ async def load_board(
             revisions=revisions,
         )
     )
-
-
-# SQL fragments for statements of other features that must stay one round trip.
-run_status_sql = repository.run_status_sql
