@@ -70,13 +70,17 @@ class Jobs:
 
     async def grade_soon(self, tenant_id: uuid.UUID, run_id: str, delay: float = 0.0) -> None:
         """Grade the run about half a second (plus `delay`) from now; repeated calls
-        within that window collapse into one job (its id names the window)."""
+        within that window collapse into one job (its id names the window). The job is
+        told when its window ends (epoch seconds): everything it is to grade committed
+        before then, so a grading of the run taken since covers it (a backlog of one
+        run's jobs, one per window, then costs one grading, not one each)."""
         defer = GRADE_DEBOUNCE_SECONDS + delay
         bucket = int((time.time() + delay) / GRADE_DEBOUNCE_SECONDS)
         await self.redis.enqueue_job(
             GRADE_JOB,
             str(tenant_id),
             run_id,
+            (bucket + 1) * GRADE_DEBOUNCE_SECONDS,
             _job_id=f"grade:{run_id}:{bucket}",
             _defer_by=defer,
             _queue_name=self.queue_name,

@@ -6,13 +6,14 @@ test's own callables, as main.py wires its caches."""
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 
 from app.db import Database, Scopes
-from app.jobs import GRADE_JOB, InProcess, Jobs, connect_jobs
+from app.jobs import GRADE_DEBOUNCE_SECONDS, GRADE_JOB, InProcess, Jobs, connect_jobs
 from tests.conftest import REDIS_URL
 
 
@@ -65,7 +66,12 @@ async def test_effects_are_sent_after_commit_and_see_it(db: Database, jobs: Jobs
             assert seen == [] and await _queued(jobs) == []  # nothing before the commit
             assert not await committed()
         assert seen == [("live", tenant_id), ("wrote", 3), ("promote", True)]
-        assert await _queued(jobs) == [(GRADE_JOB, (str(tenant_id), "run_a"))]
+        ((name, (tenant, run, window_end)),) = await _queued(jobs)
+        assert (name, tenant, run) == (GRADE_JOB, str(tenant_id), "run_a")
+        # The job is told when its debounce window ends: just ahead, on the window grid.
+        assert isinstance(window_end, float)
+        assert 0 < window_end - time.time() <= GRADE_DEBOUNCE_SECONDS
+        assert (window_end / GRADE_DEBOUNCE_SECONDS).is_integer()
     finally:
         await db.pool.execute("DELETE FROM usage_counter WHERE tenant_id = $1", tenant_id)
 

@@ -673,8 +673,12 @@ async def grade_run(
     final: bool = False,
     llm: LlmClient | None = None,
     settle_seconds: float = 0.0,
+    unless_graded_since: datetime | None = None,
 ) -> RunRow:
     """Grade a live run; end it when it passed, when `final` (finish), or at its deadline.
+    With `unless_graded_since`, a run whose last grading was taken at or after that moment
+    is returned as it is: that grading saw every change committed before it (a regrade job
+    names when its changes had all committed).
     A pass waits until the system under test has been quiet `settle_seconds` (no traced
     call, no write): until then the run stays live and is graded again when the quiet
     would be over, so extra work right after the job still counts against it.
@@ -686,6 +690,12 @@ async def grade_run(
     async with pool.acquire() as conn:
         run = await get_run(conn, tenant_id, run_id)
         if run.status != RunStatus.LIVE:
+            return run
+        if (
+            unless_graded_since is not None
+            and run.graded_at is not None
+            and run.graded_at >= unless_graded_since
+        ):
             return run
         seen_change = run.changed_at
         expectations = expectations_of(run)
