@@ -97,7 +97,8 @@ async def grade_run(
 ) -> str:
     """Answer as the simulated patient, then grade one run, soon after something it owns
     changed (debounced by job id). The grading is skipped when one taken since
-    `window_end` (epoch seconds: all the job's changes had committed by then) saw them.
+    `window_end` (epoch seconds: all the job's changes had committed by then) saw them
+    and nothing changed after it.
     A run it ends frees a slot: queued eval items are promoted once the verdict commits."""
     await _simulate(ctx, uuid.UUID(tenant_id), run_id)
     run = await runs_service.grade_run(

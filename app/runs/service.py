@@ -677,8 +677,10 @@ async def grade_run(
 ) -> RunRow:
     """Grade a live run; end it when it passed, when `final` (finish), or at its deadline.
     With `unless_graded_since`, a run whose last grading was taken at or after that moment
-    is returned as it is: that grading saw every change committed before it (a regrade job
-    names when its changes had all committed).
+    and saw its latest change is returned as it is: that grading saw every change
+    committed before the moment (a regrade job names when its changes had all committed),
+    and nothing changed since. A change it did not see is graded now rather than left to
+    the later job that change enqueued (which may wait behind a backlog).
     A pass waits until the system under test has been quiet `settle_seconds` (no traced
     call, no write): until then the run stays live and is graded again when the quiet
     would be over, so extra work right after the job still counts against it.
@@ -695,6 +697,8 @@ async def grade_run(
             unless_graded_since is not None
             and run.graded_at is not None
             and run.graded_at >= unless_graded_since
+            and run.graded_change_at is not None
+            and run.changed_at <= run.graded_change_at
         ):
             return run
         seen_change = run.changed_at

@@ -209,8 +209,9 @@ async def test_a_regrade_job_is_skipped_when_a_later_grading_saw_its_changes(
     tenant: TenantHandle, db: Database
 ) -> None:
     """A regrade job names when its changes had all committed (`unless_graded_since`): a
-    grading taken at or after that moment covers them, so the job grades nothing; one
-    taken before it does not. (Started and graded without jobs: nothing else grades it.)"""
+    grading taken at or after that moment, with no change since, covers them, so the job
+    grades nothing; one taken before it does not, nor one a later change came after.
+    (Started, changed and graded without jobs: nothing else grades it.)"""
     scopes = Scopes(db.pool)
     limits = RunLimits(20, QuotaGuard(db.pool, 10_000))
     async with scopes.transaction() as tx:
@@ -233,6 +234,11 @@ async def test_a_regrade_job_is_skipped_when_a_later_grading_saw_its_changes(
     )
     assert regraded.status == "live" and regraded.graded_at is not None
     assert regraded.graded_at > last and await graded_at() == regraded.graded_at
+    last = regraded.graded_at
+    async with scopes.transaction() as tx:
+        await runs_service.mark_runs_changed(tx, tenant.id, {run.id})
+    changed = await runs_service.grade_run(scopes, tenant.id, run.id, unless_graded_since=last)
+    assert changed.graded_at is not None and changed.graded_at > last
     async with api(tenant) as client:
         assert (await client.post(f"/runs/{run.id}/cancel")).status_code == 200
 
