@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from arq import create_pool
 from arq.connections import ArqRedis, RedisSettings
+from arq.constants import in_progress_key_prefix, job_key_prefix
 
 log = logging.getLogger("understudy.jobs")
 
@@ -27,6 +28,8 @@ GRADE_JOB = "grade_run"
 DELIVER_JOB = "deliver_webhook"
 # Writes to one run within this window share one grading job.
 GRADE_DEBOUNCE_SECONDS = 0.5
+# How many earlier windows a write looks back for a grading job still waiting to start.
+GRADE_LOOKBACK_WINDOWS = 10
 # Deliveries enqueued within this window share one drain job.
 DELIVERY_WINDOW_SECONDS = 0.02
 
@@ -70,16 +73,41 @@ class Jobs:
 
     async def grade_soon(self, tenant_id: uuid.UUID, run_id: str, delay: float = 0.0) -> None:
         """Grade the run about half a second (plus `delay`) from now; repeated calls
-        within that window collapse into one job (its id names the window)."""
+        within that window collapse into one job (its id names the window). The job is
+        told when its window ends (epoch seconds): everything it is to grade committed
+        before then, so a grading of the run taken since, with no change after it, covers
+        it (the job then grades nothing).
+
+        Without `delay`, a job of one of the run's previous windows that has not started
+        yet (a worker behind: due, still queued) takes this change too, as it reads the
+        run only once it starts: no further job is queued behind it. A run written to
+        every 100 ms then has one job waiting, not one per window."""
         defer = GRADE_DEBOUNCE_SECONDS + delay
         bucket = int((time.time() + delay) / GRADE_DEBOUNCE_SECONDS)
+        if not delay and await self._grade_waiting(run_id, bucket):
+            return
         await self.redis.enqueue_job(
             GRADE_JOB,
             str(tenant_id),
             run_id,
+            (bucket + 1) * GRADE_DEBOUNCE_SECONDS,
             _job_id=f"grade:{run_id}:{bucket}",
             _defer_by=defer,
             _queue_name=self.queue_name,
+        )
+
+    async def _grade_waiting(self, run_id: str, bucket: int) -> bool:
+        """Whether a grading job of the run from one of the GRADE_LOOKBACK_WINDOWS windows
+        before `bucket` is queued and not started (arq marks a job in progress, in one
+        transaction, before it runs it; these are read in one transaction too)."""
+        ids = [f"grade:{run_id}:{b}" for b in range(bucket - GRADE_LOOKBACK_WINDOWS, bucket)]
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for job_id in ids:
+                pipe.exists(job_key_prefix + job_id)
+                pipe.exists(in_progress_key_prefix + job_id)
+            found = await pipe.execute()
+        return any(
+            queued and not started for queued, started in zip(found[::2], found[1::2], strict=True)
         )
 
 

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -94,10 +94,14 @@ async def _simulate(ctx: dict[str, Any], tenant_id: uuid.UUID, run_id: str) -> N
     await patient_sim_service.reply_to_messages(ctx["scopes"], ctx["llm"], tenant_id, run_id)
 
 
-async def grade_run(ctx: dict[str, Any], tenant_id: str, run_id: str) -> str:
+async def grade_run(
+    ctx: dict[str, Any], tenant_id: str, run_id: str, window_end: float | None = None
+) -> str:
     """Answer as the simulated patient, then grade one run, soon after something it owns
-    changed (debounced by job id). A run it ends frees a slot: queued eval items are
-    promoted once the verdict commits."""
+    changed (debounced by job id). The grading is skipped when one taken since
+    `window_end` (epoch seconds: all the job's changes had committed by then) saw them
+    and nothing changed after it.
+    A run it ends frees a slot: queued eval items are promoted once the verdict commits."""
     await _simulate(ctx, uuid.UUID(tenant_id), run_id)
     run = await runs_service.grade_run(
         ctx["scopes"],
@@ -105,6 +109,9 @@ async def grade_run(ctx: dict[str, Any], tenant_id: str, run_id: str) -> str:
         run_id,
         llm=ctx["llm"],
         settle_seconds=ctx["settings"].settle_seconds,
+        unless_graded_since=(
+            None if window_end is None else datetime.fromtimestamp(window_end, UTC)
+        ),
     )
     return run.status
 

@@ -5,6 +5,8 @@ Usage:
     scripts/bench_grading.py [--port 8797] [--json-out FILE] [--keep]
         [--starts 200] [--bookings 30] [--live 1000] [--changed 100] [--passes 3]
         [--profile-grading FILE.pstats]
+    scripts/bench_grading.py --tenants 5 [--duration 30] [--write-interval 0.1]
+        [--in-process-worker]
 
 Run it from the project's virtualenv (`. .venv/bin/activate`): part (c) imports the
 app. It needs PostgreSQL (user postgres, trust auth) and Redis answering on
@@ -59,6 +61,27 @@ MedicationRequest written).
     --profile-grading FILE, one more such pass runs under cProfile and the functions
     with the most cumulative time are printed.
 
+(d) Tenancy at scale, instead of (a)-(c) when --tenants N is 2 or more: N tenants
+    (bench-tenant-1..N, made as `understudy tenants create` makes them, in the scratch
+    database the server migrated), each importing the custom scenario, then 20 agents
+    per tenant — the live-run limit, UNDERSTUDY_MAX_LIVE_RUNS=20 — for --duration
+    seconds (30), all at once: each starts a run, creates a draft Task for its patient
+    and edits it (PUT, a note changed) every --write-interval (0.1 s) for a random 2-4 s
+    — writes the expectation examines and that do not satisfy it (draft), nothing the
+    must-not counts — then makes the decisive write (POST a Task `requested`: the
+    expectation holds), polls the run at the same cadence until it has ended, and
+    starts the next run in the freed slot. UNDERSTUDY_SETTLE_SECONDS=0 as in (b): with
+    the default 5 s the verdict waits for that quiet on purpose. Measured per run: the
+    decisive write's 201 arriving (wall clock) to the run's finishedAt (the server's
+    verdict time, same clock): p50/p95/max per tenant and overall; goal p95 <= 1 s, every
+    run passed. Also reported: the writes made per second against those asked (the
+    agents wait for each answer, so a slow server lowers the rate), the jobs of the queue
+    that are due and not finished (sampled every 0.25 s: a grading backlog), and the CPU
+    and run-queue wait of the server (and worker) processes. By default the worker runs
+    as its own `understudy worker` beside `understudy serve --dev --no-worker` (the
+    deployed shape, DESIGN.md); --in-process-worker measures `serve`'s own worker, which
+    shares one event loop with the API.
+
 Afterwards the keys this run left in Redis are deleted, scoped to its own queue, tenant
 and runs (benchkit.clean_queue; arq in-progress marks included), and the scratch
 database is dropped (unless --keep). Output: a table with each goal met (✓) or not (✗),
@@ -73,12 +96,14 @@ failed; 2 usage error or a service missing.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import gc
 import io
 import logging
 import os
 import pstats
+import random
 import statistics
 import sys
 import time
@@ -90,10 +115,12 @@ from typing import Any
 
 import httpx
 import orjson
+import redis.asyncio as aioredis
 from benchkit import (
     HOST,
     TENANT,
     BenchError,
+    Process,
     Server,
     check_scratch_arguments,
     check_services,
@@ -117,7 +144,7 @@ from benchkit import (
 )
 
 from app.cli import GC_THRESHOLD
-from app.db import Database, Scopes
+from app.db import Database, Scopes, open_database
 from app.fhir import service as fhir_service
 from app.kit.clock import utcnow
 from app.runs import service as runs_service
@@ -136,6 +163,10 @@ MAX_LIVE_IN_PROCESS = 5000
 GOAL_START_P50_MS = 50.0
 GOAL_PASSED_P50_S = 1.5
 GOAL_PASS_S = 2.0
+GOAL_TENANCY_P95_S = 1.0
+
+# (d): the live-run limit per tenant (the server's default, set explicitly).
+LIVE_PER_TENANT = 20
 
 POLL_INTERVAL_S = 0.020
 PASSED_TIMEOUT_S = 30.0
@@ -737,12 +768,328 @@ def part_c(args: argparse.Namespace, url: str, queue: str) -> dict[str, Any]:
     return result
 
 
+# --------------------------------------------------------------------------- part (d)
+
+
+def tenant_name(index: int) -> str:
+    return f"bench-tenant-{index + 1}"
+
+
+async def _create_tenants(url: str, count: int) -> list[tuple[str, str]]:
+    """`count` tenants (name, key) created in the scratch database the server migrated,
+    each with its canonical directory, as `understudy tenants create` makes them."""
+    from app.tenants import service as tenants_service
+
+    db = await open_database(url, pool_size=2)
+    made: list[tuple[str, str]] = []
+    try:
+        for index in range(count):
+            async with Scopes(db.pool).transaction() as tx:
+                info, key = await tenants_service.create_tenant(
+                    tx, tenant_name(index), write_statement=FHIR_WRITES
+                )
+            made.append((info.name, key))
+    finally:
+        await db.close()
+    return made
+
+
+def edited_task(patient_ref: str, edit: int, status: str = "draft") -> dict[str, Any]:
+    """The agent's Task: a draft while it works on it (the expectation examines it and
+    it does not hold), `requested` as its decisive write (the expectation holds)."""
+    return {**draft_task(patient_ref), "status": status, "note": [{"text": f"edit {edit}"}]}
+
+
+class _Tally:
+    """What the agents of part (d) counted and measured."""
+
+    def __init__(self, tenants: int) -> None:
+        self.verdicts: list[list[float]] = [[] for _ in range(tenants)]  # write → finishedAt
+        self.seen: list[list[float]] = [[] for _ in range(tenants)]  # write → polled ended
+        self.write_s: list[float] = []
+        self.writes = 0
+        self.lagging_writes = 0  # started later than the cadence asks (the server is slow)
+        self.limit_waits = 0  # a start answered 429: the slot not yet freed
+        self.failures: list[dict[str, Any]] = []
+
+
+async def _agent(
+    client: httpx.AsyncClient,
+    base: str,
+    tenant: int,
+    rng: random.Random,
+    until: float,
+    args: argparse.Namespace,
+    tally: _Tally,
+) -> None:
+    """One of a tenant's 20 live-run slots, until `until` (monotonic): start a run, write
+    every --write-interval for a random 2-4 s (a draft Task edited), then the decisive
+    write (the Task requested); poll the run at the same cadence until it has ended, then
+    start the next run in the freed slot."""
+    interval = args.write_interval
+    body = start_body(SCENARIO_ID, f"bench-d-{tenant + 1}", 1800)
+    while time.monotonic() < until:
+        response = await client.post("/api/testing/runs", content=body, headers=JSON_HEADERS)
+        if response.status_code == 429:  # the ended run's slot is not free yet
+            tally.limit_waits += 1
+            await asyncio.sleep(interval)
+            continue
+        run = expect(response, 201, f"tenant {tenant + 1}: start a run")
+        run_id: str = run["id"]
+        fhir_base = local_url(run["fhirBase"], base)
+        patient_ref: str = run["fixture"]["patient"]
+        task = expect(
+            await client.post(
+                f"{fhir_base}/Task",
+                content=orjson.dumps(edited_task(patient_ref, 0)),
+                headers=FHIR_HEADERS,
+            ),
+            201,
+            f"run {run_id}: create the draft Task",
+        )
+        task_url = f"{fhir_base}/Task/{task['id']}"
+        edits = rng.randint(round(2 / interval), round(4 / interval))
+        next_at = time.monotonic() + interval
+        for edit in range(1, edits + 1):
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            else:
+                tally.lagging_writes += 1
+            next_at = max(next_at + interval, time.monotonic())
+            t0 = time.perf_counter()
+            expect(
+                await client.put(
+                    task_url,
+                    content=orjson.dumps({**edited_task(patient_ref, edit), "id": task["id"]}),
+                    headers=FHIR_HEADERS,
+                ),
+                200,
+                f"run {run_id}: edit {edit} of the draft Task",
+            )
+            tally.write_s.append(time.perf_counter() - t0)
+            tally.writes += 1
+        await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        decisive = edited_task(patient_ref, edits + 1, "requested")
+        expect(
+            await client.post(
+                f"{fhir_base}/Task", content=orjson.dumps(decisive), headers=FHIR_HEADERS
+            ),
+            201,
+            f"run {run_id}: the decisive write",
+        )
+        acked_wall, acked = time.time(), time.perf_counter()
+        tally.writes += 1
+        view: dict[str, Any] = {}
+        while time.perf_counter() - acked < PASSED_TIMEOUT_S:
+            await asyncio.sleep(interval)
+            view = expect(await client.get(f"/api/testing/runs/{run_id}"), 200, f"GET {run_id}")
+            if view["status"] != "live":
+                break
+        if view.get("status") != "passed":
+            tally.failures.append({"tenant": tenant + 1, "run": run_id, "view": view})
+            log(f"    run {run_id} ended {view.get('status')!r}: {orjson.dumps(view)[:400]!r}")
+            if view.get("status") == "live":
+                await client.post(f"/api/testing/runs/{run_id}/cancel")
+            continue
+        tally.seen[tenant].append(time.perf_counter() - acked)
+        finished = datetime.fromisoformat(view["finishedAt"]).timestamp()
+        tally.verdicts[tenant].append(finished - acked_wall)
+
+
+async def _sample_backlog(redis_port: int, queue: str, samples: list[int]) -> None:
+    """Every 0.25 s until cancelled: the jobs of the server's queue that are due (their
+    deferral over) and not finished: a grading backlog shows here."""
+    client = aioredis.Redis(host=HOST, port=redis_port)
+    try:
+        while True:
+            due = await client.zcount(queue, "-inf", time.time() * 1000)
+            samples.append(int(due))
+            await asyncio.sleep(0.25)
+    finally:
+        await client.aclose()
+
+
+def _latency_row(values_s: Sequence[float]) -> dict[str, float]:
+    return summarize(values_s) | (
+        {"p95_ms": round(percentile(values_s, 95) * 1000, 2)} if values_s else {}
+    )
+
+
+async def _part_d(
+    base: str,
+    keys: Sequence[str],
+    server: Server,
+    worker: Process | None,
+    args: argparse.Namespace,
+    queue: str,
+) -> dict[str, Any]:
+    tenants = len(keys)
+    tally = _Tally(tenants)
+    clients = [
+        httpx.AsyncClient(
+            base_url=base,
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=HTTP_TIMEOUT_S,
+            trust_env=False,
+            # Idle connections dropped before the server's keep-alive timeout (5 s) can
+            # close one under a request.
+            limits=httpx.Limits(max_connections=LIVE_PER_TENANT + 2, keepalive_expiry=2.0),
+        )
+        for key in keys
+    ]
+    try:
+        for client in clients:
+            imported = await client.post(
+                "/api/testing/scenarios",
+                content=orjson.dumps(bench_scenario()),
+                headers=JSON_HEADERS,
+            )
+            expect(imported, 201, f"import {SCENARIO_ID}")
+        load_before = loadavg()
+        cpu0, wait0, wall0 = server.cpu_s(), server.runqueue_wait_s(), time.perf_counter()
+        worker_cpu0 = worker.cpu_s() if worker else 0.0
+        worker_wait0 = worker.runqueue_wait_s() if worker else 0.0
+        client_cpu0 = time.process_time()
+        until = time.monotonic() + args.duration
+        rng = random.Random(19)
+        backlog: list[int] = []
+        sampler = asyncio.create_task(_sample_backlog(args.redis_port, queue, backlog))
+        agents = asyncio.gather(
+            *(
+                _agent(clients[t], base, t, random.Random(rng.random()), until, args, tally)
+                for t in range(tenants)
+                for _ in range(LIVE_PER_TENANT)
+            )
+        )
+        try:
+            await agents
+        except httpx.HTTPError as exc:
+            agents.cancel()
+            raise BenchError(f"(d) an agent's request failed: {exc!r}") from exc
+        finally:
+            sampler.cancel()
+        await asyncio.gather(sampler, return_exceptions=True)
+        wall = time.perf_counter() - wall0
+        cpu = server.cpu_s() - cpu0
+        wait = server.runqueue_wait_s() - wait0
+        if worker is not None:
+            worker.check_alive()
+        worker_cpu = worker.cpu_s() - worker_cpu0 if worker else None
+        worker_wait = worker.runqueue_wait_s() - worker_wait0 if worker else None
+        client_cpu = time.process_time() - client_cpu0
+    finally:
+        for client in clients:
+            await client.aclose()
+    overall = [v for per in tally.verdicts for v in per]
+    p95 = percentile(overall, 95) if overall else float("inf")
+    return {
+        "scenario": SCENARIO_ID,
+        "tenants": tenants,
+        "live_runs_per_tenant": LIVE_PER_TENANT,
+        "write_interval_s": args.write_interval,
+        "duration_s": args.duration,
+        "writes": tally.writes,
+        "writes_per_s": round(tally.writes / wall, 1),
+        "writes_asked_per_s": round(tenants * LIVE_PER_TENANT / args.write_interval, 1),
+        "lagging_writes": tally.lagging_writes,
+        "write_latency": summarize(tally.write_s),
+        "limit_waits": tally.limit_waits,
+        "verdicts": len(overall),
+        "failures": tally.failures,
+        "write_to_verdict": _latency_row(overall),
+        "write_to_verdict_by_tenant": [_latency_row(per) for per in tally.verdicts],
+        "write_to_seen": _latency_row([v for per in tally.seen for v in per]),
+        "due_jobs": {
+            "mean": round(statistics.fmean(backlog), 1) if backlog else 0,
+            "p95": round(percentile(backlog, 95), 1) if backlog else 0,
+            "max": max(backlog, default=0),
+        },
+        "wall_s": round(wall, 2),
+        "server_cpu_s": round(cpu, 2),
+        "server_runqueue_wait_s": round(wait, 2),
+        "worker": "understudy worker (its own process)" if worker else "inside serve",
+        "worker_cpu_s": None if worker_cpu is None else round(worker_cpu, 2),
+        "worker_runqueue_wait_s": None if worker_wait is None else round(worker_wait, 2),
+        "client_cpu_s": round(client_cpu, 2),
+        "loadavg_before": load_before,
+        "loadavg_after": loadavg(),
+        "goal_p95_s": GOAL_TENANCY_P95_S,
+        "goal_met": not tally.failures and bool(overall) and p95 <= GOAL_TENANCY_P95_S,
+    }
+
+
+def part_d(
+    base: str,
+    url: str,
+    server: Server,
+    worker: Process | None,
+    args: argparse.Namespace,
+    queue: str,
+) -> dict[str, Any]:
+    log(
+        f"(d) {args.tenants} tenants x {LIVE_PER_TENANT} live runs, a write every "
+        f"{args.write_interval * 1000:.0f} ms in each, for {args.duration:.0f} s"
+    )
+    made = asyncio.run(_create_tenants(url, args.tenants))
+    result: dict[str, Any] = run_fast(
+        _part_d(base, [key for _, key in made], server, worker, args, queue)
+    )
+    d = result["write_to_verdict"]
+    if d:
+        log(
+            f"    write → verdict p50 {d['p50_ms'] / 1000:.3f} s, p95 {d['p95_ms'] / 1000:.3f} s,"
+            f" max {d['max_ms'] / 1000:.3f} s over {result['verdicts']} runs; "
+            f"{result['writes_per_s']} writes/s of {result['writes_asked_per_s']} asked"
+        )
+    log(
+        f"    server CPU {result['server_cpu_s']} s, waiting for a CPU "
+        f"{result['server_runqueue_wait_s']} s, over {result['wall_s']} s; due jobs "
+        f"mean {result['due_jobs']['mean']}, max {result['due_jobs']['max']}"
+    )
+    if worker is not None:
+        log(
+            f"    worker process CPU {result['worker_cpu_s']} s, waiting for a CPU "
+            f"{result['worker_runqueue_wait_s']} s"
+        )
+    return result
+
+
 # --------------------------------------------------------------------------- report
 
 
+def _seconds(figures: dict[str, float]) -> str:
+    if not figures:
+        return "no verdict"
+    return (
+        f"p50 {figures['p50_ms'] / 1000:.3f} s, p95 {figures['p95_ms'] / 1000:.3f} s, "
+        f"max {figures['max_ms'] / 1000:.3f} s (n {figures['n']})"
+    )
+
+
+def _tenancy_rows(d: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    goal = f"p95 ≤ {GOAL_TENANCY_P95_S:.0f} s"
+    rows = [
+        (f"(d) tenant {t + 1}: decisive write → verdict", goal, _seconds(per), "")
+        for t, per in enumerate(d["write_to_verdict_by_tenant"])
+    ]
+    rows.append(
+        (
+            f"(d) {d['tenants']} tenants × {d['live_runs_per_tenant']} live runs, "
+            f"{d['writes_per_s']:.0f} of {d['writes_asked_per_s']:.0f} writes/s asked",
+            goal,
+            _seconds(d["write_to_verdict"]) + f"; {len(d['failures'])} not passed",
+            mark(d["goal_met"]),
+        )
+    )
+    return rows
+
+
 def print_table(report: dict[str, Any]) -> None:
-    a, b, c = report.get("a"), report.get("b"), report.get("c")
+    a, b, c, d = report.get("a"), report.get("b"), report.get("c"), report.get("d")
     rows: list[tuple[str, str, str, str]] = []
+    if d:
+        rows += _tenancy_rows(d)
     if a:
         lat = a["latency"]
         rows.append(
@@ -815,6 +1162,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--changed", type=int, default=100, help="(c) changed runs (100)")
     parser.add_argument("--passes", type=int, default=3, help="(c) timed passes (3)")
     parser.add_argument(
+        "--tenants",
+        type=int,
+        default=1,
+        help="(d) with 2 or more: only the tenancy part, with this many tenants (1: a-c)",
+    )
+    parser.add_argument(
+        "--duration", type=float, default=30.0, help="(d) seconds the agents write (30)"
+    )
+    parser.add_argument(
+        "--in-process-worker",
+        action="store_true",
+        help="(d) the worker inside `serve` (local use) instead of its own `understudy worker`",
+    )
+    parser.add_argument(
+        "--write-interval",
+        type=float,
+        default=0.1,
+        help="(d) seconds between an agent's writes in each run (0.1)",
+    )
+    parser.add_argument(
         "--profile-grading",
         type=Path,
         help="(c) also profile one more pass with cProfile and save the stats here",
@@ -833,12 +1200,31 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--passes must be 1..20")
     if args.changed * (args.passes + 1) > args.live * 20:
         parser.error("too many passes for so few runs")
+    if not 1 <= args.tenants <= 50:
+        parser.error("--tenants must be 1..50")
+    if not 5 <= args.duration <= 600 or not 0.01 <= args.write_interval <= 2:
+        parser.error("--duration must be 5..600 s and --write-interval 0.01..2 s")
     return args
 
 
 def summary_line(report: dict[str, Any], error: str | None) -> str:
     if error is not None:
         return f"bench_grading: failed — {error}"
+    if "d" in report:
+        d = report["d"]
+        w = d["write_to_verdict"]
+        figures = (
+            f"write→verdict p50 {figure(w['p50_ms'] / 1000)} s, p95 {figure(w['p95_ms'] / 1000)}"
+            f" s, max {figure(w['max_ms'] / 1000)} s"
+            if w
+            else "no verdict"
+        )
+        return (
+            f"bench_grading --tenants {d['tenants']}: {figures} over {d['verdicts']} runs "
+            f"({len(d['failures'])} not passed; {figure(d['writes_per_s'])} writes/s of "
+            f"{figure(d['writes_asked_per_s'])} asked; goal p95 ≤ "
+            f"{figure(GOAL_TENANCY_P95_S)} s) — {verdict([d['goal_met']])}"
+        )
     a, b, c = report["a"], report["b"], report["c"]
     passed = b["write_to_passed"]
     return (
@@ -871,6 +1257,40 @@ def main(argv: Sequence[str] | None = None) -> int:
             "TICK_CONCURRENCY": TICK_CONCURRENCY,
         },
     }
+
+    def serve_and_measure_tenancy() -> None:
+        with scratch(args, queue, "bench_grading_") as tmp:
+            env = server_env(
+                args,
+                tmp / "data",
+                queue,
+                UNDERSTUDY_MAX_LIVE_RUNS=str(LIVE_PER_TENANT),
+                UNDERSTUDY_SETTLE_SECONDS="0",
+            )
+            api = command if args.in_process_worker else [*command, "--no-worker"]
+            server = Server(api, env, tmp / "server.log")
+            worker = Process("worker", [exe, "worker"], env, tmp / "worker.log")
+            started: list[Process] = [server]
+            log(f"starting: {' '.join(api)}")
+            try:
+                server.start(args.port, args.start_timeout)
+                log(f"    ready in {server.ready_s:.2f} s (pid {server.pid})")
+                report["server_ready_s"] = round(server.ready_s, 2)
+                if not args.in_process_worker:
+                    log(f"starting: {exe} worker")
+                    worker.spawn()
+                    started.append(worker)
+                report["d"] = part_d(
+                    base, url, server, None if args.in_process_worker else worker, args, queue
+                )
+            finally:
+                stop_all(started, args.stop_timeout)
+
+    if args.tenants > 1:
+        report["settings"]["UNDERSTUDY_MAX_LIVE_RUNS"] = LIVE_PER_TENANT
+        return run_report(
+            report, args.json_out, serve_and_measure_tenancy, print_table, summary_line
+        )
 
     def serve_and_measure() -> None:
         with scratch(args, queue, "bench_grading_") as tmp:

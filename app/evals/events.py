@@ -29,15 +29,12 @@ from app.evals import repository, service
 from app.evals.errors import EvalNotFound
 from app.kit.clock import utcnow
 from app.kit.urls import eval_page_url, eval_url
-from app.runs import service as runs_service
 from app.tenants.quota import RunLimits
 from app.webhooks import service as webhooks_service
 from app.webhooks.service import EVAL_COMPLETED, EVAL_REGRESSED
 
 log = logging.getLogger("understudy.evals")
 
-# The eval's items' run statuses, for the finished check (over `$1` and `i.run_id`).
-_RUN_STATUS_SQL = runs_service.run_status_sql("$1", "i.run_id")
 # What the compare part of `eval.regressed` carries from the compare's answer, besides
 # the baseline and the regressed cells.
 _COMPARE_FIELDS = (
@@ -74,9 +71,7 @@ async def complete_evals(
     work of its own with its events; returns the evals this call marked (one that fails
     is logged and left for the next call)."""
     marked: list[str] = []
-    for eval_id in await repository.finished_unmarked(
-        scopes.pool, tenant_id=tenant_id, run_status_sql=_RUN_STATUS_SQL
-    ):
+    for eval_id in await repository.finished_unmarked(scopes.pool, tenant_id=tenant_id):
         try:
             async with scopes.transaction() as tx:
                 if await complete_eval(tx, tenant_id, eval_id, alpha=alpha):
@@ -96,9 +91,7 @@ async def complete_eval(
     conn = tx.conn
     if not conn.is_in_transaction():
         raise RuntimeError("complete_eval runs inside the caller's transaction")
-    row = await repository.mark_completed(
-        conn, tenant_id=tenant_id, eval_id=eval_id, at=utcnow(), run_status_sql=_RUN_STATUS_SQL
-    )
+    row = await repository.mark_completed(conn, tenant_id=tenant_id, eval_id=eval_id, at=utcnow())
     if row is None:
         return False
     root: str = row["root_url"]

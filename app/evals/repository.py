@@ -204,14 +204,13 @@ async def items(conn: Reader, *, tenant_id: uuid.UUID, eval_id: str) -> list[asy
 
 
 async def status_counts(
-    conn: Reader, *, tenant_id: uuid.UUID, eval_ids: list[str], run_status_sql: str
+    conn: Reader, *, tenant_id: uuid.UUID, eval_ids: list[str]
 ) -> list[asyncpg.Record]:
     """(eval_id, status, n) for the items of those evals, counted in one statement:
-    an item's status is its run's, else cancelled or queued by its own state.
-    `run_status_sql` is the runs feature's subquery for a run's status, over `i.run_id`
-    and `$1`."""
+    an item's status is its run's (`run_status`, which triggers keep equal to it: no run
+    row is read), else cancelled or queued by its own state."""
     return await conn.fetch(
-        f"""SELECT i.eval_id, CASE WHEN i.run_id IS NOT NULL THEN {run_status_sql}
+        """SELECT i.eval_id, CASE WHEN i.run_id IS NOT NULL THEN i.run_status
                 WHEN i.state = 'cancelled' THEN 'cancelled' ELSE 'queued' END AS status,
                 count(*) AS n
         FROM eval_item i WHERE i.tenant_id = $1 AND i.eval_id = ANY($2::text[])
@@ -245,12 +244,12 @@ async def evals(
     )
 
 
-# An eval is finished when none of its items waits to start and none of its runs is live;
-# `{run_status}` is the runs feature's subquery for the status of `i.run_id`.
+# An eval is finished when none of its items waits to start and none of its runs is live
+# (`run_status`, which triggers keep equal to the run's status in the run's own writes).
 _FINISHED_SQL = """NOT EXISTS (
     SELECT 1 FROM eval_item i WHERE i.tenant_id = e.tenant_id AND i.eval_id = e.id
         AND (i.state IN ('queued', 'starting')
-            OR (i.run_id IS NOT NULL AND {run_status} = 'live')))"""
+            OR (i.run_id IS NOT NULL AND i.run_status = 'live')))"""
 
 
 async def tenants_with_unfinished(conn: Reader) -> list[uuid.UUID]:
@@ -263,15 +262,13 @@ async def tenants_with_unfinished(conn: Reader) -> list[uuid.UUID]:
     return [r["tenant_id"] for r in rows]
 
 
-async def finished_unmarked(
-    conn: Reader, *, tenant_id: uuid.UUID, run_status_sql: str
-) -> list[str]:
+async def finished_unmarked(conn: Reader, *, tenant_id: uuid.UUID) -> list[str]:
     """The tenant's evals not marked completed nor cancelled whose items are all done,
-    oldest first. `run_status_sql`: the runs feature's subquery over `$1` and `i.run_id`."""
+    oldest first."""
     rows = await conn.fetch(
         f"""SELECT e.id FROM eval e
         WHERE e.tenant_id = $1 AND e.completed_at IS NULL AND e.cancelled_at IS NULL
-            AND {_FINISHED_SQL.format(run_status=run_status_sql)}
+            AND {_FINISHED_SQL}
         ORDER BY e.created_at""",
         tenant_id,
     )
@@ -279,7 +276,7 @@ async def finished_unmarked(
 
 
 async def mark_completed(
-    conn: Conn, *, tenant_id: uuid.UUID, eval_id: str, at: datetime, run_status_sql: str
+    conn: Conn, *, tenant_id: uuid.UUID, eval_id: str, at: datetime
 ) -> asyncpg.Record | None:
     """Set the eval's `completed_at` if it is still unset, the eval not cancelled and
     finished; the row when this call set it, else None (another caller did, or it is not
@@ -288,7 +285,7 @@ async def mark_completed(
     return await conn.fetchrow(
         f"""UPDATE eval e SET completed_at = $3
         WHERE e.tenant_id = $1 AND e.id = $2 AND e.completed_at IS NULL
-            AND e.cancelled_at IS NULL AND {_FINISHED_SQL.format(run_status=run_status_sql)}
+            AND e.cancelled_at IS NULL AND {_FINISHED_SQL}
         RETURNING e.*""",
         tenant_id,
         eval_id,

@@ -66,6 +66,10 @@ class EvalItem(Base):
     repeat_index: Mapped[int] = mapped_column(Integer)
     state: Mapped[str] = mapped_column(Text)  # queued | starting | started | cancelled
     run_id: Mapped[str | None] = mapped_column(Text)
+    # The run's status, copied by triggers (migration 0017) as the run is inserted or
+    # changes status, and as the item is given its run: the evals list counts a page
+    # without reading the runs.
+    run_status: Mapped[str | None] = mapped_column(Text)
     note: Mapped[str | None] = mapped_column(Text)
     queued_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

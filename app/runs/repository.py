@@ -414,12 +414,6 @@ async def board_revisions(
     )
 
 
-def run_status_sql(tenant_id: str, run_id: str) -> str:
-    """A scalar subquery for another feature's statement: the status of the run the SQL
-    expressions name (NULL when there is none), read by its primary key."""
-    return f"(SELECT r.status FROM run r WHERE r.tenant_id = {tenant_id} AND r.id = {run_id})"
-
-
 # --- usage (app.api.usage) ------------------------------------------------------------------
 
 

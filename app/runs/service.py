@@ -673,8 +673,14 @@ async def grade_run(
     final: bool = False,
     llm: LlmClient | None = None,
     settle_seconds: float = 0.0,
+    unless_graded_since: datetime | None = None,
 ) -> RunRow:
     """Grade a live run; end it when it passed, when `final` (finish), or at its deadline.
+    With `unless_graded_since`, a run whose last grading was taken at or after that moment
+    and saw its latest change is returned as it is: that grading saw every change
+    committed before the moment (a regrade job names when its changes had all committed),
+    and nothing changed since. A change it did not see is graded now rather than left to
+    the later job that change enqueued (which may wait behind a backlog).
     A pass waits until the system under test has been quiet `settle_seconds` (no traced
     call, no write): until then the run stays live and is graded again when the quiet
     would be over, so extra work right after the job still counts against it.
@@ -686,6 +692,14 @@ async def grade_run(
     async with pool.acquire() as conn:
         run = await get_run(conn, tenant_id, run_id)
         if run.status != RunStatus.LIVE:
+            return run
+        if (
+            unless_graded_since is not None
+            and run.graded_at is not None
+            and run.graded_at >= unless_graded_since
+            and run.graded_change_at is not None
+            and run.changed_at <= run.graded_change_at
+        ):
             return run
         seen_change = run.changed_at
         expectations = expectations_of(run)
@@ -977,7 +991,3 @@ async def load_board(
             revisions=revisions,
         )
     )
-
-
-# SQL fragments for statements of other features that must stay one round trip.
-run_status_sql = repository.run_status_sql

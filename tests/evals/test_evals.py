@@ -243,3 +243,35 @@ async def test_the_evals_list_costs_two_statements_whatever_its_length(
     assert len(listed) == 4
     assert one == four == 2
     assert all(item.total == 1 and sum(item.counts.values()) == 1 for item in listed)
+
+
+async def test_the_evals_list_counts_follow_the_runs(tenant: TenantHandle) -> None:
+    """The list counts an item by its run's status as copied onto the item (migration
+    0019's triggers): runs starting, ending, cancelled and promoted in their place must
+    show there as in the eval's own view, which reads the runs."""
+
+    async def both(client: httpx.AsyncClient, eval_id: str) -> tuple[Any, Any]:
+        view = (await client.get(f"/evals/{eval_id}")).json()
+        listed = (await client.get("/evals", params={"labelPrefix": "follow"})).json()
+        (item,) = [e for e in listed["evals"] if e["id"] == eval_id]
+        assert item["total"] == view["total"] and item["status"] == view["status"]
+        return item["counts"], view["counts"]
+
+    async with api_client(tenant) as client:
+        body = {"mode": "workflow", "label": "follow", "scenarios": WORKFLOW, "repeats": 5}
+        created = await client.post("/evals", json={**body, "personas": "all"})
+        assert created.status_code == 201, created.text
+        eval_id = created.json()["id"]
+        assert await both(client, eval_id) == ({"live": 20, "queued": 25},) * 2
+        live = [r["runId"] for r in created.json()["runs"] if r["status"] == "live"]
+        for run_id in live[:3]:
+            assert (await client.post(f"/runs/{run_id}/cancel")).status_code == 200
+        for run_id in live[3:5]:  # nothing done: the checks fail
+            assert (await client.post(f"/runs/{run_id}/finish")).status_code == 200
+        listed, viewed = await both(client, eval_id)
+        assert listed == viewed
+        assert listed["cancelled"] == 3 and listed["failed"] == 2
+        assert listed["live"] == 20 and listed["queued"] == 20  # five promoted in their place
+        assert (await client.post(f"/evals/{eval_id}/cancel")).status_code == 200
+        listed, viewed = await both(client, eval_id)
+    assert listed == viewed == {"cancelled": 43, "failed": 2}

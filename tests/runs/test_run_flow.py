@@ -13,6 +13,7 @@ from fhirpy import AsyncFHIRClient
 
 from app.db import Database, Scopes
 from app.runs import service as runs_service
+from app.tenants.quota import QuotaGuard, RunLimits
 from tests.conftest import TenantHandle, make_tenant
 
 SCENARIO = "scheduling.book-named-practitioner"
@@ -202,6 +203,44 @@ async def test_finish_and_tick_race_to_one_verdict(tenant: TenantHandle, db: Dat
         run["id"],
     )
     assert len(rows) == 1 and rows[0]["status"] == "passed"
+
+
+async def test_a_regrade_job_is_skipped_when_a_later_grading_saw_its_changes(
+    tenant: TenantHandle, db: Database
+) -> None:
+    """A regrade job names when its changes had all committed (`unless_graded_since`): a
+    grading taken at or after that moment, with no change since, covers them, so the job
+    grades nothing; one taken before it does not, nor one a later change came after.
+    (Started, changed and graded without jobs: nothing else grades it.)"""
+    scopes = Scopes(db.pool)
+    limits = RunLimits(20, QuotaGuard(db.pool, 10_000))
+    async with scopes.transaction() as tx:
+        run = await runs_service.start_run(
+            tx, tenant.id, runs_service.StartRequest(SCENARIO, None, None, None, 600), limits=limits
+        )
+    await runs_service.grade_run(scopes, tenant.id, run.id)
+
+    async def graded_at() -> datetime:
+        value: datetime = await db.pool.fetchval(
+            "SELECT graded_at FROM run WHERE tenant_id = $1 AND id = $2", tenant.id, run.id
+        )
+        return value
+
+    last = await graded_at()
+    skipped = await runs_service.grade_run(scopes, tenant.id, run.id, unless_graded_since=last)
+    assert skipped.graded_at == last == await graded_at()
+    regraded = await runs_service.grade_run(
+        scopes, tenant.id, run.id, unless_graded_since=last + timedelta(milliseconds=1)
+    )
+    assert regraded.status == "live" and regraded.graded_at is not None
+    assert regraded.graded_at > last and await graded_at() == regraded.graded_at
+    last = regraded.graded_at
+    async with scopes.transaction() as tx:
+        await runs_service.mark_runs_changed(tx, tenant.id, {run.id})
+    changed = await runs_service.grade_run(scopes, tenant.id, run.id, unless_graded_since=last)
+    assert changed.graded_at is not None and changed.graded_at > last
+    async with api(tenant) as client:
+        assert (await client.post(f"/runs/{run.id}/cancel")).status_code == 200
 
 
 async def test_cancel(tenant: TenantHandle) -> None:

@@ -300,7 +300,9 @@ async def test_a_schedule_whose_eval_cannot_start_records_why(
     assert shown["history"][0]["reason"] == skipped.reason
 
 
-def test_the_worker_ticks_schedules_under_its_queue_name(settings: Settings) -> None:
+async def test_the_worker_ticks_schedules_under_its_queue_name(settings: Settings) -> None:
+    """Async, so arq's Worker takes the running loop rather than making one of its own
+    (a sync test leaks that loop's self-pipe socket until some later test collects it)."""
     from app.worker import build_worker
 
     worker = build_worker(settings, handle_signals=False)
