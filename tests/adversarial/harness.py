@@ -32,6 +32,7 @@ between. `Verdict.ended_early` tells when the run ended before the agent's last 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -44,6 +45,8 @@ import httpx
 import pytest
 
 from app.db import Database
+from app.scenarios.expansion import expand_value
+from app.scenarios.service import builtin_scenarios
 from tests.conftest import TenantHandle, make_tenant
 
 # The clinic keeps UTC: the canonical Slots are weekdays 09:00–17:00 UTC, and grading reads
@@ -60,6 +63,26 @@ REPLY_WITHIN = 15.0
 
 # Free times handed out by `first_free`: (tenant id, practitioner, start).
 _CLAIMED: set[tuple[str, str, datetime]] = set()
+
+
+@functools.cache
+def _fixture_times(day: date) -> frozenset[datetime]:
+    """The start of every Appointment a built-in scenario's fixture or stimulus writes, as
+    runs starting on `day` expand it: `first_free` never hands these out. A scenario that
+    frees a time (the waitlist's cancelled visit) means it for its own agent; another agent
+    of the module, running at once in the same tenant, could otherwise book the freed
+    Slot first and fail that correct agent by the test, not by the sandbox."""
+    now = datetime.now(UTC)
+    times: set[datetime] = set()
+    for loaded in builtin_scenarios().values():
+        scenario = loaded.scenario
+        for resource in [*scenario.fixture, *scenario.stimulus]:
+            if resource.get("resourceType") != "Appointment" or "start" not in resource:
+                continue
+            start = expand_value(resource["start"], {}, now)
+            if isinstance(start, str):
+                times.add(datetime.fromisoformat(start))
+    return frozenset(times)
 
 
 class AgentError(AssertionError):
@@ -281,6 +304,8 @@ class Run:
             practitioner, now + timedelta(days=days[0]), now + timedelta(days=days[1]), minutes
         ):
             claim = (str(self.tenant.id), practitioner, s)
+            if s in _fixture_times(now.date()):
+                continue
             if accept(s.astimezone(CLINIC_ZONE)) and claim not in _CLAIMED:
                 _CLAIMED.add(claim)
                 return s, e
