@@ -38,9 +38,31 @@ def limits_of(request: Request) -> RunLimits:
     return limits
 
 
+# The root URL by what Starlette builds it from (scheme, Host header, server address,
+# root path), so a request does not build a URL object for it (a few per cent of a FHIR
+# read). Bounded, as the Host header is the client's to choose: emptied when full.
+_ROOTS: dict[tuple[Any, ...], str] = {}
+ROOTS_CACHED = 256
+
+
 def root_url(request: Request) -> str:
     configured: str | None = request.app.state.settings.public_url
-    return configured.rstrip("/") if configured else str(request.base_url).rstrip("/")
+    if configured:
+        return configured.rstrip("/")
+    scope = request.scope
+    key = (
+        scope.get("scheme"),
+        request.headers.get("host"),
+        scope.get("server"),
+        scope.get("app_root_path"),
+        scope.get("root_path"),
+    )
+    root = _ROOTS.get(key)
+    if root is None:
+        if len(_ROOTS) >= ROOTS_CACHED:
+            _ROOTS.clear()
+        root = _ROOTS[key] = str(request.base_url).rstrip("/")
+    return root
 
 
 async def tenant_of(request: Request) -> TenantInfo:

