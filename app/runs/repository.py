@@ -284,12 +284,19 @@ async def mark_changed(
     at: datetime,
 ) -> list[asyncpg.Record]:
     """Across tenants: the live runs named by (tenant, id) pairs, and every live run of
-    `shared_tenants`, marked changed at `at`."""
+    `shared_tenants`, marked changed at `at`. The rows are locked in (tenant, id) order,
+    as every statement locking several runs does (`lock_live_runs`): a plain UPDATE locks
+    them in the order it finds them, and two such statements (two writers, or a writer and
+    an eval's cancel) could each hold a run the other waits for."""
     return await conn.fetch(
-        """UPDATE run SET changed_at = $4 WHERE status = 'live' AND (
-            (tenant_id, id) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
-            OR tenant_id = ANY($3::uuid[]))
-        RETURNING tenant_id, id""",
+        """WITH target AS (
+            SELECT tenant_id, id FROM run WHERE status = 'live' AND (
+                (tenant_id, id) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
+                OR tenant_id = ANY($3::uuid[]))
+            ORDER BY tenant_id, id FOR UPDATE)
+        UPDATE run r SET changed_at = $4 FROM target t
+        WHERE r.tenant_id = t.tenant_id AND r.id = t.id AND r.status = 'live'
+        RETURNING r.tenant_id, r.id""",
         tenant_ids,
         run_ids,
         shared_tenants,
@@ -301,8 +308,11 @@ async def mark_runs_changed(
     conn: Conn, *, tenant_id: uuid.UUID, run_ids: list[str]
 ) -> list[asyncpg.Record]:
     return await conn.fetch(
-        """UPDATE run SET changed_at = now()
-        WHERE tenant_id = $1 AND id = ANY($2::text[]) AND status = 'live' RETURNING id""",
+        """WITH target AS (
+            SELECT id FROM run WHERE tenant_id = $1 AND id = ANY($2::text[]) AND status = 'live'
+            ORDER BY id FOR UPDATE)
+        UPDATE run r SET changed_at = now() FROM target t
+        WHERE r.tenant_id = $1 AND r.id = t.id AND r.status = 'live' RETURNING r.id""",
         tenant_id,
         run_ids,
     )

@@ -148,7 +148,9 @@ def _pointer(*parts: str | int) -> str:
 def _path_key(path: str) -> tuple[tuple[int, int, str], ...]:
     # Numeric steps sort as numbers: /expectations/2 before /expectations/10.
     return tuple(
-        (0, int(step), "") if step.isdigit() else (1, 0, step) for step in path.split("/")[1:]
+        # ASCII digits only: str.isdigit() holds for "¹" too, which int() refuses.
+        (0, int(step), "") if step.isascii() and step.isdigit() else (1, 0, step)
+        for step in path.split("/")[1:]
     )
 
 

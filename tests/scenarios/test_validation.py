@@ -1200,3 +1200,16 @@ def test_hash_changes_with_the_content() -> None:
     assert content_hash(Scenario.model_validate(changed)) != content_hash(
         Scenario.model_validate(REALISTIC)
     )
+
+
+def test_problems_under_keys_of_other_digits_are_sorted_not_a_500() -> None:
+    """Steps of a problem's path sort as numbers when they are ASCII digits only: "¹" and
+    "٣" are digits to str.isdigit() (int() refuses the first), and the fuzzer found the
+    import answering 500 for a document with such a key."""
+    _, problems, _ = validate_scenario(
+        {"id": "x y", "title": 3, "¹": 1, "٣": {}, "expectations": [{}] * 11}
+    )
+    paths = [p.path for p in problems]
+    assert "/¹" in paths and "/٣" in paths
+    numbered = [p for p in paths if p.startswith("/expectations/")]
+    assert numbered == sorted(numbered, key=lambda p: int(p.split("/")[2]))
