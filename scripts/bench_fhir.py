@@ -71,7 +71,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
@@ -1101,14 +1101,18 @@ def run(args: argparse.Namespace) -> int:
         try:
             if not args.no_ceiling:
                 ceiling, ceiling_base = start_ceiling(args, Path(tmp) / "reference.log")
-            return measure(args, wrk, base, key, Path(tmp), ceiling_base if ceiling else None)
+            code, report_out = measure(
+                args, wrk, base, key, Path(tmp), ceiling_base if ceiling else None
+            )
         finally:
             if ceiling is not None:
-                code = ceiling.stop(30)
-                log(f"reference app stopped (exit {code})")
+                stopped = ceiling.stop(30)
+                log(f"reference app stopped (exit {stopped})")
                 with contextlib.suppress(Exception):
                     drop_database(args.pg_port, args.ceiling_database)
                     log(f"dropped the scratch database {args.ceiling_database}")
+    report_out()
+    return code
 
 
 def drive_op(
@@ -1135,7 +1139,9 @@ def measure(
     key: str | None,
     tmp: Path,
     ceiling_base: str | None,
-) -> int:
+) -> tuple[int, Callable[[], None]]:
+    """The exit status, and what prints the report: called once the ceiling is stopped,
+    so that the one-line summary is the last line printed."""
     memory_before = memory_report(args.pid) if args.pid else None
     metadata = read_metadata(base, key)
     log(f"server: {metadata.get('software', 'unknown')} (metadata HTTP {metadata['status']})")
@@ -1271,10 +1277,12 @@ def measure(
         }
         table += "\n\n" + render_ceiling(results, ceiling_results)
 
-    print(table)
-    print()
-    emit(report, args.json_out, summary_line(results, args.no_goals, ceiling_results))
-    return 3 if any(r.flagged for r in results) else 0
+    def report_out() -> None:
+        print(table)
+        print()
+        emit(report, args.json_out, summary_line(results, args.no_goals, ceiling_results))
+
+    return (3 if any(r.flagged for r in results) else 0), report_out
 
 
 def summary_line(
