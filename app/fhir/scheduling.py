@@ -36,7 +36,7 @@ lenient run's fixture (asked only when a write would otherwise be refused).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -75,6 +75,31 @@ class Busy:
     end: datetime
     id: str
     status: str
+
+
+@dataclass
+class Held:
+    """The Appointments a transaction Bundle wrote before the entry being checked and has
+    not flushed yet: what each holds, by practitioner, read once per Bundle. (Parsing and
+    scanning every held entry again for each Appointment made a Bundle of 500 quadratic:
+    1.2 s, 87% of it here.)"""
+
+    by_practitioner: dict[str, list[tuple[object, Busy]]] = field(default_factory=dict)
+
+    def add(self, appointment: dict[str, Any]) -> None:
+        if appointment.get("status") not in HOLDING:
+            return
+        times = _times(appointment)
+        if times is None:
+            return
+        own_id = appointment.get("id")
+        busy = Busy(times[0], times[1], str(own_id), str(appointment.get("status")))
+        for practitioner in practitioners_of(appointment):
+            self.by_practitioner.setdefault(practitioner, []).append((own_id, busy))
+
+    def busy(self, practitioner: str, own_id: object) -> list[Busy]:
+        """What the held Appointments other than `own_id` hold of the practitioner's time."""
+        return [b for i, b in self.by_practitioner.get(practitioner, ()) if i != own_id]
 
 
 @dataclass
@@ -232,7 +257,7 @@ async def check_appointment(
     *,
     lenient: bool,
     lenient_lookup: LenientLookup | None = None,
-    held: Iterable[dict[str, Any]] = (),
+    held: Held | None = None,
 ) -> None:
     """Apply the rules to a validated Appointment about to be written by the system under
     test. `previous` is its current version (None on create); `held` the Appointments a
@@ -264,14 +289,7 @@ async def check_appointment(
     low = max(now, start - NEAREST_WINDOW)
     high = max(start, now) + NEAREST_WINDOW + (end - start)
     for practitioner in practitioners:
-        extra = [
-            Busy(t[0], t[1], str(h.get("id")), str(h.get("status")))
-            for h in held
-            if h.get("id") != own_id
-            and h.get("status") in HOLDING
-            and practitioner in practitioners_of(h)
-            and (t := _times(h)) is not None
-        ]
+        extra = held.busy(practitioner, own_id) if held is not None else []
         time = await free_time(
             conn,
             tenant_id,

@@ -297,11 +297,7 @@ async def _check_scheduling(
     that holds a practitioner's time."""
     if resource_type != "Appointment" or ctx.source is not None:
         return
-    held = [
-        jsontext.loads(w.body)
-        for w in (deferred.writes if deferred is not None else [])
-        if w.resource_type == "Appointment" and w.body is not None
-    ]
+    held = deferred.held_appointments() if deferred is not None else None
     await scheduling_rules.check_appointment(
         conn,
         ctx.tenant_id,
@@ -335,14 +331,27 @@ class Deferred:
 
     writes: list[repository.PreparedWrite] = field(default_factory=list)
     keys: set[tuple[str, str]] = field(default_factory=set)
+    # The held Appointments for the scheduling rules, read from `writes[:_read]` so far.
+    _held: scheduling_rules.Held = field(default_factory=scheduling_rules.Held)
+    _read: int = 0
 
     def holds(self, resource_type: str, resource_id: str) -> bool:
         return (resource_type, resource_id) in self.keys
+
+    def held_appointments(self) -> scheduling_rules.Held:
+        """The Appointments held back so far, each parsed once however many entries of
+        the Bundle are checked against them."""
+        for w in self.writes[self._read :]:
+            if w.resource_type == "Appointment" and w.body is not None:
+                self._held.add(jsontext.loads(w.body))
+        self._read = len(self.writes)
+        return self._held
 
 
 async def flush(ctx: FhirContext, conn: Conn, deferred: Deferred) -> None:
     """Write what `deferred` holds (one statement) and empty it."""
     writes, deferred.writes, deferred.keys = deferred.writes, [], set()
+    deferred._held, deferred._read = scheduling_rules.Held(), 0
     await _write_or_conflict(conn, ctx, writes)
 
 

@@ -184,6 +184,12 @@ async def test_transaction_bundles_are_checked(client: httpx.AsyncClient) -> Non
     r = await client.post("", json=bundle)
     assert r.status_code == 409, r.text
     assert "overlaps" in diagnostics(r)
+    # The third overlaps the first, with one that fits between them (what the Bundle holds
+    # grows entry by entry).
+    bundle["entry"] = [entry("15:00", "15:30"), entry("15:30", "16:00"), entry("15:00", "15:30")]
+    r = await client.post("", json=bundle)
+    assert r.status_code == 409, r.text
+    assert "overlaps" in diagnostics(r) and "entry[2]" in diagnostics(r)
     bundle["entry"] = [entry("14:00", "14:30"), entry("14:30", "15:00")]
     r = await client.post("", json=bundle)
     assert r.status_code == 200, r.text
