@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from app.db import Scopes
+from app.evals.service import MAX_REPEATS
 from app.runs.live import LiveRuns
 from app.tenants.quota import RunLimits
 from app.tenants.service import TenantInfo, authenticate
@@ -99,6 +100,18 @@ TIMEOUT_FIELD: dict[str, Any] = {
             {"type": "null"},
         ]
     },
+}
+
+
+# An eval's `repeats` and `personas`, wherever an eval is asked for (one now, a schedule's).
+REPEATS_FIELD: dict[str, Any] = {
+    "default": 1,
+    "description": f"1 to {MAX_REPEATS} runs of each scenario × persona",
+    "json_schema_extra": {"minimum": 1, "maximum": MAX_REPEATS},
+}
+PERSONAS_FIELD: dict[str, Any] = {
+    "default": "baseline",
+    "description": "'baseline', 'all' (baseline + every variant) or names",
 }
 
 

@@ -8,6 +8,8 @@ from fastapi import APIRouter, Query, Request
 from pydantic import ConfigDict, Field
 
 from app.api.deps import (
+    PERSONAS_FIELD,
+    REPEATS_FIELD,
     REVISION_FIELD,
     TIMEOUT_FIELD,
     RequestBody,
@@ -51,14 +53,8 @@ class EvalBody(RequestBody):
         default=None,
         description='Scenario ids, or {"category": "…"}; default: every scenario of the mode',
     )
-    repeats: int = Field(
-        default=1,
-        description="1 to 5 runs of each scenario × persona",
-        json_schema_extra={"minimum": 1, "maximum": service.MAX_REPEATS},
-    )
-    personas: str | list[str] = Field(
-        default="baseline", description="'baseline', 'all' (baseline + every variant) or names"
-    )
+    repeats: int = Field(**REPEATS_FIELD)
+    personas: str | list[str] = Field(**PERSONAS_FIELD)
     timeout_seconds: int | None = Field(default=None, **TIMEOUT_FIELD)
     revision: str | None = Field(**REVISION_FIELD)
 

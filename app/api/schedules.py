@@ -6,6 +6,8 @@ from fastapi import APIRouter, Request
 from pydantic import ConfigDict, Field
 
 from app.api.deps import (
+    PERSONAS_FIELD,
+    REPEATS_FIELD,
     REVISION_FIELD,
     TIMEOUT_FIELD,
     RequestBody,
@@ -15,7 +17,6 @@ from app.api.deps import (
     scopes_of,
 )
 from app.contract.schedules import ScheduleList, ScheduleView
-from app.evals import service as evals_service
 from app.schedules import service
 from app.schedules.cron import MIN_GAP_MINUTES
 
@@ -37,14 +38,8 @@ class ScheduledEvalBody(RequestBody):
         default=None,
         description='Scenario ids, or {"category": "…"}; default: every workflow scenario',
     )
-    repeats: int = Field(
-        default=1,
-        description="1 to 5 runs of each scenario × persona",
-        json_schema_extra={"minimum": 1, "maximum": evals_service.MAX_REPEATS},
-    )
-    personas: str | list[str] = Field(
-        default="baseline", description="'baseline', 'all' (baseline + every variant) or names"
-    )
+    repeats: int = Field(**REPEATS_FIELD)
+    personas: str | list[str] = Field(**PERSONAS_FIELD)
     timeout_seconds: int | None = Field(default=None, **TIMEOUT_FIELD)
     revision: str | None = Field(**REVISION_FIELD)
 
