@@ -220,10 +220,9 @@ async def compare_page(
 ) -> Response:
     pool = pool_of(request)
     view = await service.eval_view(pool, viewer.tenant.id, eval_id, root_url(request))
+    # The default: the eval's own baseline (a schedule's previous eval) when it has one,
+    # as its eval.regressed event compared it, else the CI rule's.
     choices, default = await service.baseline_choices(pool, viewer.tenant.id, eval_id)
-    # An eval with its own baseline (a schedule's previous eval) is compared with it by
-    # default, as its eval.regressed event was.
-    default = view.baseline_id or default
     chosen = (baseline or "").strip() or default
     comparison = None
     if chosen is not None:

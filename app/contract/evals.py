@@ -138,6 +138,14 @@ class EvalListItem(ApiModel):
     created_at: Instant
     total: int
     counts: dict[str, int]
+    schedule_id: str | None = Field(
+        default=None, exclude_if=is_none, description="The schedule that started it"
+    )
+    baseline_id: str | None = Field(
+        default=None,
+        exclude_if=is_none,
+        description="The eval it is compared with by default, when its own",
+    )
 
 
 class EvalList(ApiModel):

@@ -5,7 +5,7 @@ Each eval completes exactly once: one transaction sets its `completed_at` with a
 `UPDATE … WHERE completed_at IS NULL` (a second caller waits for the first's row lock,
 then finds it set and goes no further), reads its summary and compare, and writes the
 events with their deliveries (app/webhooks), sent once it commits. The baseline is the
-eval's own `baseline_id` when set, else the CI rule's default (`baseline_choices`).
+eval's default (`service.default_baseline`: its own `baseline_id`, else the CI rule's).
 
 It runs when a live slot frees (a run ended: `settle`, the in-process hook of the API and
 the worker) and on the worker's tick, for every tenant with an eval not yet marked (the
@@ -138,11 +138,7 @@ async def _compare(
     eval's own, `ciRule`: the CI rule's default); None without one (or when the eval's
     own baseline no longer exists)."""
     eval_id: str = row["id"]
-    baseline_id: str | None = row["baseline_id"]
-    chosen_by = "baselineId"
-    if baseline_id is None:
-        _, baseline_id = await service.baseline_choices(conn, tenant_id, eval_id)
-        chosen_by = "ciRule"
+    baseline_id, chosen_by = await service.default_baseline(conn, tenant_id, row)
     if baseline_id is None or baseline_id == eval_id:
         return None
     try:
@@ -166,8 +162,8 @@ def _eval_part(view: EvalView, row: asyncpg.Record) -> dict[str, Any]:
         "label": view.label,
         "revision": view.revision,
         "mode": view.mode,
-        "scheduleId": row["schedule_id"],
-        "baselineId": row["baseline_id"],
+        "scheduleId": view.schedule_id,
+        "baselineId": view.baseline_id,
         "createdAt": view.created_at.isoformat(),
         "completedAt": row["completed_at"].isoformat(),
         "counts": {

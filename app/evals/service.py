@@ -578,6 +578,8 @@ async def list_evals(
             created_at=row["created_at"],
             total=sum(counts[row["id"]].values()),
             counts=dict(counts[row["id"]]),
+            schedule_id=row["schedule_id"],
+            baseline_id=row["baseline_id"],
         )
         for row in rows
     ]
@@ -675,16 +677,28 @@ def _attributions(
 async def baseline_choices(
     pool: Reader, tenant_id: uuid.UUID, eval_id: str, *, limit: int = 50
 ) -> tuple[list[EvalListItem], str | None]:
-    """The completed evals other than this one (newest first), and the default baseline by
-    the CI rule (`app.client.ci`): the newest completed eval created before this one whose
-    label starts with this label's prefix before its first space; None when there is none."""
+    """The completed evals other than this one (newest first), and its default baseline
+    (`default_baseline`)."""
     row = await _eval_row(pool, tenant_id, eval_id)
     listed = await list_evals(pool, tenant_id, None, limit)
     choices = [e for e in listed if e.status == "completed" and e.id != eval_id]
+    default, _ = await default_baseline(pool, tenant_id, row, limit=limit)
+    return choices, default
+
+
+async def default_baseline(
+    pool: Reader, tenant_id: uuid.UUID, row: asyncpg.Record, *, limit: int = 50
+) -> tuple[str | None, str]:
+    """The eval it is compared with by default, and by which rule: its own `baseline_id`
+    when set (a schedule's previous completed eval: "baselineId"), else the CI rule's
+    (`app.client.ci`: "ciRule"), the newest completed eval created before it whose label
+    starts with its label's prefix before the first space; None when there is none."""
+    if row["baseline_id"] is not None:
+        return row["baseline_id"], "baselineId"
     prefix = ci.label_prefix(row["label"])
     same_prefix = await list_evals(pool, tenant_id, prefix, limit)
-    found = ci.newest_completed(same_prefix, exclude=eval_id, before=row["created_at"])
-    return choices, None if found is None else found.id
+    found = ci.newest_completed(same_prefix, exclude=row["id"], before=row["created_at"])
+    return (None if found is None else found.id), "ciRule"
 
 
 def _cell_counts(cell: stats.Cell | None) -> CellCounts | None:

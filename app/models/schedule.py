@@ -51,5 +51,4 @@ class EvalScheduleFire(Base):
     outcome: Mapped[str] = mapped_column(Text)  # started | skipped
     reason: Mapped[str | None] = mapped_column(Text)
     eval_id: Mapped[str | None] = mapped_column(Text)
-    baseline_id: Mapped[str | None] = mapped_column(Text)  # the eval it is compared with
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -151,20 +151,18 @@ async def insert_fire(
     outcome: str,
     reason: str | None,
     eval_id: str | None,
-    baseline_id: str | None,
     at: datetime,
 ) -> None:
     await conn.execute(
         """INSERT INTO eval_schedule_fire (tenant_id, schedule_id, due_at, outcome, reason,
-            eval_id, baseline_id, at)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
+            eval_id, at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7)""",
         tenant_id,
         schedule_id,
         due_at,
         outcome,
         reason,
         eval_id,
-        baseline_id,
         at,
     )
 
@@ -174,23 +172,9 @@ async def fires(
 ) -> list[asyncpg.Record]:
     """Newest due time first."""
     return await conn.fetch(
-        """SELECT due_at, outcome, reason, eval_id, baseline_id FROM eval_schedule_fire
+        """SELECT due_at, outcome, reason, eval_id FROM eval_schedule_fire
         WHERE tenant_id = $1 AND schedule_id = $2 ORDER BY due_at DESC LIMIT $3""",
         tenant_id,
         schedule_id,
         limit,
     )
-
-
-async def baselines(
-    conn: Reader, *, tenant_id: uuid.UUID, schedule_id: str, eval_ids: list[str]
-) -> dict[str, str | None]:
-    """The baseline each of these evals (started by the schedule) was given."""
-    rows = await conn.fetch(
-        """SELECT eval_id, baseline_id FROM eval_schedule_fire
-        WHERE tenant_id = $1 AND schedule_id = $2 AND eval_id = ANY($3::text[])""",
-        tenant_id,
-        schedule_id,
-        eval_ids,
-    )
-    return {r["eval_id"]: r["baseline_id"] for r in rows}

@@ -161,15 +161,9 @@ async def create_schedule(
         schedule_id=schedule_id,
         name=request.name,
         cron=expression,
-        request_json=orjson.dumps(
-            {
-                "mode": MODE,
-                "scenarios": request.scenarios,
-                "personas": request.personas,
-                "repeats": request.repeats,
-                "timeoutSeconds": request.timeout_seconds,
-            }
-        ).decode(),
+        # The eval's request as the wire spells it; its label prefix and revision are
+        # columns of their own.
+        request_json=spec.model_dump_json(by_alias=True, exclude={"label_prefix", "revision"}),
         label_prefix=request.label_prefix,
         revision=request.revision,
         root_url=root_url,
@@ -211,9 +205,6 @@ async def schedule_view(pool: asyncpg.Pool, tenant_id: uuid.UUID, schedule_id: s
     recent = await evals_service.list_evals(
         pool, tenant_id, None, RECENT_EVALS, schedule_id=schedule_id
     )
-    baselines = await repository.baselines(
-        pool, tenant_id=tenant_id, schedule_id=schedule_id, eval_ids=[e.id for e in recent]
-    )
     evals = [
         ScheduledEval(
             id=e.id,
@@ -221,7 +212,7 @@ async def schedule_view(pool: asyncpg.Pool, tenant_id: uuid.UUID, schedule_id: s
             status=e.status,
             created_at=e.created_at,
             pass_rate=evals_service.pass_rate(e.counts),
-            baseline_id=baselines.get(e.id),
+            baseline_id=e.baseline_id,
         )
         for e in recent
     ]
@@ -348,7 +339,6 @@ async def _fire(
         outcome: str,
         reason: str | None,
         eval_id: str | None = None,
-        baseline_id: str | None = None,
     ) -> None:
         await repository.insert_fire(
             conn,
@@ -358,7 +348,6 @@ async def _fire(
             outcome=outcome,
             reason=reason,
             eval_id=eval_id,
-            baseline_id=baseline_id,
             at=now,
         )
         fired.append(Fired(tenant_id, schedule_id, at, outcome, eval_id, reason))
@@ -392,7 +381,7 @@ async def _fire(
     except AppError as exc:
         await record(due_at, "skipped", f"the eval could not start: {exc.message}")
         return fired
-    await record(due_at, "started", None, eval_id, request.baseline_id)
+    await record(due_at, "started", None, eval_id)
     return fired
 
 

@@ -53,7 +53,6 @@ def upgrade() -> None:
         sa.Column("outcome", sa.Text(), nullable=False),
         sa.Column("reason", sa.Text(), nullable=True),
         sa.Column("eval_id", sa.Text(), nullable=True),
-        sa.Column("baseline_id", sa.Text(), nullable=True),
         sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("tenant_id", "schedule_id", "due_at"),
     )
