@@ -347,11 +347,17 @@ class Deferred:
         self._read = len(self.writes)
         return self._held
 
+    def take(self) -> list[repository.PreparedWrite]:
+        """The writes held, leaving it empty."""
+        writes = self.writes
+        self.writes, self.keys = [], set()
+        self._held, self._read = scheduling_rules.Held(), 0
+        return writes
+
 
 async def flush(ctx: FhirContext, conn: Conn, deferred: Deferred) -> None:
     """Write what `deferred` holds (one statement) and empty it."""
-    writes, deferred.writes, deferred.keys = deferred.writes, [], set()
-    deferred._held, deferred._read = scheduling_rules.Held(), 0
+    writes = deferred.take()
     await _write_or_conflict(conn, ctx, writes)
 
 
