@@ -202,8 +202,15 @@ async def _start(
     return started, refused
 
 
-def _form_board(form: FormData) -> tuple[str, str | None]:
-    return _mode(form_text(form, "mode")), _revision(form_text(form, "revision"))
+async def _board(request: Request, viewer: Viewer, mode: str | None, revision: str | None) -> Board:
+    """The board the page or form names (mode and revision as given, checked here)."""
+    return await runs_service.load_board(
+        pool_of(request), viewer.tenant.id, mode=_mode(mode), revision=_revision(revision)
+    )
+
+
+async def _form_board(request: Request, viewer: Viewer, form: FormData) -> Board:
+    return await _board(request, viewer, form_text(form, "mode"), form_text(form, "revision"))
 
 
 @router.get("/board")
@@ -213,10 +220,7 @@ async def board_page(
     mode: Annotated[str | None, Query(max_length=20)] = None,
     revision: Annotated[str | None, Query(max_length=REVISION_MAX)] = None,
 ) -> Response:
-    chosen = _mode(mode)
-    board = await runs_service.load_board(
-        pool_of(request), viewer.tenant.id, mode=chosen, revision=_revision(revision)
-    )
+    board = await _board(request, viewer, mode, revision)
     return render(
         request,
         "board.html",
@@ -240,13 +244,11 @@ def _card(board: Board, scenario_id: str) -> BoardCard:
 
 @router.post("/board/runs")
 async def run_card(request: Request, viewer: SignedIn, form: PostedForm) -> Response:
-    mode, revision = _form_board(form)
     times_text = form_text(form, "times") or ""
     if not times_text.isdigit() or int(times_text) not in TIMES:
         raise BadRequest("times must be 1, 3 or 5")
-    board = await runs_service.load_board(
-        pool_of(request), viewer.tenant.id, mode=mode, revision=revision
-    )
+    board = await _form_board(request, viewer, form)
+    mode = board.mode
     card = _card(board, form_text(form, "scenario") or "")
     started, refused = await _start(
         request, viewer, [card.scenario_id] * int(times_text), mode, board.revision
@@ -270,17 +272,14 @@ async def run_all_confirm(
     mode: Annotated[str | None, Query(max_length=20)] = None,
     revision: Annotated[str | None, Query(max_length=REVISION_MAX)] = None,
 ) -> Response:
-    chosen = _mode(mode)
-    board = await runs_service.load_board(
-        pool_of(request), viewer.tenant.id, mode=chosen, revision=_revision(revision)
-    )
+    board = await _board(request, viewer, mode, revision)
     return render(
         request,
         "board_run_all.html",
-        mode=chosen,
+        mode=board.mode,
         revision=board.revision,
         plan=await _plan(request, viewer, board),
-        back=board_url(chosen, board.revision),
+        back=board_url(board.mode, board.revision),
         agent_note=AGENT_NOTE,
         revision_name=revision_name,
     )
@@ -288,10 +287,8 @@ async def run_all_confirm(
 
 @router.post("/board/run-all")
 async def run_all(request: Request, viewer: SignedIn, form: PostedForm) -> Response:
-    mode, revision = _form_board(form)
-    board = await runs_service.load_board(
-        pool_of(request), viewer.tenant.id, mode=mode, revision=revision
-    )
+    board = await _form_board(request, viewer, form)
+    mode = board.mode
     plan = await _plan(request, viewer, board)
     started, refused = await _start(request, viewer, plan.start, mode, board.revision)
     return render(
