@@ -158,3 +158,27 @@ async def test_compare_shows_the_broken_automation_regressed(
     await page.get_by_label("baseline").select_option(good)
     await page.get_by_role("button", name="Compare").click()
     await expect(page.locator("#verdict")).to_contain_text("Worse")
+    # The evals list shows the tenant's schedules above its evals, wide and narrow.
+    async with api_client(tenant) as client:
+        created = await client.post(
+            "/schedules",
+            json={
+                "name": "nightly triage",
+                "cron": "0 3 * * *",
+                "eval": {"mode": "workflow", "labelPrefix": "nightly", "scenarios": WORKFLOW},
+            },
+        )
+        assert created.status_code == 201, created.text
+        schedule_id = created.json()["id"]
+    try:
+        await page.goto("/evals")
+        schedules = page.locator("table[data-table=schedules]")
+        await expect(schedules).to_contain_text("nightly triage")
+        await expect(page.get_by_role("link", name="automation v2")).to_be_visible()
+        await shot(page, "evals-list-schedules")
+        await page.set_viewport_size({"width": 390, "height": 844})
+        await expect(schedules).to_contain_text("nightly triage")
+        await shot(page, "evals-list-schedules-narrow")
+    finally:
+        async with api_client(tenant) as client:
+            await client.delete(f"/schedules/{schedule_id}")
