@@ -32,15 +32,12 @@ from pathlib import Path
 from benchkit import (
     HOST,
     BenchError,
-    Server,
     add_scratch_arguments,
     check_scratch_arguments,
     check_services,
     loadavg,
     log,
-    scratch,
-    server_env,
-    stop_all,
+    scratch_server,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -121,37 +118,26 @@ def run_served(
         )
         return
     queue = f"understudy:bench-all:{os.getpid()}"
-    with scratch(args, queue, "bench_all_") as tmp:
-        env = server_env(args, tmp / "data", queue)
-        server = Server([exe, "serve", "--dev", "--port", str(args.port)], env, logs / "server.log")
-        try:
-            server.start(args.port, args.start_timeout)
-            trace = subprocess.run(
-                [exe, "tenants", "trace", "dev", "on"],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if trace.returncode != 0:
-                raise BenchError(f"could not turn trace on: {trace.stderr.strip()}")
-            base = f"http://{HOST}:{args.port}"
-            commands = {
-                "fhir": [
-                    *script("fhir"),
-                    f"{base}/api/fhir/r4",
-                    server.key,
-                    "--pid",
-                    str(server.pid),
-                ],
-                "mcp": [*script("mcp"), base, server.key],
-                "console": [*script("console"), base, server.key],
-            }
-            for name in names:
-                server.check_alive()
-                outcomes.append(run_one(name, commands[name], logs, None))
-        finally:
-            stop_all([server], args.stop_timeout)
+    command = [exe, "serve", "--dev", "--port", str(args.port)]
+    with scratch_server(args, queue, "bench_all_", command, log_path=logs / "server.log") as server:
+        trace = subprocess.run(
+            [exe, "tenants", "trace", "dev", "on"],
+            env=server.env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if trace.returncode != 0:
+            raise BenchError(f"could not turn trace on: {trace.stderr.strip()}")
+        base = f"http://{HOST}:{args.port}"
+        commands = {
+            "fhir": [*script("fhir"), f"{base}/api/fhir/r4", server.key, "--pid", str(server.pid)],
+            "mcp": [*script("mcp"), base, server.key],
+            "console": [*script("console"), base, server.key],
+        }
+        for name in names:
+            server.check_alive()
+            outcomes.append(run_one(name, commands[name], logs, None))
 
 
 def markdown(outcomes: Sequence[Outcome], before: list[float], after: list[float]) -> str:

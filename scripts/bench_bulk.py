@@ -53,9 +53,7 @@ from benchkit import (
     proc_status_kb,
     run_fast,
     run_report,
-    scratch,
-    server_env,
-    stop_all,
+    scratch_server,
 )
 
 BUNDLE_GOAL_S = 3.0
@@ -234,13 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {"command": command, "database": args.database, "queue": queue}
 
     def serve_and_measure() -> None:
-        with scratch(args, queue, "bench_bulk_") as tmp:
-            server = Server(command, server_env(args, tmp / "data", queue), tmp / "server.log")
-            try:
-                server.start(args.port, args.start_timeout)
-                report["measured"] = run_fast(measure(args, server))
-            finally:
-                stop_all([server], args.stop_timeout)
+        with scratch_server(args, queue, "bench_bulk_", command) as server:
+            report["measured"] = run_fast(measure(args, server))
 
     def met(m: dict[str, Any]) -> list[bool]:
         return [

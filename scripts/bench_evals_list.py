@@ -34,7 +34,6 @@ from benchkit import (
     HOST,
     TENANT,
     BenchError,
-    Server,
     add_scratch_arguments,
     check_scratch_arguments,
     check_services,
@@ -45,9 +44,7 @@ from benchkit import (
     percentile,
     print_rows,
     run_report,
-    scratch,
-    server_env,
-    stop_all,
+    scratch_server,
     summarize,
 )
 
@@ -160,24 +157,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {"command": command, "database": args.database, "queue": queue}
 
     def serve_and_measure() -> None:
-        with scratch(args, queue, "bench_evals_list_") as tmp:
-            server = Server(command, server_env(args, tmp / "data", queue), tmp / "server.log")
-            try:
-                server.start(args.port, args.start_timeout)
-                t0 = time.perf_counter()
-                url = database_url(args.pg_port, args.database)
-                written = asyncio.run(seed(url, args.evals, args.runs))
-                log(f"seeded {written} runs in {time.perf_counter() - t0:.1f} s")
-                times, seen = time_list(
-                    f"http://{HOST}:{args.port}", server.key, args.requests, args.evals
-                )
-                report["seeded_runs"] = written
-                report["page"] = seen
-                report["list"] = summarize(times) | {
-                    "p95_ms": round(percentile(times, 95) * 1000, 2)
-                }
-            finally:
-                stop_all([server], args.stop_timeout)
+        with scratch_server(args, queue, "bench_evals_list_", command) as server:
+            t0 = time.perf_counter()
+            url = database_url(args.pg_port, args.database)
+            written = asyncio.run(seed(url, args.evals, args.runs))
+            log(f"seeded {written} runs in {time.perf_counter() - t0:.1f} s")
+            times, seen = time_list(
+                f"http://{HOST}:{args.port}", server.key, args.requests, args.evals
+            )
+            report["seeded_runs"] = written
+            report["page"] = seen
+            report["list"] = summarize(times) | {"p95_ms": round(percentile(times, 95) * 1000, 2)}
 
     def table(r: dict[str, Any]) -> None:
         p95 = r["list"]["p95_ms"]

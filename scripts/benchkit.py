@@ -229,6 +229,30 @@ def scratch(args: argparse.Namespace, queue: str, prefix: str) -> Iterator[Path]
         clean_up(args, queue)
 
 
+@contextlib.contextmanager
+def scratch_server(
+    args: argparse.Namespace,
+    queue: str,
+    prefix: str,
+    command: list[str],
+    *,
+    log_path: Path | None = None,
+    **overrides: str,
+) -> Iterator[Server]:
+    """`command` (an `understudy serve …`) on the scratch database and `queue`
+    (`scratch`, `server_env` with `overrides`), started and answering; stopped on the way
+    out, before Redis is cleaned and the database dropped. Its log goes to `log_path`, or
+    the scratch folder."""
+    with scratch(args, queue, prefix) as tmp:
+        env = server_env(args, tmp / "data", queue, **overrides)
+        server = Server(command, env, log_path or tmp / "server.log")
+        try:
+            server.start(args.port, args.start_timeout)
+            yield server
+        finally:
+            stop_all([server], args.stop_timeout)
+
+
 def find_executable(name: str) -> str | None:
     """A command installed beside this Python (the venv), else on PATH."""
     beside = Path(sys.executable).parent / name
