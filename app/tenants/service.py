@@ -5,13 +5,13 @@ from __future__ import annotations
 import secrets
 import time
 import uuid
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
+from cachetools import TTLCache
 
 from app.db import Conn, Scopes, Tx
 from app.errors import Unauthorized
@@ -130,44 +130,12 @@ async def all_tenant_ids(pool: asyncpg.Pool) -> list[uuid.UUID]:
     return await repository.all_tenant_ids(pool)
 
 
-class KeyCache:
-    """Key digest -> (expiry, tenant): an LRU of at most `size` entries, each trusted for
-    `ttl` seconds by `clock`, so a revoked key stops working within the TTL and the cache
-    stays bounded whatever keys are sent. Unknown keys are not cached."""
-
-    def __init__(self, size: int, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.size = size
-        self.ttl = ttl
-        self.clock = clock
-        self._entries: OrderedDict[str, tuple[float, TenantInfo]] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, digest: str) -> TenantInfo | None:
-        entry = self._entries.get(digest)
-        if entry is None:
-            return None
-        if entry[0] <= self.clock():
-            del self._entries[digest]
-            return None
-        self._entries.move_to_end(digest)
-        return entry[1]
-
-    def put(self, digest: str, info: TenantInfo) -> None:
-        self._entries[digest] = (self.clock() + self.ttl, info)
-        self._entries.move_to_end(digest)
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
-
-    def pop(self, digest: str) -> None:
-        self._entries.pop(digest, None)
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-
-_cache = KeyCache(KEY_CACHE_SIZE, KEY_CACHE_SECONDS)
+# Key digest -> tenant: an LRU of at most KEY_CACHE_SIZE entries, each trusted for
+# KEY_CACHE_SECONDS, so a revoked key stops working within that and the cache stays
+# bounded whatever keys are sent. Unknown keys are not cached.
+_cache: TTLCache[str, TenantInfo] = TTLCache(
+    KEY_CACHE_SIZE, KEY_CACHE_SECONDS, timer=time.monotonic
+)
 
 
 async def authenticate(pool: asyncpg.Pool, authorization: str | None) -> TenantInfo:
@@ -184,7 +152,7 @@ async def authenticate(pool: asyncpg.Pool, authorization: str | None) -> TenantI
     if row is None:
         raise Unauthorized("unknown or revoked API key")
     info = TenantInfo(row["id"], row["name"], row["trace_enabled"])
-    _cache.put(digest, info)
+    _cache[digest] = info
     return info
 
 
@@ -258,4 +226,4 @@ async def transient_key(scopes: Scopes, tenant_id: uuid.UUID) -> AsyncIterator[s
     finally:
         async with scopes.transaction(autocommit=True) as tx:
             await repository.delete_key(tx.conn, tenant_id=tenant_id, key_id=key_id)
-        _cache.pop(hash_api_key(key))
+        _cache.pop(hash_api_key(key), None)
