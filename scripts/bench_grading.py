@@ -137,6 +137,7 @@ from benchkit import (
     run_report,
     scratch,
     scratch_parser,
+    scratch_server,
     server_env,
     stop_all,
     summarize,
@@ -1259,32 +1260,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
 
     def serve_and_measure_tenancy() -> None:
-        with scratch(args, queue, "bench_grading_") as tmp:
-            env = server_env(
-                args,
-                tmp / "data",
-                queue,
-                UNDERSTUDY_MAX_LIVE_RUNS=str(LIVE_PER_TENANT),
-                UNDERSTUDY_SETTLE_SECONDS="0",
-            )
-            api = command if args.in_process_worker else [*command, "--no-worker"]
-            server = Server(api, env, tmp / "server.log")
-            worker = Process("worker", [exe, "worker"], env, tmp / "worker.log")
-            started: list[Process] = [server]
-            log(f"starting: {' '.join(api)}")
-            try:
-                server.start(args.port, args.start_timeout)
-                log(f"    ready in {server.ready_s:.2f} s (pid {server.pid})")
-                report["server_ready_s"] = round(server.ready_s, 2)
-                if not args.in_process_worker:
-                    log(f"starting: {exe} worker")
-                    worker.spawn()
-                    started.append(worker)
-                report["d"] = part_d(
-                    base, url, server, None if args.in_process_worker else worker, args, queue
+        api = command if args.in_process_worker else [*command, "--no-worker"]
+        log(f"starting: {' '.join(api)}")
+        with scratch_server(
+            args,
+            queue,
+            "bench_grading_",
+            api,
+            UNDERSTUDY_MAX_LIVE_RUNS=str(LIVE_PER_TENANT),
+            UNDERSTUDY_SETTLE_SECONDS="0",
+        ) as server:
+            log(f"    ready in {server.ready_s:.2f} s (pid {server.pid})")
+            report["server_ready_s"] = round(server.ready_s, 2)
+            worker: Process | None = None
+            if not args.in_process_worker:
+                log(f"starting: {exe} worker")
+                worker = Process(
+                    "worker", [exe, "worker"], server.env, server.log_path.with_name("worker.log")
                 )
+                worker.spawn()
+            try:
+                report["d"] = part_d(base, url, server, worker, args, queue)
             finally:
-                stop_all(started, args.stop_timeout)
+                if worker is not None:
+                    stop_all([worker], args.stop_timeout)
 
     if args.tenants > 1:
         report["settings"]["UNDERSTUDY_MAX_LIVE_RUNS"] = LIVE_PER_TENANT
