@@ -15,27 +15,23 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import asyncpg
-import json_merge_patch
-import jsonpatch
 
 from app.db import Conn
 from app.errors import (
     BadRequest,
     Gone,
-    InvalidResource,
     Issue,
     NotFound,
-    Unprocessable,
 )
-from app.fhir import repository
+from app.fhir import repository, writes
 from app.fhir import scheduling as scheduling_rules
 from app.fhir.errors import AmbiguousMatch, StaleVersion, VersionConflict
 from app.fhir.search.index import extract_index
 from app.fhir.search.query import SearchError, SearchQuery, has_criteria, parse_search
 from app.fhir.search.sql import CompiledSearch, Visibility, compile_search
-from app.fhir.validation import is_known_type, validate_resource
+from app.fhir.validation import is_known_type
 from app.kit import jsontext
-from app.kit.clock import fhir_instant, utcnow
+from app.kit.clock import utcnow
 from app.kit.ids import new_resource_id
 
 # FHIR's id rule: 1–64 of [A-Za-z0-9-.].
@@ -43,9 +39,8 @@ _ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234
 _ID_MAX = 64
 
 
-# Resources written by a run (its fixture, stimulus, or through its view) carry a tag.
-RUN_TAG = {"system": "urn:understudy:source", "code": "test-run"}
-SIM_TAG = {"system": "urn:understudy:source", "code": "simulated-patient"}
+RUN_TAG = writes.RUN_TAG
+SIM_TAG = writes.SIM_TAG
 
 
 @dataclass
@@ -152,33 +147,6 @@ def parse_body(body: bytes) -> Any:
         raise BadRequest(f"malformed JSON: {exc}", [Issue(f"malformed JSON: {exc}")]) from None
 
 
-def _require_shape(resource_type: str, resource: Any) -> dict[str, Any]:
-    """The cheap part of validation: a JSON object of the URL's type."""
-    if not isinstance(resource, dict):
-        raise InvalidResource(
-            "the body must be a JSON object",
-            [Issue("the body must be a JSON object", expression=resource_type)],
-        )
-    found = resource.get("resourceType")
-    if found != resource_type:
-        raise InvalidResource(
-            f"resourceType '{found}' does not match the URL's type '{resource_type}'",
-            [Issue("resourceType does not match the URL", expression="resourceType")],
-        )
-    return resource
-
-
-def _validate(resource_type: str, resource: Any) -> dict[str, Any]:
-    checked = _require_shape(resource_type, resource)
-    problems = validate_resource(resource_type, checked)
-    if problems:
-        raise InvalidResource(
-            f"invalid {resource_type}: " + "; ".join(p.message for p in problems[:5]),
-            [Issue(p.message, expression=p.expression, code=p.code) for p in problems],
-        )
-    return checked
-
-
 _FINAL = ("final", "amended")
 _INTERACTION_EVENT = {"create": "created", "update": "updated", "delete": "deleted"}
 
@@ -239,17 +207,9 @@ def prepare_write(
 
     Every write of a resource goes through here, so this is the one place it is
     validated (callers check only what they need before it: the type, the id)."""
-    _validate(resource_type, resource)
-    meta = dict(resource.get("meta") or {})
-    meta["versionId"] = str(version_id)
-    meta["lastUpdated"] = fhir_instant(now)
-    if ctx.run_id is not None:
-        tag = SIM_TAG if ctx.source == "sim" else RUN_TAG
-        tags = [t for t in meta.get("tag") or [] if isinstance(t, dict)]
-        if not any(t.get("system") == tag["system"] and t.get("code") == tag["code"] for t in tags):
-            meta["tag"] = [*tags, tag]
-    resource["id"] = resource_id
-    resource["meta"] = meta
+    writes.validated(resource_type, resource)
+    tag = None if ctx.run_id is None else SIM_TAG if ctx.source == "sim" else RUN_TAG
+    writes.stamp(resource, resource_id, version_id, now, tag)
     index = extract_index(resource_type, resource)
     ctx.touch(f"{resource_type}/{resource_id}", *index.all_refs)
     return repository.PreparedWrite(
@@ -420,7 +380,7 @@ async def create(
     write = prepare_write(
         ctx,
         resource_type,
-        _require_shape(resource_type, resource),
+        writes.require_shape(resource_type, resource),
         resource_id or new_resource_id(),
         1,
         "create",
@@ -543,13 +503,7 @@ async def update(
 ) -> WriteResult:
     check_type(resource_type)
     check_id(resource_id)
-    resource = _require_shape(resource_type, resource)
-    body_id = resource.get("id")
-    if body_id is not None and body_id != resource_id:
-        raise BadRequest(
-            f"the body's id '{body_id}' does not match the URL's id '{resource_id}'",
-            [Issue("id does not match the URL", expression=f"{resource_type}.id")],
-        )
+    resource = writes.update_body(resource_type, resource_id, resource)
     expected = parse_if_match(if_match)
     async with _transaction(conn, deferred):
         current = await _current_for_update(ctx, conn, resource_type, resource_id, deferred)
@@ -620,11 +574,7 @@ async def patch(
                 f"is at version {current.version_id}"
             )
         original = jsontext.loads(current.json)
-        patched = apply_patch(original, document, content_type)
-        if not isinstance(patched, dict):
-            raise Unprocessable("the patch must leave a JSON object")
-        if patched.get("id") != resource_id or patched.get("resourceType") != resource_type:
-            raise Unprocessable("a patch may not change resourceType or id")
+        patched = writes.patched(resource_type, resource_id, original, document, content_type)
         write = prepare_write(
             ctx,
             resource_type,
@@ -640,21 +590,6 @@ async def patch(
         )
         await _commit(ctx, conn, write, deferred)
     return _result(write, 200)
-
-
-def apply_patch(original: dict[str, Any], document: Any, content_type: str) -> Any:
-    """JSON Patch (RFC 6902) for application/json-patch+json, else JSON merge patch."""
-    if "json-patch" in content_type or isinstance(document, list):
-        try:
-            return jsonpatch.apply_patch(original, document)
-        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-            raise Unprocessable(f"the JSON Patch cannot be applied: {exc}") from None
-        except (TypeError, KeyError, AttributeError, ValueError) as exc:
-            raise BadRequest(f"malformed JSON Patch document: {exc}") from None
-    if not isinstance(document, dict):
-        raise BadRequest("a merge patch must be a JSON object")
-    merged: Any = json_merge_patch.merge(original, document)
-    return merged
 
 
 async def delete(

@@ -30,6 +30,7 @@ from app.grading.api_call import path_matches
 from app.grading.message.claims import Write, claims, unbacked
 from app.kit.phrases import find_phrase
 from app.patient_sim.engine import facts_asked
+from app.scenarios.calls import is_write
 from app.scenarios.schema import (
     AnyOfExpectation,
     ApiCallExpectation,
@@ -46,9 +47,6 @@ OTHER_PATIENT = "Patient/understudy-other-patient"
 # Top-level coded elements whose value is swapped, and the wrong value tried first.
 _CODED_ELEMENTS = {"status": "entered-in-error", "intent": "proposal", "priority": "routine"}
 _SECOND_CHOICE = {"status": "cancelled", "intent": "plan", "priority": "stat"}
-_WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
-
-
 # A time token `<sign><N><unit>@HH:MM` (the clock part is what a slot mutant moves).
 _CLOCK_TOKEN_RE = re.compile(r"([+-]\d+(?:wd|d))@(\d{2}):(\d{2})")
 # How far a `slot` mutant moves a booking, and the hour it moves one to at night.
@@ -92,17 +90,6 @@ class Mutant:
     # The index in `calls` of the mutated call: when the API refuses it (the scheduling
     # rules' 409), the near miss cannot be made at all, which counts as caught.
     probe: int | None = None
-
-
-def is_write(call: OracleCall) -> bool:
-    path = urlsplit(call.path).path
-    return (
-        call.method in _WRITE_METHODS
-        and not path.startswith("/api/")
-        and "$" not in path
-        and not path.endswith("/_search")
-        and path not in ("", "/")
-    )
 
 
 def describe(index: int, call: OracleCall) -> str:

@@ -18,9 +18,9 @@ import httpx
 from app.db import Scopes
 from app.errors import Unprocessable
 from app.kit.urls import run_view_base
-from app.orchestration.rewrites import bundle_urls
 from app.patient_sim import service as patient_sim_service
 from app.runs.service import RunRow
+from app.scenarios.calls import bundle_urls
 from app.scenarios.expansion import ExpansionError, expand_path, expand_value
 from app.scenarios.schema import OracleCall
 

@@ -38,8 +38,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.grading.api_call import path_matches
-from app.orchestration.mutants import is_write
-from app.scenarios.expansion import expand_path, symbol_of
+from app.scenarios.calls import is_write
+from app.scenarios.expansion import symbol_of
 from app.scenarios.schema import AnyOfExpectation, ApiCallExpectation, OracleCall, Scenario
 
 # The zones the offset rewrite writes in: east of UTC with a half hour, and far enough
@@ -99,8 +99,6 @@ EXTRA_LOCATION = "Location/demo-canonical-loc-main"
 _UTC_DATETIME_RE = re.compile(
     r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})"
 )
-_TRANSACTION_ORDER = {"DELETE": 0, "POST": 1, "PUT": 2, "PATCH": 3}
-
 Transform = Callable[[OracleCall, Any], Any]
 
 
@@ -307,26 +305,6 @@ def _transaction(scenario: Scenario, oracle: list[OracleCall]) -> Iterator[Rewri
         (*kept, OracleCall(method="POST", path="/", body=bundle), *after),
         saves={urn: symbol for symbol, urn in urns.items()},
     )
-
-
-def bundle_urls(body: Any, refs: dict[str, str]) -> Any:
-    """A transaction Bundle's entry URLs with their symbols expanded (`Appointment/@x`),
-    as `expand_path` does a call's path; anything else unchanged."""
-    if not (isinstance(body, dict) and body.get("resourceType") == "Bundle"):
-        return body
-    out = dict(body)
-    entries = []
-    for entry in body.get("entry") or []:
-        request = entry.get("request") if isinstance(entry, dict) else None
-        if isinstance(request, dict) and isinstance(request.get("url"), str):
-            entry = {**entry, "request": {**request, "url": expand_path(request["url"], refs)}}
-        entries.append(entry)
-    out["entry"] = entries
-    return out
-
-
-def transaction_order(method: str) -> int:
-    return _TRANSACTION_ORDER.get(method, len(_TRANSACTION_ORDER))
 
 
 # --- creates as PUT, and create-then-patch -------------------------------------------

@@ -62,25 +62,25 @@ def test_create_patch_delete_and_calls() -> None:
     assert [c.path for c in snapshot.calls] == [
         "/Slot",
         "/Task",
-        "/Task/sim1",
+        "/Task/replay-1",
         "/Appointment/r1-appt",
-        "/Task/sim1",
+        "/Task/replay-1",
     ]
     assert snapshot.calls[0].query == "status=free"
     assert all(a.at < b.at for a, b in zip(snapshot.calls, snapshot.calls[1:], strict=False))
     assert snapshot.current["appt"] is not None
     assert snapshot.current["appt"]["status"] == "cancelled"
     by_ref = {f"{c.resource_type}/{c.id}": c for c in snapshot.changed}
-    task = by_ref["Task/sim1"]
+    task = by_ref["Task/replay-1"]
     assert task.created and task.resource is None  # deleted in the end
     appt = by_ref["Appointment/r1-appt"]
     assert not appt.created and appt.resource is not None
     assert "Patient/r1-patient" in appt.all_refs
     assert sim.refs_written == {
-        1: "Task/sim1",
-        2: "Task/sim1",
+        1: "Task/replay-1",
+        2: "Task/replay-1",
         3: "Appointment/r1-appt",
-        4: "Task/sim1",
+        4: "Task/replay-1",
     }
 
 
@@ -143,10 +143,10 @@ def test_transaction_bundle_all_or_nothing_with_fullurl_references() -> None:
         saves={urn: "task"},
     )
     assert sim.statuses == [200, 200]
-    assert [c.path for c in snapshot.calls] == ["/", "/Task/sim1"]
+    assert [c.path for c in snapshot.calls] == ["/", "/Task/replay-1"]
     by_ref = {f"{c.resource_type}/{c.id}": c.resource for c in snapshot.changed}
-    assert by_ref["Communication/sim2"]["about"] == [{"reference": "Task/sim1"}]  # type: ignore[index]
-    assert by_ref["Task/sim1"]["status"] == "accepted"  # type: ignore[index]
+    assert by_ref["Communication/replay-2"]["about"] == [{"reference": "Task/replay-1"}]  # type: ignore[index]
+    assert by_ref["Task/replay-1"]["status"] == "accepted"  # type: ignore[index]
     assert snapshot.current["appt"]["status"] == "cancelled"  # type: ignore[index]
 
     # One bad entry: nothing at all is written.

@@ -1,0 +1,49 @@
+"""Oracle calls as the API sees them: which are writes, a transaction Bundle's entry
+URLs with their symbols expanded, and the order a transaction applies its entries in.
+Shared by the replays (`app.grading.replay`) and the scenario check's derivations."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from app.scenarios.expansion import expand_path
+from app.scenarios.schema import OracleCall
+
+_WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+# FHIR's transaction processing order (R4 http.html#trules): deletes, creates, updates,
+# then patches.
+_TRANSACTION_ORDER = {"DELETE": 0, "POST": 1, "PUT": 2, "PATCH": 3}
+
+
+def is_write(call: OracleCall) -> bool:
+    """A FHIR write of a resource (not an operation, a search, a transaction or a call
+    outside FHIR)."""
+    path = urlsplit(call.path).path
+    return (
+        call.method in _WRITE_METHODS
+        and not path.startswith("/api/")
+        and "$" not in path
+        and not path.endswith("/_search")
+        and path not in ("", "/")
+    )
+
+
+def bundle_urls(body: Any, refs: dict[str, str]) -> Any:
+    """A transaction Bundle's entry URLs with their symbols expanded (`Appointment/@x`),
+    as `expand_path` does a call's path; anything else unchanged."""
+    if not (isinstance(body, dict) and body.get("resourceType") == "Bundle"):
+        return body
+    out = dict(body)
+    entries = []
+    for entry in body.get("entry") or []:
+        request = entry.get("request") if isinstance(entry, dict) else None
+        if isinstance(request, dict) and isinstance(request.get("url"), str):
+            entry = {**entry, "request": {**request, "url": expand_path(request["url"], refs)}}
+        entries.append(entry)
+    out["entry"] = entries
+    return out
+
+
+def transaction_order(method: str) -> int:
+    return _TRANSACTION_ORDER.get(method, len(_TRANSACTION_ORDER))
