@@ -16,8 +16,39 @@ from __future__ import annotations
 
 from app.grading.fhirpath import fhirpath_datetime
 from app.grading.scoring import capped, make_result
-from app.grading.snapshot import Evidence, ExpectationResult, Revealed, RunSnapshot
+from app.grading.snapshot import (
+    Evidence,
+    ExpectationResult,
+    Revealed,
+    RunSnapshot,
+    is_simulated,
+)
 from app.scenarios.schema import AskedExpectation
+
+
+def first_write(expectation: AskedExpectation, snapshot: RunSnapshot) -> ExpectationResult:
+    """What a `beforeWrite` asked waits on, as a graded result: the system's first write
+    of that resource type in the run (its time is the cutoff; none yet: no cutoff)."""
+    kind = expectation.before_write or ""
+    times = [
+        c.first_changed_at
+        for c in snapshot.changed
+        if c.resource_type == kind and (c.via_run or c.run_id is not None) and not is_simulated(c)
+    ]
+    first = min(times, default=None)
+    label = f"the first {kind} written"
+    return ExpectationResult(
+        id=f"first-{kind}",
+        label=label,
+        type="resource",
+        required=False,
+        weight=0,
+        passed=first is not None,
+        score=0,
+        evidence=Evidence(),
+        detail=label,
+        first_at=first,
+    )
 
 
 def describe_reveal(revealed: Revealed) -> str:

@@ -103,7 +103,7 @@ def describe(changed: ChangedResource) -> tuple[str, list[str]]:
     return f"updated {ref}", changed_paths(changed.before, changed.resource)
 
 
-def _no_net_change(changed: ChangedResource) -> str | None:
+def no_net_change(changed: ChangedResource) -> str | None:
     if changed.resource is None and changed.created:
         return f"{ref_of(changed)} was created and deleted again during the run"
     if (
@@ -175,7 +175,7 @@ def grade_changes(
     first_of: dict[tuple[str, str], str] = {}  # (type, content) -> the first created
     for changed in in_scope:
         ref = ref_of(changed)
-        if (why := _no_net_change(changed)) is not None:
+        if (why := no_net_change(changed)) is not None:
             notes.append(why)
             continue
         if changed.created and changed.resource is not None:

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 from app.grading.any_of import grade_any_of
 from app.grading.api_call import grade_api_call
-from app.grading.asked import grade_asked
+from app.grading.asked import first_write, grade_asked
 from app.grading.changes import grade_changes
 from app.grading.fhirpath import ClauseMemo, FhirPathContext, fhirpath_datetime
 from app.grading.field import grade_field
 from app.grading.message.grade import grade_message
+from app.grading.reference import grade_reference
 from app.grading.resource import grade_resource
 from app.grading.scoring import capped, make_result, verdict
 from app.grading.snapshot import Evidence, ExpectationResult, RunSnapshot, Verdict
@@ -39,6 +40,7 @@ from app.scenarios.schema import (
     Expectation,
     FieldExpectation,
     MessageExpectation,
+    ReferenceExpectation,
     ResourceExpectation,
     RubricExpectation,
     WebhookExpectation,
@@ -112,6 +114,8 @@ class _Grader:
             return self._asked(expectation)
         if isinstance(expectation, MessageExpectation):
             return self._message(expectation)
+        if isinstance(expectation, ReferenceExpectation):
+            return grade_reference(expectation, snapshot, self.fp)
         return grade_rubric(expectation)
 
     def _message(self, expectation: MessageExpectation) -> ExpectationResult:
@@ -139,6 +143,8 @@ class _Grader:
         return grade_api_call(expectation, self.snapshot, target)
 
     def _asked(self, expectation: AskedExpectation) -> ExpectationResult:
+        if expectation.before is None:
+            return grade_asked(expectation, self.snapshot, first_write(expectation, self.snapshot))
         target = self._before(expectation, expectation.before)
         if isinstance(target, str):
             return make_result(expectation, False, Evidence(), target)

@@ -35,6 +35,18 @@ class ChangedResource:
     via_run: bool = False
 
 
+SIMULATED_TAG = ("urn:understudy:source", "simulated-patient")
+
+
+def is_simulated(changed: ChangedResource) -> bool:
+    """Written by the simulated patient (a reply): never the system's change."""
+    meta = (changed.resource or changed.before or {}).get("meta") or {}
+    return any(
+        isinstance(t, dict) and (t.get("system"), t.get("code")) == SIMULATED_TAG
+        for t in meta.get("tag") or []
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Call:
     """A traced API call. `path` is relative to the FHIR base for FHIR calls
@@ -95,6 +107,9 @@ class RunSnapshot:
     shown: list[Any] = field(default_factory=list)
     # The clinic's time zones (IANA names) messages may state times in, besides UTC.
     zones: tuple[str, ...] = ("UTC",)
+    # References that stand for another in the tenant's directory (a PractitionerRole
+    # or Schedule of a practitioner -> "Practitioner/<id>"), for `matches-reference`.
+    aliases: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

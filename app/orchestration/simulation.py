@@ -85,9 +85,7 @@ class Simulation(Replay):
         at = self.at + STEP / 2
         for topic in reply.revealed:
             self.revealed.append(
-                Revealed(
-                    at, topic, f"Communication/reply{self.replies}", ref, topic in asked
-                )
+                Revealed(at, topic, f"Communication/reply{self.replies}", ref, topic in asked)
             )
         self.thread += [
             patient_engine.Turn("staff", text),

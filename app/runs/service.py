@@ -48,6 +48,7 @@ from app.llm.client import LlmClient
 from app.patient_sim.report import revealed_facts, simulator_report
 from app.runs import board as board_rules
 from app.runs import provenance, repository
+from app.runs.defaults import default_expectations
 from app.runs.errors import LiveRunLimit, RunNotFound, RunNotLive, RunStillLive
 from app.runs.fhir_writes import FHIR_WRITES
 from app.scenarios import service as scenarios_service
@@ -59,6 +60,7 @@ from app.scenarios.schema import (
     Scenario,
     walk_expectations,
 )
+from app.tenants.directory import aliases as directory_aliases
 from app.tenants.quota import RunLimits
 from app.trace import service as trace_service
 from app.webhooks import service as webhooks_service
@@ -355,7 +357,7 @@ async def start_run(
         )
         expectations = [
             e.model_dump(mode="json", by_alias=True, exclude_none=True)
-            for e in scenario.expectations
+            for e in [*scenario.expectations, *default_expectations(scenario)]
         ]
         row = await repository.insert_run(
             conn,
@@ -492,6 +494,8 @@ def _resource_types(expectations: list[Expectation], scope: str) -> set[str] | N
     for e in walk_expectations(expectations):
         if e.type == "changes" and e.scope in (scope, "tenant"):
             return None
+        if e.type == "reference":
+            return None
         if e.type == "resource" and e.scope == scope:
             out.add(e.resource_type)
         elif e.type == "message" and scope == "patient":
@@ -500,7 +504,8 @@ def _resource_types(expectations: list[Expectation], scope: str) -> set[str] | N
 
 
 def _has_changes(expectations: list[Expectation]) -> bool:
-    return any(e.type == "changes" for e in walk_expectations(expectations))
+    """Whether grading needs each update's version from before the run."""
+    return any(e.type in ("changes", "reference") for e in walk_expectations(expectations))
 
 
 def needs_grounding(expectations: list[Expectation]) -> bool:
@@ -600,6 +605,7 @@ async def build_snapshot(
         revealed=revealed,
         patient_replies=patient_replies,
         final=final,
+        aliases=directory_aliases(),
     )
     if needs_grounding(expectations) and any(
         c.resource_type == "Communication" and c.created for c in changed

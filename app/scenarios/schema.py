@@ -102,11 +102,14 @@ class ApiCallExpectation(ExpectationBase):
 class AskedExpectation(ExpectationBase):
     """In a `patientSim` scenario: the simulated patient revealed the fact `fact` (a
     topic of `patientSim.facts`) in a reply to a message that asked about it, before the
-    first evidence of the expectation `before` — asked, not guessed."""
+    first evidence of the expectation `before` — asked, not guessed. Instead of
+    `before`, `beforeWrite` names a resource type: the system's first write of that type
+    (the default `asked` a run gets from its reference solution's order of things)."""
 
     type: Literal["asked"]
     fact: str = Field(min_length=1)
-    before: str = Field(min_length=1)
+    before: str | None = Field(default=None, min_length=1)
+    before_write: str | None = Field(default=None, min_length=1)
 
 
 TextSource = Literal["communications", "tasks", "documents"]
@@ -177,6 +180,41 @@ class MessageExpectation(ExpectationBase):
     claims: bool = False
 
 
+class OracleCall(Model):
+    """One API call of the reference solution. `path` follows the api_call rule: relative
+    to the FHIR base, or absolute for `/api/...`. `body` may use symbols and time
+    tokens; `save_as` names the created resource so later calls can use `@name`."""
+
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+    path: str = Field(min_length=1)
+    body: Any = None
+    save_as: str | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+class FreeChoice(Model):
+    """An element of the reference solution's writes that a correct system may choose
+    differently (which free slot, which of two doctors): the run's value need not equal
+    the reference's, but the resource must satisfy every `where` (FHIRPath on the run's
+    resource). `path` names an element of the consequential table
+    (`app.grading.consequential`) for `resource_type`."""
+
+    resource_type: str = Field(min_length=1)
+    path: str = Field(min_length=1)
+    where: list[str] = Field(default_factory=list)
+
+
+class ReferenceExpectation(ExpectationBase):
+    """`matches-reference`: the run's change set equals the one the reference solution
+    produces from the run's own starting point (`app.grading.reference`). Added to every
+    scenario with an oracle when a run starts, unless the scenario's `strict.off` says
+    why not; its fields are copied from the scenario then."""
+
+    type: Literal["reference"]
+    oracle: list[OracleCall] = Field(default_factory=list)
+    free: list[FreeChoice] = Field(default_factory=list)
+    messages: Count | None = None
+
+
 class AnyOfExpectation(ExpectationBase):
     type: Literal["any_of"]
     expectations: list[Expectation] = Field(min_length=1)
@@ -191,7 +229,8 @@ Expectation = Annotated[
     | ChangesExpectation
     | AnyOfExpectation
     | AskedExpectation
-    | MessageExpectation,
+    | MessageExpectation
+    | ReferenceExpectation,
     Field(discriminator="type"),
 ]
 AnyOfExpectation.model_rebuild()
@@ -203,17 +242,6 @@ def walk_expectations(expectations: Iterable[Expectation]) -> Iterator[Expectati
         yield expectation
         if isinstance(expectation, AnyOfExpectation):
             yield from walk_expectations(expectation.expectations)
-
-
-class OracleCall(Model):
-    """One API call of the reference solution. `path` follows the api_call rule: relative
-    to the FHIR base, or absolute for `/api/...`. `body` may use symbols and time
-    tokens; `save_as` names the created resource so later calls can use `@name`."""
-
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
-    path: str = Field(min_length=1)
-    body: Any = None
-    save_as: str | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
 class Variant(Model):
@@ -240,6 +268,15 @@ class PatientSim(Model):
     max_turns: int = Field(default=MAX_TURNS_DEFAULT, ge=1, le=MAX_TURNS_MAX)
 
 
+class Strict(Model):
+    """`off`: why this scenario is not compared with its reference solution's end state
+    (a reason is required: the lint reports it). `messages`: how many messages the
+    system may write (free unless bounded)."""
+
+    off: str | None = Field(default=None, min_length=1)
+    messages: Count | None = None
+
+
 class Scenario(Model):
     id: str = Field(min_length=3, max_length=100, pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     title: str = Field(min_length=1)
@@ -258,3 +295,7 @@ class Scenario(Model):
     # "lenient" lifts the scheduling rules (DESIGN.md "Scheduling rules") off the run's
     # writes, for a scenario that tests something else than booking.
     scheduling: Literal["strict", "lenient"] = "strict"
+    # The end-state comparison with the reference solution (`matches-reference`), on by
+    # default; `free` lists the elements a correct system may choose.
+    strict: Strict = Field(default_factory=lambda: Strict())
+    free: list[FreeChoice] = Field(default_factory=list)

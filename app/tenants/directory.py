@@ -200,6 +200,17 @@ def _static_resources() -> list[dict[str, Any]]:
     return out
 
 
+def aliases() -> dict[str, str]:
+    """The directory's references that stand for a practitioner: each one's
+    PractitionerRole and Schedule -> "Practitioner/<id>" (grading reads a booking or an
+    order naming either as naming the practitioner)."""
+    out: dict[str, str] = {}
+    for c in CLINICIANS:
+        out[f"PractitionerRole/demo-canonical-role-{c.key}"] = f"Practitioner/{c.id}"
+        out[f"Schedule/demo-canonical-sched-{c.key}"] = f"Practitioner/{c.id}"
+    return out
+
+
 def slot_id(clinician_key: str, start: datetime) -> str:
     return f"demo-canonical-slot-{clinician_key}-{start:%Y%m%d%H%M}"
 

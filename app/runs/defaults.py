@@ -1,0 +1,105 @@
+"""The expectations every run gets without its scenario asking (strict by default).
+
+- `matches-reference` (`app.grading.reference`): for a scenario with an oracle that
+  writes, unless `strict.off` gives the reason not to.
+- a default `asked` per hidden fact of a `patientSim` scenario: the reference solution
+  shows the order of things (it asks, the patient answers, then it writes), so the
+  system's first write of each kind the oracle makes only after asking about a fact
+  must come after the patient revealed that fact. A scenario that writes its own `asked`
+  for a fact keeps its own.
+"""
+
+from __future__ import annotations
+
+import re
+
+from app.patient_sim.engine import facts_asked
+from app.scenarios.calls import is_write
+from app.scenarios.schema import (
+    AskedExpectation,
+    Expectation,
+    ReferenceExpectation,
+    Scenario,
+    walk_expectations,
+)
+
+REFERENCE_ID = "matches-reference"
+REFERENCE_LABEL = (
+    "The end state matches the reference solution's: every consequential element of "
+    "what was created, updated or deleted, nothing else changed, nothing missing"
+)
+
+
+def default_expectations(scenario: Scenario) -> list[Expectation]:
+    taken = {e.id for e in walk_expectations(scenario.expectations)}
+    out: list[Expectation] = []
+    writes = any(is_write(c) for c in scenario.oracle)
+    if scenario.strict.off is None and writes and REFERENCE_ID not in taken:
+        out.append(
+            ReferenceExpectation(
+                id=REFERENCE_ID,
+                type="reference",
+                label=REFERENCE_LABEL,
+                oracle=list(scenario.oracle),
+                free=list(scenario.free),
+                messages=scenario.strict.messages,
+            )
+        )
+    out += _default_asked(scenario, taken)
+    return out
+
+
+def _message_text(body: object) -> str:
+    if not isinstance(body, dict):
+        return ""
+    return "\n".join(
+        str(p["contentString"])
+        for p in body.get("payload") or []
+        if isinstance(p, dict) and isinstance(p.get("contentString"), str)
+    )
+
+
+def _default_asked(scenario: Scenario, taken: set[str]) -> list[Expectation]:
+    sim = scenario.patient_sim
+    if sim is None or not sim.facts:
+        return []
+    own = {e.fact for e in walk_expectations(scenario.expectations) if e.type == "asked"}
+    patient = "@" + sim.patient.removeprefix("@")
+    learned_at: dict[str, int] = {}  # fact -> index of the oracle call that asked it
+    written_at: dict[str, list[int]] = {}  # resource type -> indexes of its writes
+    for index, call in enumerate(scenario.oracle):
+        if not is_write(call):
+            continue
+        kind = call.path.strip("/").split("/", 1)[0]
+        written_at.setdefault(kind, []).append(index)
+        body = call.body
+        if kind == "Communication" and isinstance(body, dict):
+            to = [r.get("reference") for r in body.get("recipient") or [] if isinstance(r, dict)]
+            if patient in to:
+                for fact in facts_asked(sim, _message_text(body)):
+                    learned_at.setdefault(fact.topic, index)
+    out: list[Expectation] = []
+    for fact in sim.facts:
+        asked = learned_at.get(fact.topic)
+        if asked is None or fact.topic in own:
+            continue
+        for kind, indexes in sorted(written_at.items()):
+            if min(indexes) <= asked:
+                continue  # written before the question too: not waiting on the answer
+            slug = re.sub(r"[^a-z0-9]+", "-", fact.topic.lower()).strip("-")[:30]
+            expectation_id = f"asked-{slug}-before-{kind.lower()}"[:64]
+            if expectation_id in taken:
+                continue
+            out.append(
+                AskedExpectation(
+                    id=expectation_id,
+                    type="asked",
+                    label=(
+                        f"The patient said {fact.topic!r} in answer to a question before the "
+                        f"first {kind} was written (the reference solution asks first)"
+                    ),
+                    fact=fact.topic,
+                    before_write=kind,
+                )
+            )
+    return out
