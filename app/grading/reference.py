@@ -270,7 +270,7 @@ def _differs(
         return None  # the run may leave it out
     kind = element.kind
     if element.optional and kind == "reference" and not strict:
-        return _reference_differs(element.path, None, got, ctx, strict=False)
+        return _loose_reference_differs(element.path, want, got, ctx)
     if element.optional and kind == "concept" and not strict:
         return _concept_differs(element, want, got, strict=False, conflicts_only=True)
     if kind == "reference":
@@ -388,6 +388,28 @@ def _reference_differs(
             return f"{path}: reference {shown}, run {', '.join(found) or 'none'}"
     if remaining:
         return f"{path}: run also {', '.join(remaining)}"
+    return None
+
+
+def _loose_reference_differs(path: str, want: Any, got: Any, ctx: _Context) -> str | None:
+    """An optional link (a Task's `focus`, `basedOn`): each reference the run gives is
+    one the reference gives, or a known resource of another type (the message instead
+    of the order it is about); another resource of the reference's own type is a wrong
+    pick (the other medication, the look-alike's order)."""
+    wanted = [ctx.paired.get(r, r) for r in _refs(want)]
+    wanted_resolved = {ctx.resolve(r) for r in wanted}
+    wanted_types = {r.split("/", 1)[0] for r in wanted}
+    for ref in _refs(got):
+        resolved = ctx.resolve(ref)
+        if resolved in wanted_resolved:
+            continue
+        kind = ref.split("/", 1)[0]
+        if any(is_replay_ref(w) for w in wanted) and ctx.created.get(resolved) == kind:
+            continue
+        if kind in wanted_types:
+            return f"{path}: reference {', '.join(wanted)}, run {ref}"
+        if not _known(resolved, ctx):
+            return f"{path}: run adds {ref}, which the reference never names"
     return None
 
 

@@ -30,6 +30,7 @@ from app.grading.engine import grade
 from app.grading.fhirpath import ClauseMemo
 from app.grading.snapshot import ExpectationResult, RunSnapshot, Verdict
 from app.orchestration import oracle as oracle_replay
+from app.orchestration.adversaries import derive_element_mutants, derive_free_alternatives
 from app.orchestration.mutants import Mutant, derive_mutants, derive_variant_mutants
 from app.orchestration.rewrites import Rewrite, derive_rewrites
 from app.orchestration.simulation import Patient, Simulation, patient_of
@@ -103,6 +104,10 @@ class VariantReport:
     never_decisive: list[str] = field(default_factory=list)
     executor: str = "memory"
     disagreement: list[str] = field(default_factory=list)
+    # Generated adversaries by kind (element, delete, free), and the free choices no
+    # tried value satisfied.
+    generated: dict[str, int] = field(default_factory=dict)
+    free_unmet: list[str] = field(default_factory=list)
 
     @property
     def survivors(self) -> list[MutantResult]:
@@ -119,6 +124,7 @@ class VariantReport:
             and self.noop_failed
             and not self.survivors
             and not self.false_failures
+            and not self.free_unmet
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -139,6 +145,8 @@ class VariantReport:
             "falseFailures": [r.as_json() for r in self.false_failures],
             "neverDecisive": self.never_decisive,
             "mutantGrading": self.executor,
+            "generated": self.generated,
+            "freeUnmet": self.free_unmet,
             "simulationDisagreed": self.disagreement,
         }
 
@@ -330,6 +338,14 @@ async def _check_variant(
             async with target.pool.acquire() as conn:
                 seen = await runs_service.build_snapshot(conn, final, expectations, final=True)
             before = replace(before, shown=seen.shown)
+        # The check's own adversaries, from the consequential table and the scenario's
+        # free choices (`app.orchestration.adversaries`), made from this run's start.
+        generated = derive_element_mutants(scenario, before)
+        alternatives, report.free_unmet = derive_free_alternatives(scenario, before)
+        mutants = [*mutants, *generated]
+        rewrites = [*rewrites, *alternatives]
+        for kind in [m.kind for m in generated] + [r.kind for r in alternatives]:
+            report.generated[kind] = report.generated.get(kind, 0) + 1
         patient = patient_of(scenario, persona)
         simulated = Simulation(before, patient)
         # Mutants and rewrites differ from the oracle in a call or two: most clauses read
@@ -378,7 +394,7 @@ def _grade_mutant(
     patient: Patient | None = None,
     memo: ClauseMemo | None = None,
 ) -> Verdict:
-    return grade(expectations, Simulation(before, patient).run(mutant.calls), memo)
+    return grade(expectations, Simulation(before, patient).run(mutant.calls, mutant.expanded), memo)
 
 
 def _grade_rewrite(
@@ -456,7 +472,13 @@ async def _real_mutant(
 ) -> tuple[list[str], str]:
     run = await _start(target, scenario, mode, persona)
     statuses = await oracle_replay.replay(
-        target.app, target.root, target.authorization, run, mutant.calls, strict=False
+        target.app,
+        target.root,
+        target.authorization,
+        run,
+        mutant.calls,
+        strict=False,
+        expanded=mutant.expanded,
     )
     final = await _finish(target, run)
     caught = _required_failing_json(final.verdict or {})
@@ -540,12 +562,30 @@ def render(reports: list[ScenarioReport]) -> str:
                     f"{where}: note: the in-memory replay disagreed on "
                     f"{', '.join(v.disagreement)}; mutants graded with real runs"
                 )
+            if v.free_unmet:
+                details.append(
+                    f"{where}: no alternative found for free choice(s) "
+                    + ", ".join(v.free_unmet)
+                    + " (no tried value meets their constraints)"
+                )
             if v.never_decisive:
                 details.append(
                     f"{where}: warning: never decisive (no mutant breaks it): "
                     + ", ".join(v.never_decisive)
                 )
     ok = sum(r.ok for r in reports)
+    generated: dict[str, int] = {}
+    for report in reports:
+        for v in report.variants:
+            for kind, n in v.generated.items():
+                generated[kind] = generated.get(kind, 0) + n
+    if generated:
+        lines.append("")
+        lines.append(
+            "generated adversaries: "
+            + ", ".join(f"{n} {kind}" for kind, n in sorted(generated.items()))
+            + " (element and delete mutants must fail, free alternatives must pass)"
+        )
     lines.append("")
     lines.append(f"{ok}/{len(reports)} scenarios pass the check")
     return "\n".join(lines + (["", *details] if details else []))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -90,6 +90,8 @@ class Mutant:
     # The index in `calls` of the mutated call: when the API refuses it (the scheduling
     # rules' 409), the near miss cannot be made at all, which counts as caught.
     probe: int | None = None
+    # Applied to a call's body after expansion (`app.orchestration.adversaries`).
+    expanded: Callable[[OracleCall, Any], Any] | None = None
 
 
 def describe(index: int, call: OracleCall) -> str:
