@@ -8,7 +8,7 @@ would have left in this very run. The run's actual change set — what it create
 updated and deleted, on the fixture and anywhere it wrote — is paired with it:
 
 - a resource that existed before the run pairs with itself: its consequential elements
-  (`app.grading.consequential`) must read as the reference left them — an edit the
+  (`app.scenarios.consequential`) must read as the reference left them — an edit the
   reference did not make (a Coverage period extended, a lab result's interpretation
   changed, the look-alike chart deleted) is collateral, one it made and the run did not
   is missing;
@@ -44,13 +44,6 @@ from typing import Any
 import orjson
 
 from app.grading.changes import changed_paths, no_net_change
-from app.grading.consequential import (
-    DERIVED_TYPES,
-    MESSAGE_TYPES,
-    SENT_STATUSES,
-    Element,
-    elements_of,
-)
 from app.grading.fhirpath import FhirPathContext
 from app.grading.replay import Replay, is_replay_ref, starting_point
 from app.grading.scoring import MAX_LISTED, capped, count_bounds, make_result
@@ -60,6 +53,13 @@ from app.grading.snapshot import (
     ExpectationResult,
     RunSnapshot,
     is_simulated,
+)
+from app.scenarios.consequential import (
+    DERIVED_TYPES,
+    MESSAGE_TYPES,
+    SENT_STATUSES,
+    Element,
+    elements_of,
 )
 from app.scenarios.schema import FreeChoice, OracleCall, ReferenceExpectation
 

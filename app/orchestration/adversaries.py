@@ -1,5 +1,5 @@
 """Adversaries the scenario check makes itself, from the consequential table
-(`app.grading.consequential`) rather than from cases someone thought of:
+(`app.scenarios.consequential`) rather than from cases someone thought of:
 
 - `element` mutants (must fail): for every consequential element of every oracle write,
   the same write with that element changed to another valid value — another status,
@@ -28,12 +28,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.fhir.validation import required_codes
-from app.grading.consequential import MESSAGE_TYPES, TABLE, Element
 from app.grading.fhirpath import FhirPathContext
 from app.grading.snapshot import RunSnapshot
 from app.orchestration.mutants import OTHER_PATIENT, Mutant, describe
 from app.orchestration.rewrites import Rewrite
 from app.scenarios.calls import is_write
+from app.scenarios.consequential import MESSAGE_TYPES, TABLE, Element
 from app.scenarios.expansion import ExpansionError, expand_value
 from app.scenarios.schema import FreeChoice, OracleCall, Scenario
 
@@ -83,7 +83,7 @@ def _target(call: OracleCall) -> str | None:
 
 def _only(call: OracleCall, change: Callable[[dict[str, Any]], None]) -> Transform:
     def apply(seen: OracleCall, body: Any) -> Any:
-        if seen is not call or not isinstance(body, dict):
+        if seen != call or not isinstance(body, dict):
             return body
         out = copy.deepcopy(body)
         change(out)
@@ -207,19 +207,6 @@ def _element_changes(
             other = _other_code(resource_type, element, value)
             if other is not None and other != value:
                 yield f"{path} {other!r} instead of {value!r}", _setter(path, other)
-        elif kind == "reference":
-            refs = _references(value)
-            if refs:
-                old = str(refs[0]["reference"])
-                new = _other_reference(old, fixture_refs)
-
-                def swap(b: dict[str, Any], p: str = path, o: str = old, n: str = new) -> None:
-                    for r in _references(b.get(p)):
-                        if r["reference"] == o:
-                            r["reference"] = n
-                            r.pop("display", None)
-
-                yield f"{path} {new} instead of {old}", swap
         elif kind == "concept":
             codings = _codings(value)
             if codings:
@@ -263,6 +250,74 @@ def _element_changes(
             yield "deferred a year", defer
 
 
+def _symbolic(text: str, before: RunSnapshot) -> str:
+    """A description with the run's ids written as the scenario's symbols (the same
+    mutant reads the same in every run)."""
+    for symbol, ref in sorted(before.fixture.items(), key=lambda kv: -len(kv[1])):
+        text = text.replace(ref, f"{ref.split('/', 1)[0]}/@{symbol}")
+    return text
+
+
+def _reference_mutants(
+    scenario: Scenario,
+    index: int,
+    call: OracleCall,
+    resource_type: str,
+    before: RunSnapshot,
+    free: set[str],
+) -> list[Mutant]:
+    """A reference element of an oracle write pointed elsewhere, written as the scenario
+    writes it (`@symbol`), so the mutant is the same in every run: a patient's to the
+    other fixture patient (or nobody's chart), a practitioner's to another of the
+    directory, anything else's to another fixture resource of its type."""
+    body = call.body
+    assert isinstance(body, dict)
+    kinds = {sym: ref.split("/", 1)[0] for sym, ref in before.fixture.items()}
+    out: list[Mutant] = []
+    for element in TABLE.get(resource_type, ()):
+        if element.kind != "reference" or element.path in free:
+            continue
+        if resource_type in MESSAGE_TYPES and element.path not in MESSAGE_ELEMENTS:
+            continue
+        refs = _references(body.get(element.path))
+        if not refs:
+            continue
+        old = str(refs[0]["reference"])
+        if old.startswith("@"):
+            kind = kinds.get(old[1:], "")
+            others = sorted(f"@{s}" for s, k in kinds.items() if k == kind and f"@{s}" != old)
+            new = (
+                others[0]
+                if others
+                else (
+                    OTHER_PATIENT
+                    if kind == "Patient"
+                    else f"{kind}/understudy-other-{kind.lower()}"
+                )
+            )
+        else:
+            new = _other_reference(old, [])
+        changed = copy.deepcopy(body)
+        for r in _references(changed.get(element.path)):
+            if r["reference"] == old:
+                r["reference"] = new
+                r.pop("display", None)
+                break
+        calls = tuple(
+            call.model_copy(update={"body": changed}) if i == index else c
+            for i, c in enumerate(scenario.oracle)
+        )
+        out.append(
+            Mutant(
+                "element",
+                f"{describe(index, call)} with {element.path} {new} instead of {old}",
+                calls,
+                index,
+            )
+        )
+    return out
+
+
 def derive_element_mutants(scenario: Scenario, before: RunSnapshot) -> list[Mutant]:
     """The `element` and `delete` mutants of a scenario, from the run's starting point."""
     oracle = tuple(scenario.oracle)
@@ -284,17 +339,19 @@ def derive_element_mutants(scenario: Scenario, before: RunSnapshot) -> list[Muta
             out.append(
                 Mutant(
                     "element",
-                    f"{describe(index, call)} with {what}",
+                    f"{describe(index, call)} with {_symbolic(what, before)}",
                     oracle,
                     index,
                     expanded=_only(call, change),
                 )
             )
+        out += _reference_mutants(scenario, index, call, resource_type, before, free)
     for symbol, ref in sorted(before.fixture.items()):
         if before.current.get(symbol) is None:
             continue
-        delete = OracleCall(method="DELETE", path="/" + ref)
-        out.append(Mutant("delete", f"then {ref} (@{symbol}) deleted", (*oracle, delete), None))
+        kind = ref.split("/", 1)[0]
+        delete = OracleCall(method="DELETE", path=f"/{kind}/@{symbol}")
+        out.append(Mutant("delete", f"then {kind} @{symbol} deleted", (*oracle, delete), None))
     return out
 
 
@@ -379,7 +436,7 @@ def _everywhere(call: OracleCall, change: Change, strings: dict[str, str]) -> Tr
     own = _only(call, change)
 
     def apply(seen: OracleCall, body: Any) -> Any:
-        if seen is call:
+        if seen == call:
             return own(seen, body)
         return _substitute(body, strings)
 

@@ -196,7 +196,7 @@ class FreeChoice(Model):
     differently (which free slot, which of two doctors): the run's value need not equal
     the reference's, but the resource must satisfy every `where` (FHIRPath on the run's
     resource). `path` names an element of the consequential table
-    (`app.grading.consequential`) for `resource_type`."""
+    (`app.scenarios.consequential`) for `resource_type`."""
 
     resource_type: str = Field(min_length=1)
     path: str = Field(min_length=1)

@@ -28,6 +28,7 @@ from pydantic.alias_generators import to_snake
 from app.fhir.validation import is_known_type, validate_resource
 from app.kit.phrases import fold_phrase
 from app.scenarios import schema
+from app.scenarios.consequential import element_paths
 from app.scenarios.expansion import (
     ExpansionError,
     apply_variant,
@@ -291,6 +292,7 @@ class _Checker:
         self.check_oracle()
         self.check_modes_and_brief()
         self.check_patient_sim()
+        self.check_strict()
         self.check_variant_declarations()
         if self.shape_valid:
             # Unused symbols only when nothing is hidden by a broken shape: a use in a
@@ -583,6 +585,105 @@ class _Checker:
         for index, mention in enumerate(_list(expectation.get("mentions"))):
             if isinstance(mention, dict) and isinstance(mention.get("path"), str):
                 self.check_fhirpath(mention["path"], f"{path}/mentions/{index}/path")
+
+    # --- strict by default (matches-reference, free, asked) and the lint ---------------
+
+    def check_strict(self) -> None:
+        """Errors where the end-state comparison cannot work; warnings (the lint) where
+        a scenario is weaker than it looks."""
+        data = self.data
+        for index, expectation in enumerate(_list(data.get("expectations"))):
+            if not isinstance(expectation, dict):
+                continue
+            path = f"/expectations/{index}"
+            kind = expectation.get("type")
+            if kind == "reference":
+                self.add(
+                    f"{path}/type",
+                    "matches-reference is added to every run by default: configure it with "
+                    "`strict` and `free`, not as an expectation",
+                )
+            if kind == "asked" and (expectation.get("before") is None) == (
+                expectation.get("beforeWrite") is None
+            ):
+                self.add(
+                    f"{path}/before",
+                    "an asked expectation needs exactly one of before or beforeWrite",
+                )
+            before_write = expectation.get("beforeWrite")
+            if (
+                kind == "asked"
+                and isinstance(before_write, str)
+                and not is_known_type(before_write)
+            ):
+                self.add(f"{path}/beforeWrite", f"unknown FHIR resource type {before_write!r}")
+            if kind == "message" and not (expectation.get("grounded") or expectation.get("claims")):
+                self.warn(
+                    path,
+                    "a message check with neither grounded nor claims: a wrong date, dose or "
+                    "claim in the message passes it",
+                )
+            for w_index, where in enumerate(_list(expectation.get("where"))):
+                if isinstance(where, str) and _vacuous(where):
+                    self.warn(
+                        f"{path}/where/{w_index}",
+                        "true on an empty collection (all() over nothing, or an empty()/"
+                        "not exists() alternative): it holds when the element is absent",
+                    )
+        raw_strict = data.get("strict")
+        strict: dict[str, Any] = raw_strict if isinstance(raw_strict, dict) else {}
+        oracle = _list(data.get("oracle"))
+        writes = [
+            c
+            for c in oracle
+            if isinstance(c, dict) and c.get("method") in ("POST", "PUT", "PATCH", "DELETE")
+        ]
+        if not writes:
+            self.warn(
+                "/oracle",
+                "no oracle writes: the run's end state is not compared with a reference "
+                "solution (matches-reference), so only the hand-written expectations judge it",
+            )
+        if isinstance(strict.get("off"), str):
+            self.warn(
+                "/strict/off",
+                f"strict is off ({strict['off']}): the end state is not compared with the "
+                "reference solution's",
+            )
+        sim = data.get("patientSim")
+        if isinstance(sim, dict) and _list(sim.get("facts")):
+            asked = [
+                e
+                for e in _list(data.get("expectations"))
+                if isinstance(e, dict) and e.get("type") == "asked"
+            ]
+            if not asked:
+                self.warn(
+                    "/patientSim",
+                    "no asked expectation: runs get a default asked only for the facts the "
+                    "oracle asks about before it writes",
+                )
+        for index, choice in enumerate(_list(data.get("free"))):
+            if not isinstance(choice, dict):
+                continue
+            path = f"/free/{index}"
+            rtype = _get(choice, "resourceType")
+            element = str(choice.get("path", ""))
+            if isinstance(rtype, str) and not is_known_type(rtype):
+                self.add(f"{path}/resourceType", f"unknown FHIR resource type {rtype!r}")
+            elif isinstance(rtype, str):
+                allowed = element_paths(rtype)
+                if allowed and element not in allowed and element != "participant.actor":
+                    self.add(
+                        f"{path}/path",
+                        f"{element!r} is not a consequential element of {rtype}; one of: "
+                        + ", ".join(allowed),
+                    )
+                elif element == "participant.actor" and rtype != "Appointment":
+                    self.add(f"{path}/path", "participant.actor is an Appointment's")
+            for w_index, where in enumerate(_list(choice.get("where"))):
+                if isinstance(where, str):
+                    self.check_fhirpath(where, f"{path}/where/{w_index}")
 
     def check_fhirpath(self, expression: str, path: str) -> None:
         error = syntax_error(expression)
@@ -879,6 +980,15 @@ class _Checker:
 
 
 _EXPECTATION_INDEX_RE = re.compile(r"^/expectations/(\d+)(?=/|$)")
+
+
+_VACUOUS_RE = re.compile(r"\.all\(|^\s*\S*\.?(empty\(\)|not\(\)|exists\(\)\.not\(\))\s+or\b")
+
+
+def _vacuous(expression: str) -> bool:
+    """FHIRPath that holds on an empty collection: `x.all(…)` (true over nothing), or
+    an alternative `x.empty() or …` / `x.exists().not() or …`."""
+    return bool(_VACUOUS_RE.search(expression))
 
 
 def _variant_path(path: str, prefix: str, own: int) -> str:

@@ -166,19 +166,34 @@ async def _import_and_check(client: httpx.AsyncClient, base: str, document: Any)
     return r.json()
 
 
+# The weak scenario with the end-state comparison off: its hand-written expectations alone.
+WEAK_OFF: dict[str, Any] = {**WEAK, "strict": {"off": "the hand-written expectations alone"}}
+GENERATED = ("element", "delete")
+
+
 async def test_weak_custom_scenario_is_caught(tenant: TenantHandle) -> None:
     async with httpx.AsyncClient(headers=tenant.headers, timeout=120) as client:
-        weak = await _import_and_check(client, tenant.server, WEAK)
+        weak = await _import_and_check(client, tenant.server, WEAK_OFF)
         fixed = await _import_and_check(client, tenant.server, strong())
+        by_default = await _import_and_check(
+            client, tenant.server, {**WEAK, "id": "custom.weak-strict"}
+        )
         missing = await client.post(f"{tenant.server}/api/testing/scenarios/nope/check")
     assert missing.status_code == 404
     assert weak["ok"] is False
-    survivors = weak["variants"][0]["survivors"]
+    every = weak["variants"][0]["survivors"]
+    # The check's own adversaries find the weakness too: a delete of a fixture resource,
+    # a changed element of the booking.
+    assert {m["kind"] for m in every} >= {"element", "delete"}, every
+    survivors = [m for m in every if m["kind"] not in GENERATED]
     assert [m["kind"] for m in survivors] == ["redirect", "collateral"], survivors
     assert "Patient/understudy-other-patient" in survivors[0]["description"]
     assert survivors[0]["shouldCatch"] == ["booked"]
     assert "telecom rewritten" in survivors[1]["description"]
     assert weak["variants"][0]["neverDecisive"] == ["no-cancel"]
+    # Strict by default, the same scenario is a fair test: the end-state comparison
+    # with its reference solution catches every mutant its own expectations miss.
+    assert by_default["ok"] is True, failures(by_default)
     # Both directions are in the report: the booking moved off the slots, or made
     # twice, is refused by the scheduling rules; every rewrite passes.
     caught = {m["kind"]: m["caughtBy"] for m in weak["variants"][0]["caught"]}
@@ -264,7 +279,7 @@ async def test_memory_grading_equals_real_runs(
 
 async def test_cli_exit_status_and_table(settings: Settings, tmp_path: Path) -> None:
     weak_file = tmp_path / "weak.json"
-    weak_file.write_text(json.dumps({**WEAK, "id": "custom.cli-weak"}))
+    weak_file.write_text(json.dumps({**WEAK_OFF, "id": "custom.cli-weak"}))
     env = {
         **os.environ,
         "UNDERSTUDY_DATABASE_URL": str(settings.database_url),

@@ -9,8 +9,8 @@ from app.orchestration.mutants import (
     OTHER_REGISTER,
     derive_mutants,
     derive_variant_mutants,
-    is_write,
 )
+from app.scenarios.calls import is_write
 from app.scenarios.schema import MessageExpectation, OracleCall, Scenario
 
 

@@ -102,4 +102,5 @@ def test_every_builtin_simulated_patient_must_be_asked(scenario_id: str) -> None
     for expectation in asked:
         assert expectation.required
         assert expectation.fact in topics
+        assert expectation.before is not None
         assert by_id[expectation.before].type in ("resource", "any_of")

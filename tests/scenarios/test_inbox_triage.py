@@ -215,7 +215,9 @@ async def test_equivalent_right_answers_pass(tenant: TenantHandle, work: Work) -
 async def test_careless_answers_fail(tenant: TenantHandle, work: Work, caught_by: set[str]) -> None:
     verdict = await graded(tenant, work)
     assert verdict["status"] == "failed"
-    assert failing_required(verdict) == caught_by
+    # The end-state comparison with the reference solution catches those that change the
+    # chart too (what a message says is not its business).
+    assert failing_required(verdict) - {"matches-reference"} == caught_by
 
 
 async def test_both_modes_and_the_brief(tenant: TenantHandle) -> None:
