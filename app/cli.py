@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any
@@ -372,13 +373,16 @@ def cmd_scenarios_check(args: argparse.Namespace) -> int:
         key = asyncio.run(_tenant_key(settings, CHECK_TENANT, "check-key"))
         # No worker and no queue: the check grades its own runs as it goes.
         reports: list[check.ScenarioReport] = []
+        began = time.monotonic()
         run_loop(_check_scenarios(settings.clone(redis_url=None), key, args, reports))
+        took = time.monotonic() - began
     finally:
         close_endpoints(endpoints)
     if args.json:
         print(json.dumps([r.as_json() for r in reports], indent=2))
     else:
         print(check.render(reports))
+        print(f"\nchecked {len(reports)} scenario(s) in {took:.1f} s")
     return 0 if reports and all(r.ok for r in reports) else 1
 
 

@@ -13,12 +13,15 @@ and ids are literal. `/Patient/*` matches `/Patient/abc` but not
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from functools import lru_cache
+from typing import Any
+from urllib.parse import parse_qsl
 
 from wcmatch import glob
 
-from app.grading.fhirpath import fhirpath_datetime
+from app.grading.fhirpath import FhirPathContext, fhirpath_datetime, normalise
 from app.grading.scoring import capped, count_bounds, make_result
 from app.grading.snapshot import Call, Evidence, ExpectationResult, RunSnapshot
 from app.scenarios.schema import ApiCallExpectation
@@ -84,11 +87,55 @@ def nearest_call(expectation: ApiCallExpectation, calls: list[Call]) -> Call | N
     return max(ranked, key=lambda rc: rc[0])[1]
 
 
+def call_view(call: Call) -> dict[str, Any]:
+    """What an api_call's `where` reads of a call: `parameter` — each query parameter
+    (`{"name", "valueString"}`), then the body's own parameters (a Parameters body's
+    `parameter` as sent; a plain JSON object's top-level values as `valueString`, e.g.
+    the eligibility check's `patient` and `date`) — `request` (the body) and `response`
+    (the answer), each as kept by the trace (their first 32 KiB)."""
+    parameters: list[dict[str, Any]] = [
+        {"name": k, "valueString": v} for k, v in parse_qsl(call.query, keep_blank_values=True)
+    ]
+    body = call.request
+    if isinstance(body, Mapping):
+        if body.get("resourceType") == "Parameters":
+            parameters += [p for p in body.get("parameter") or [] if isinstance(p, dict)]
+        else:
+            parameters += [
+                {"name": k, "valueString": str(v)}
+                for k, v in body.items()
+                if isinstance(v, str | int | float | bool)
+            ]
+    view: dict[str, Any] = {"parameter": parameters}
+    if body is not None:
+        view["request"] = body
+    if call.response is not None:
+        view["response"] = call.response
+    return view
+
+
+def _before_resource(snapshot: RunSnapshot, before: ExpectationResult | None) -> Any:
+    """The first resource of `before`'s evidence, as it reads now (`%before`)."""
+    if before is None:
+        return []
+    by_ref = {f"{c.resource_type}/{c.id}": c.resource for c in snapshot.changed}
+    for symbol, ref in snapshot.fixture.items():
+        by_ref.setdefault(ref, snapshot.current.get(symbol))
+    for ref in before.evidence.matches:
+        resource = by_ref.get(ref.split(" ", 1)[0])
+        if resource is not None:
+            return normalise(resource)
+    return []
+
+
 def grade_api_call(
-    expectation: ApiCallExpectation, snapshot: RunSnapshot, before: ExpectationResult | None
+    expectation: ApiCallExpectation,
+    snapshot: RunSnapshot,
+    before: ExpectationResult | None,
+    fp: FhirPathContext | None = None,
 ) -> ExpectationResult:
     """`before` is the graded result of the expectation named in `expectation.before`
-    (None when there is none)."""
+    (None when there is none); `fp` evaluates `where` (the run's variables)."""
     what = f"{expectation.method} {expectation.path}"
     bounds = count_bounds(expectation.count)
     matcher = _matcher(expectation.path)
@@ -103,6 +150,20 @@ def grade_api_call(
         and call.status < FAILED_STATUS
         and matcher.match(call.path)
     ]
+    asked_otherwise: list[tuple[Call, str]] = []
+    if expectation.where:
+        base = fp if fp is not None else FhirPathContext.from_snapshot(snapshot)
+        variables = {**base.variables, "before": _before_resource(snapshot, before)}
+        where_fp = FhirPathContext(variables, base.memo)
+        kept = []
+        for call in matching:
+            view = call_view(call)
+            failing = [c.where for c in where_fp.check_all(expectation.where, view) if not c.holds]
+            if failing:
+                asked_otherwise.append((call, failing[0]))
+            else:
+                kept.append(call)
+        matching = kept
     cutoff = before.first_at if before is not None else None
     qualifying = [c for c in matching if cutoff is None or c.at < cutoff]
     late = [c for c in matching if cutoff is not None and c.at >= cutoff]
@@ -134,6 +195,15 @@ def grade_api_call(
         )
         return make_result(expectation, False, evidence, detail)
 
+    if asked_otherwise:
+        call, clause = asked_otherwise[0]
+        evidence.closest = describe_call(call)
+        evidence.clauses = [{"where": clause, "holds": False}]
+        detail = (
+            f"{len(asked_otherwise)} {what} call(s) asked something else: {clause} does not "
+            f"hold (expected {bounds.describe()} that do)"
+        )
+        return make_result(expectation, False, evidence, detail)
     counted = {id(c) for c in qualifying}
     nearest = nearest_call(expectation, [c for c in calls if id(c) not in counted])
     if nearest is not None:

@@ -136,11 +136,11 @@ class _Grader:
 
     def _api_call(self, expectation: ApiCallExpectation) -> ExpectationResult:
         if expectation.before is None:
-            return grade_api_call(expectation, self.snapshot, None)
+            return grade_api_call(expectation, self.snapshot, None, self.fp)
         target = self._before(expectation, expectation.before)
         if isinstance(target, str):
             return make_result(expectation, False, Evidence(), target)
-        return grade_api_call(expectation, self.snapshot, target)
+        return grade_api_call(expectation, self.snapshot, target, self.fp)
 
     def _asked(self, expectation: AskedExpectation) -> ExpectationResult:
         if expectation.before is None:

@@ -157,6 +157,7 @@ class Replay:
                 status=status,
                 transport="rest",
                 refs=(),
+                request=body,
             )
         )
         self.after_call(ref)

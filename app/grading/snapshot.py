@@ -60,6 +60,10 @@ class Call:
     status: int
     transport: str  # rest | mcp
     refs: tuple[str, ...]
+    # The kept request and response bodies (parsed JSON, else text), when an `api_call`
+    # expectation's `where` reads them; None otherwise.
+    request: Any = None
+    response: Any = None
 
 
 @dataclass(frozen=True, slots=True)

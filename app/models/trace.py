@@ -34,3 +34,6 @@ class TraceCall(Base):
     # and its full size (larger than the text kept when it was cut).
     response: Mapped[str | None] = mapped_column(Text)
     response_bytes: Mapped[int | None] = mapped_column(Integer)
+    # Run-attributed calls only: the request body, its first RESPONSE_CAP bytes (what an
+    # `api_call` expectation's `where` reads of the call).
+    request: Mapped[str | None] = mapped_column(Text)

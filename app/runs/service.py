@@ -569,6 +569,7 @@ async def build_snapshot(
     }
     current = {symbol: by_ref.get(ref) for symbol, ref in refs.items()}
     changed = await _changed(conn, run, expectations)
+    bodies = _reads_calls(expectations)
     calls = [
         Call(
             at=c["at"],
@@ -578,9 +579,16 @@ async def build_snapshot(
             status=c["status"],
             transport=c["transport"],
             refs=tuple(c["refs"] or ()),
+            request=_parsed(c["request"]),
+            response=_parsed(c["response"]),
         )
         for c in await trace_service.calls_for_grading(
-            conn, tenant_id=run.tenant_id, run_id=run.id, since=run.started_at, until=now
+            conn,
+            tenant_id=run.tenant_id,
+            run_id=run.id,
+            since=run.started_at,
+            until=now,
+            with_bodies=bodies,
         )
     ]
     deliveries = [
@@ -614,6 +622,21 @@ async def build_snapshot(
         # is graded after every write, most of them before anything was said.
         snapshot.shown = await _shown(conn, run, snapshot, now)
     return snapshot
+
+
+def _reads_calls(expectations: list[Expectation]) -> bool:
+    """Whether an api_call expectation's `where` reads what calls asked and answered."""
+    return any(e.type == "api_call" and e.where for e in walk_expectations(expectations))
+
+
+def _parsed(text: str | None) -> Any:
+    """A kept body as JSON, else as its text (cut at the cap, or not JSON)."""
+    if text is None:
+        return None
+    try:
+        return jsontext.loads(text)
+    except ValueError:
+        return text
 
 
 def _asks(expectations: list[Expectation]) -> bool:

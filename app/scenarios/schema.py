@@ -90,13 +90,18 @@ class ApiCallExpectation(ExpectationBase):
     """Calls in the run's trace with `method` and a `path` glob (`*`, `**`, `{a,b}`),
     matched against the path alone: FHIR calls relative to the FHIR base
     (`/Appointment/$find`), other calls absolute (`/api/eligibility/$check`). With
-    `before`, only calls made before that expectation's first evidence count."""
+    `before`, only calls made before that expectation's first evidence count. With
+    `where`, only calls for which every FHIRPath holds on the call's view
+    (`app.grading.api_call.call_view`: its query parameters and body as `parameter`, the
+    body as `request`, the answer as `response`; `%before` is the first resource of the
+    `before` expectation's evidence)."""
 
     type: Literal["api_call"]
     method: str = Field(pattern=r"^(GET|POST|PUT|PATCH|DELETE|\*)$")
     path: str = Field(min_length=1)
     before: str | None = None
     count: Count | None = None
+    where: list[str] = Field(default_factory=list)
 
 
 class AskedExpectation(ExpectationBase):

@@ -68,6 +68,8 @@ _TIME_KEYS: Final = ("$time", "$date")
 _BRIEF_TEXT_FIELDS: Final = ("id", "title", "category", "summary", "workflow")
 # FHIRPath variables the grader defines besides %fixture.<symbol> and %current.<symbol>.
 _RUN_VARIABLES: Final = frozenset({"runStart", "now"})
+# An api_call's `where` also has %before: the first resource of its `before`'s evidence.
+_API_CALL_VARIABLES: Final = frozenset({"before"})
 _EXPECTATION_TYPES: Final = (
     "resource",
     "field",
@@ -501,9 +503,10 @@ class _Checker:
 
     def check_expectation(self, expectation: dict[str, Any], path: str) -> None:
         kind = expectation.get("type")
+        extra = _API_CALL_VARIABLES if kind == "api_call" else frozenset()
         for index, where in enumerate(_list(expectation.get("where"))):
             if isinstance(where, str):
-                self.check_fhirpath(where, f"{path}/where/{index}")
+                self.check_fhirpath(where, f"{path}/where/{index}", extra)
         for index, where in enumerate(_list(expectation.get("allowWhere"))):
             if isinstance(where, str):
                 self.check_fhirpath(where, f"{path}/allowWhere/{index}")
@@ -617,7 +620,12 @@ class _Checker:
                 and not is_known_type(before_write)
             ):
                 self.add(f"{path}/beforeWrite", f"unknown FHIR resource type {before_write!r}")
-            if kind == "message" and not (expectation.get("grounded") or expectation.get("claims")):
+            content = ("says", "saysAny", "mentions", "not")
+            if (
+                kind == "message"
+                and any(expectation.get(k) for k in content)
+                and not (expectation.get("grounded") or expectation.get("claims"))
+            ):
                 self.warn(
                     path,
                     "a message check with neither grounded nor claims: a wrong date, dose or "
@@ -685,7 +693,10 @@ class _Checker:
                 if isinstance(where, str):
                     self.check_fhirpath(where, f"{path}/where/{w_index}")
 
-    def check_fhirpath(self, expression: str, path: str) -> None:
+    def check_fhirpath(
+        self, expression: str, path: str, extra: frozenset[str] = frozenset()
+    ) -> None:
+        """`extra`: variables this place has besides the run's (an api_call's %before)."""
         error = syntax_error(expression)
         if error is not None:
             self.add(path, f"invalid FHIRPath: {error}")
@@ -697,7 +708,7 @@ class _Checker:
                     self.add(path, f"%{namespace} needs a symbol: %{namespace}.<symbol>")
                 else:
                     self.use(symbol, path, where=f" in %{name}")
-            elif name not in _RUN_VARIABLES and not is_standard_variable(name):
+            elif name not in _RUN_VARIABLES | extra and not is_standard_variable(name):
                 self.add(
                     path,
                     f"unknown FHIRPath variable %{name} (use %fixture.<symbol>,"

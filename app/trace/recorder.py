@@ -45,6 +45,7 @@ COLUMNS = (
     "refs",
     "response",
     "response_bytes",
+    "request",
 )
 # What is kept of a run-attributed call's response body: what the system under test was
 # shown, for the message checks' `grounded` (a Slot search of a few weeks fits). A longer
@@ -72,6 +73,7 @@ TraceRow = tuple[
     list[str],
     str | None,
     int | None,
+    str | None,
 ]
 
 
@@ -186,6 +188,13 @@ class TraceMiddleware:
         at = utcnow()
         status = 500
         body = _Body()
+        asked = _Request()
+
+        async def receive_wrapper() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                asked.add(message.get("body", b""))
+            return message
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
@@ -197,7 +206,7 @@ class TraceMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_wrapper)
+            await self.app(scope, receive_wrapper, send_wrapper)
         finally:
             state = scope.get("state") or {}
             tenant = state.get("trace_tenant")
@@ -222,8 +231,31 @@ class TraceMiddleware:
                         state.get(TRANSPORT_KEY, self.transport),
                         [_text(r) for r in refs],
                         *(body.kept() if run_id is not None else (None, None)),
+                        asked.kept() if run_id is not None else None,
                     )
                 )
+
+
+class _Request:
+    """The first RESPONSE_CAP bytes of a request body."""
+
+    __slots__ = ("chunks", "kept_bytes")
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.kept_bytes = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = RESPONSE_CAP - self.kept_bytes
+        if chunk and room > 0:
+            piece = chunk[:room]
+            self.chunks.append(piece)
+            self.kept_bytes += len(piece)
+
+    def kept(self) -> str | None:
+        if not self.chunks:
+            return None
+        return _text(b"".join(self.chunks).decode("utf-8", "replace"))
 
 
 class _Body:

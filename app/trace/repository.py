@@ -18,11 +18,19 @@ async def insert_calls(conn: Conn, rows: Sequence[Sequence[Any]], columns: Seque
 
 
 async def calls_for_grading(
-    conn: Conn, *, tenant_id: uuid.UUID, run_id: str, since: datetime, until: datetime
+    conn: Conn,
+    *,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    since: datetime,
+    until: datetime,
+    with_bodies: bool = False,
 ) -> list[asyncpg.Record]:
-    """The run's own calls and the tenant's unattributed ones in its window, oldest first."""
+    """The run's own calls and the tenant's unattributed ones in its window, oldest first;
+    `with_bodies`: their kept request and response bodies too (NULL otherwise)."""
+    bodies = "request, response" if with_bodies else "NULL AS request, NULL AS response"
     return await conn.fetch(
-        """SELECT at, method, path, query, status, transport, refs FROM trace_call
+        f"""SELECT at, method, path, query, status, transport, refs, {bodies} FROM trace_call
             WHERE tenant_id = $1 AND (run_id = $2 OR (run_id IS NULL AND at >= $3 AND at <= $4))
             ORDER BY at""",
         tenant_id,

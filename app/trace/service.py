@@ -12,10 +12,21 @@ from app.trace import repository
 
 
 async def calls_for_grading(
-    conn: Conn, *, tenant_id: uuid.UUID, run_id: str, since: datetime, until: datetime
+    conn: Conn,
+    *,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    since: datetime,
+    until: datetime,
+    with_bodies: bool = False,
 ) -> list[asyncpg.Record]:
     return await repository.calls_for_grading(
-        conn, tenant_id=tenant_id, run_id=run_id, since=since, until=until
+        conn,
+        tenant_id=tenant_id,
+        run_id=run_id,
+        since=since,
+        until=until,
+        with_bodies=with_bodies,
     )
 
 

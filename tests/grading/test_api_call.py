@@ -241,3 +241,104 @@ def test_matches_are_capped() -> None:
     assert len(result.evidence.matches) == 21
     assert result.evidence.matches[-1] == "… and 30 more"
     assert "50 GET /Slot call(s)" in result.detail
+
+
+# --- where: what a call asked, not only its path ---------------------------------------------
+
+
+def _eligibility(date: str, minute: float = 1) -> Call:
+    return Call(
+        at=at(minute),
+        method="POST",
+        path="/api/eligibility/$check",
+        query="",
+        status=200,
+        transport="rest",
+        refs=(),
+        request={"patient": "Patient/p1", "date": date},
+        response={"eligible": True},
+    )
+
+
+VISIT_DATE_WHERE = [
+    "parameter.where(name = 'patient').valueString = 'Patient/p1'",
+    "parameter.where(name = 'date').valueString = %before.start.toString().substring(0, 10)",
+    "response.eligible = true",
+]
+
+
+def _booked_visit() -> tuple[Any, ExpectationResult]:
+    from app.grading.snapshot import ChangedResource
+
+    visit = {
+        "resourceType": "Appointment",
+        "id": "a1",
+        "status": "booked",
+        "start": "2026-03-05T10:00:00Z",
+        "end": "2026-03-05T10:30:00Z",
+    }
+    changed = ChangedResource(
+        resource_type="Appointment",
+        id="a1",
+        resource=visit,
+        first_changed_at=at(5),
+        last_changed_at=at(5),
+        created=True,
+        all_refs=(),
+        run_id="run_1",
+    )
+    booked = decided_at(5)
+    booked.evidence.matches = ["Appointment/a1"]
+    return changed, booked
+
+
+@pytest.mark.parametrize(
+    ("date", "holds"), [("2026-03-05", True), ("2026-01-05", False)], ids=["visit-day", "other"]
+)
+def test_where_reads_the_request_and_the_before_resource(date: str, holds: bool) -> None:
+    changed, booked = _booked_visit()
+    snapshot = make_snapshot(changed=[changed], calls=[_eligibility(date)])
+    checked = ApiCallExpectation(
+        id="checked",
+        type="api_call",
+        label="eligibility for the visit's date",
+        method="POST",
+        path="/api/eligibility/$check",
+        before="booked",
+        where=VISIT_DATE_WHERE,
+    )
+    result = grade_api_call(checked, snapshot, booked)
+    assert result.passed is holds, result.detail
+    if not holds:
+        assert "asked something else" in result.detail
+        assert result.evidence.clauses[0]["where"] == VISIT_DATE_WHERE[1]
+        assert result.evidence.closest is not None
+
+
+def test_where_reads_query_parameters_and_parameters_bodies() -> None:
+    find = Call(
+        at=at(1),
+        method="POST",
+        path="/Appointment/$find",
+        query="practitioner=Practitioner/demo-canonical-prac-chen",
+        status=200,
+        transport="rest",
+        refs=(),
+        request={
+            "resourceType": "Parameters",
+            "parameter": [{"name": "duration", "valueInteger": 30}],
+        },
+    )
+    snapshot = make_snapshot(calls=[find])
+    looked = ApiCallExpectation(
+        id="looked",
+        type="api_call",
+        label="looked for Dr. Chen's 30-minute slots",
+        method="POST",
+        path="/Appointment/$find",
+        where=[
+            "parameter.where(name = 'practitioner').valueString.endsWith('prac-chen')",
+            "parameter.where(name = 'duration').valueInteger = 30",
+        ],
+    )
+    assert grade_api_call(looked, snapshot, None).passed is True

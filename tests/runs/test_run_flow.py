@@ -160,7 +160,9 @@ async def test_extra_work_right_after_the_job_is_still_graded(tenant: TenantHand
         final = (await client.post(f"/runs/{run['id']}/finish")).json()
     assert final["status"] == "failed"
     failing = {e["id"] for e in final["expectations"] if e["passed"] is False}
-    assert failing == {"nothing-else-changed"}
+    # Both guards see the collateral edit: the hand-written one and the comparison with the
+    # reference solution's end state.
+    assert failing == {"nothing-else-changed", "matches-reference"}
 
 
 async def test_a_quiet_agent_passes_once_the_settle_window_is_over(tenant: TenantHandle) -> None:
