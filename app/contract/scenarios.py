@@ -53,7 +53,10 @@ class MutantOut(ApiModel):
     """A near miss derived from the oracle: it must fail a required expectation."""
 
     kind: str = Field(
-        description="drop | redirect | code | reorder | collateral | duplicate | slot"
+        description=(
+            "drop | redirect | code | reorder | collateral | duplicate | slot | guess | "
+            "message-* | element | delete"
+        )
     )
     description: str
     caught_by: list[str] = Field(
@@ -75,7 +78,9 @@ class RewriteOut(ApiModel):
     """An equivalent rewrite of the oracle: it must pass; failing is a false failure."""
 
     kind: str = Field(
-        description="offset | choice | transaction | put-create | create-then-patch | extras"
+        description=(
+            "offset | choice | transaction | put-create | create-then-patch | extras | free"
+        )
     )
     description: str
     passed: bool
@@ -102,6 +107,17 @@ class VariantReportOut(ApiModel):
     false_failures: list[RewriteOut]
     never_decisive: list[str]
     mutant_grading: str = Field(description="memory | real runs")
+    generated: dict[str, int] = Field(
+        default_factory=dict,
+        description=(
+            "the check's own adversaries by kind: element and delete mutants (must fail), "
+            "free alternatives (must pass)"
+        ),
+    )
+    free_unmet: list[str] = Field(
+        default_factory=list,
+        description="free choices (Type.path) for which no tried value met the constraints",
+    )
     simulation_disagreed: list[str]
 
 

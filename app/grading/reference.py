@@ -43,7 +43,7 @@ from typing import Any
 
 import orjson
 
-from app.grading.changes import changed_paths, no_net_change
+from app.grading.changes import changed_paths, content_key, no_net_change
 from app.grading.fhirpath import FhirPathContext
 from app.grading.replay import Replay, is_replay_ref, starting_point
 from app.grading.scoring import MAX_LISTED, capped, count_bounds, make_result
@@ -691,6 +691,10 @@ def grade_reference(
             if want is not None and got is not None
             else []
         )
+        if not diffs and e is None and a is not None and before is not None and got is not None:
+            # A resource the reference never writes, written anyway: every change of it is
+            # collateral, informational ones too (a note added to an unrelated Condition).
+            diffs = [f"{p} changed" for p in changed_paths(before, got)[:MAX_DIFFS]]
         olds.append(_Old(ref, e, a, before, want, got, diffs))
 
     _replacements(olds, pairs, ctx, free, fp, matches)
@@ -853,11 +857,15 @@ def _conversation(
         set() if wanted else {r for c in expected for r in c.all_refs if r.startswith("Patient/")}
     )
     reached: set[str] = set()
+    first_of: dict[str, str] = {}  # what a message says and to whom -> the first that did
     for c in sent:
         body = c.resource or {}
         ref = _ref(c)
         to = [ctx.resolve(r) for r in _refs(body.get("recipient"))]
         problems = []
+        original = first_of.setdefault(content_key(body), ref)
+        if original != ref:
+            problems.append(f"a duplicate of {original} (the same message twice)")
         if not wanted and not (to and set(to) <= told):
             problems.append("the reference sends no message")
         elif wanted:

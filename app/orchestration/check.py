@@ -329,8 +329,9 @@ async def _check_variant(
         verdict_json = final.verdict or {}
         report.oracle_passed = final.status == runs_service.RunStatus.PASSED
         report.oracle_failing = _required_failing_json(verdict_json)
-        if not report.oracle_passed:
-            return report
+        # A failing oracle does not stop the check: what else is wrong with the scenario
+        # (surviving mutants, false failures, free choices nothing meets) is reported too,
+        # so one round of fixes can address all of it.
 
         if runs_service.needs_grounding(expectations):
             # What the oracle was shown (its reads' answers) is what a near miss or a

@@ -620,24 +620,28 @@ class _Checker:
                 and not is_known_type(before_write)
             ):
                 self.add(f"{path}/beforeWrite", f"unknown FHIR resource type {before_write!r}")
-            content = ("says", "saysAny", "mentions", "not")
-            if (
-                kind == "message"
-                and any(expectation.get(k) for k in content)
-                and not (expectation.get("grounded") or expectation.get("claims"))
-            ):
-                self.warn(
-                    path,
-                    "a message check with neither grounded nor claims: a wrong date, dose or "
-                    "claim in the message passes it",
-                )
             for w_index, where in enumerate(_list(expectation.get("where"))):
                 if isinstance(where, str) and _vacuous(where):
                     self.warn(
                         f"{path}/where/{w_index}",
-                        "true on an empty collection (all() over nothing, or an empty()/"
-                        "not exists() alternative): it holds when the element is absent",
+                        "all() is true over an empty collection: this holds when the element "
+                        "is absent (say what absence means with exists() or empty())",
                     )
+        messages = [
+            (index, e)
+            for index, e in enumerate(_list(data.get("expectations")))
+            if isinstance(e, dict) and e.get("type") == "message"
+        ]
+        content = ("says", "saysAny", "mentions", "not")
+        if any(any(e.get(k) for k in content) for _, e in messages) and not any(
+            e.get("grounded") or e.get("claims") for _, e in messages
+        ):
+            first = next(i for i, e in messages if any(e.get(k) for k in content))
+            self.warn(
+                f"/expectations/{first}",
+                "a message check with neither grounded nor claims, and no other message check "
+                "with them: a wrong date, dose or claim in the messages passes",
+            )
         raw_strict = data.get("strict")
         strict: dict[str, Any] = raw_strict if isinstance(raw_strict, dict) else {}
         oracle = _list(data.get("oracle"))
@@ -993,13 +997,16 @@ class _Checker:
 _EXPECTATION_INDEX_RE = re.compile(r"^/expectations/(\d+)(?=/|$)")
 
 
-_VACUOUS_RE = re.compile(r"\.all\(|^\s*\S*\.?(empty\(\)|not\(\)|exists\(\)\.not\(\))\s+or\b")
+_ALL_RE = re.compile(r"\.all\(")
+_EXPLICIT_EMPTY_RE = re.compile(r"(empty\(\)|exists\(\))")
 
 
 def _vacuous(expression: str) -> bool:
-    """FHIRPath that holds on an empty collection: `x.all(…)` (true over nothing), or
-    an alternative `x.empty() or …` / `x.exists().not() or …`."""
-    return bool(_VACUOUS_RE.search(expression))
+    """FHIRPath whose `all(…)` is true over nothing, with no `exists()`/`empty()` in the
+    expression saying what an absent element should mean: `coding.all(code = 'x')`
+    holds for a resource with no coding at all. An explicit `x.empty() or …` is the
+    author's choice and is not reported."""
+    return bool(_ALL_RE.search(expression)) and not _EXPLICIT_EMPTY_RE.search(expression)
 
 
 def _variant_path(path: str, prefix: str, own: int) -> str:

@@ -326,3 +326,40 @@ async def test_cli_exit_status_and_table(settings: Settings, tmp_path: Path) -> 
     bad.write_text('{"id": "x"')
     code, text = await cli(str(bad))
     assert code == 1 and "cannot read" in text
+
+
+def _unguarded(scenario_id: str) -> dict[str, Any]:
+    """A built-in scenario as a careless import would write it: no `changes` guard, no
+    must-not-happen expectation (count max 0) — only what must happen."""
+    document: dict[str, Any] = json.loads((ROOT / "scenarios" / f"{scenario_id}.json").read_text())
+    kept = [
+        e
+        for e in document["expectations"]
+        if e["type"] != "changes" and (e.get("count") or {}).get("max") != 0
+    ]
+    kept_ids = {e["id"] for e in kept}
+    for e in kept:  # a `before`/`after` on a dropped expectation cannot stay
+        if e.get("before") not in (None, *kept_ids) or e.get("after") not in (None, *kept_ids):
+            e.pop("before", None)
+            e.pop("after", None)
+    return {**document, "id": f"custom.unguarded-{scenario_id}", "expectations": kept}
+
+
+@pytest.mark.parametrize(
+    "scenario_id", ["results.identity-two-charts", "coverage.lapsed-coverage-message"]
+)
+async def test_an_imported_scenario_without_guards_is_strict_by_default(
+    tenant: TenantHandle, scenario_id: str
+) -> None:
+    """Deleting the look-alike chart or the Coverage, extending a Coverage, touching a
+    result: nothing in such a scenario forbids them, and each still fails — by the
+    end-state comparison every imported scenario gets."""
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=180) as client:
+        report = await _import_and_check(client, tenant.server, _unguarded(scenario_id))
+    variant = report["variants"][0]
+    assert variant["survivors"] == [], variant["survivors"]
+    deletes = [m for m in variant["caught"] if m["kind"] == "delete"]
+    assert deletes and all("matches-reference" in m["caughtBy"] for m in deletes)
+    collateral = [m for m in variant["caught"] if m["kind"] == "collateral"]
+    assert collateral and all("matches-reference" in m["caughtBy"] for m in collateral)
+    assert variant["generated"]["element"] > 0
