@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.orchestration.check import ScenarioReport, VariantReport
+from app.runs.defaults import default_expectations
 from app.scenarios.schema import (
     AnyOfExpectation,
     ApiCallExpectation,
@@ -16,6 +17,7 @@ from app.scenarios.schema import (
     Expectation,
     FieldExpectation,
     MessageExpectation,
+    ReferenceExpectation,
     ResourceExpectation,
     RubricExpectation,
     WebhookExpectation,
@@ -119,7 +121,15 @@ def _detail(e: Expectation) -> tuple[str, list[str]]:
         before = f" before {e.before}" if e.before else ""
         return f"a call {e.method} {e.path}{before}{_count(e.count)}", []
     if isinstance(e, AskedExpectation):
-        return f"the patient is asked about {e.fact} before {e.before}", []
+        before = e.before if e.before is not None else f"the first {e.before_write} written"
+        return f"the patient is asked about {e.fact} before {before}", []
+    if isinstance(e, ReferenceExpectation):
+        free = ", ".join(f"{c.resource_type}.{c.path}" for c in e.free)
+        messages = "" if e.messages is None else f"; messages{_count(e.messages)}"
+        detail = "added by default: the end state matches the reference solution's " + (
+            f"(free choices: {free}){messages}" if free else f"(no free choices){messages}"
+        )
+        return detail, [f"{c.resource_type}.{c.path}: {w}" for c in e.free for w in c.where]
     if isinstance(e, RubricExpectation):
         return f"judged against a rubric (threshold {e.threshold:g}) on {', '.join(e.of)}", [
             e.rubric
@@ -242,7 +252,8 @@ def scenario_details(loaded: LoadedScenario) -> ScenarioDetails:
         scheduling=s.scheduling,
         fixture=[resource_view(r) for r in s.fixture],
         stimulus=[resource_view(r) for r in s.stimulus],
-        expectations=[expectation_view(e) for e in s.expectations],
+        # What every run of it gets besides its own (strict by default).
+        expectations=[expectation_view(e) for e in [*s.expectations, *default_expectations(s)]],
         variants=[baseline, *personas],
         patient_sim=None
         if sim is None
