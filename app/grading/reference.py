@@ -55,6 +55,7 @@ from app.grading.snapshot import (
     is_simulated,
 )
 from app.scenarios.consequential import (
+    BOOKKEEPING_TYPES,
     DERIVED_TYPES,
     MESSAGE_TYPES,
     SENT_STATUSES,
@@ -628,7 +629,10 @@ def grade_reference(
     actual = [
         c
         for c in snapshot.changed
-        if (c.via_run or c.run_id is not None) and not is_simulated(c) and no_net_change(c) is None
+        if (c.via_run or c.run_id is not None)
+        and not is_simulated(c)
+        and c.resource_type not in BOOKKEEPING_TYPES
+        and no_net_change(c) is None
     ]
     aliases = _aliases(start)
     known = {r for c in expected_all for r in c.all_refs} | set(snapshot.patient_refs) | read

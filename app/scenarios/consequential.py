@@ -343,6 +343,9 @@ MESSAGE_TYPES = frozenset({"Communication"})
 SENT_STATUSES = frozenset({"completed", "in-progress"})
 # Changes that follow from a booking rather than being one (a Slot marked busy or free).
 DERIVED_TYPES = frozenset({"Slot"})
+# Records about the work, not the work: a system that logs what it did (R4 Provenance,
+# AuditEvent) changes nothing in the chart.
+BOOKKEEPING_TYPES = frozenset({"Provenance", "AuditEvent"})
 
 
 def elements_of(resource_type: str, *resources: dict[str, object] | None) -> tuple[Element, ...]:

@@ -331,6 +331,17 @@ RIGHT: dict[str, list[OracleCall]] = {
         post(task()),
     ],
     "rewritten unchanged": [*ORACLE, call("PUT", "/Coverage/@coverage", None)],
+    "what it did logged as Provenance": [
+        *ORACLE,
+        post(
+            {
+                "resourceType": "Provenance",
+                "target": [{"reference": "Appointment/replay-1"}],
+                "recorded": "2026-03-03T09:05:00Z",
+                "agent": [{"who": {"reference": "Organization/demo-canonical-org"}}],
+            }
+        ),
+    ],
 }
 
 
