@@ -414,8 +414,18 @@ def _loose_reference_differs(path: str, want: Any, got: Any, ctx: _Context) -> s
     return None
 
 
+# The clinic itself (its Organization and Locations) may be named anywhere; a
+# practitioner only where the reference solution names them (a referral's performer the
+# reference leaves open is not free to be the dermatologist: a scenario says so with `free`).
+_CLINIC_TYPES = ("Organization/", "Location/")
+
+
 def _known(ref: str, ctx: _Context) -> bool:
-    return ref in ctx.known or ref in ctx.created or "/demo-canonical-" in ref
+    return (
+        ref in ctx.known
+        or ref in ctx.created
+        or (ref.startswith(_CLINIC_TYPES) and "/demo-canonical-" in ref)
+    )
 
 
 def _take(ref: str, remaining: list[str], ctx: _Context) -> str | None:

@@ -27,6 +27,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from app.errors import AppError
+from app.fhir import writes
 from app.fhir.validation import required_codes
 from app.grading.fhirpath import FhirPathContext
 from app.grading.snapshot import RunSnapshot
@@ -152,6 +154,17 @@ def _mover(path: str, by: timedelta) -> Change:
     return change
 
 
+def _lengthen(by: timedelta) -> Change:
+    def change(body: dict[str, Any]) -> None:
+        end = _instant(body.get("end"))
+        if end is not None:
+            body["end"] = _text(end + by)
+        if isinstance(body.get("minutesDuration"), int):
+            body["minutesDuration"] += int(by.total_seconds() // 60)
+
+    return change
+
+
 def _other_code(resource_type: str, element: Element, current: Any) -> Any:
     if element.path == "priority":
         expedited = current in ("urgent", "asap", "stat")
@@ -222,15 +235,7 @@ def _element_changes(
         elif kind == "time" and _choice_key(body, path) is not None:
             yield f"{path} five weeks later", _mover(path, FIVE_WEEKS)
         elif kind == "duration" and _instant(body.get("end")) is not None:
-
-            def longer(b: dict[str, Any]) -> None:
-                end = _instant(b.get("end"))
-                if end is not None:
-                    b["end"] = _text(end + LONGER)
-                if isinstance(b.get("minutesDuration"), int):
-                    b["minutesDuration"] += int(LONGER.total_seconds() // 60)
-
-            yield "90 minutes longer", longer
+            yield "90 minutes longer", _lengthen(LONGER)
         elif kind == "participant" and isinstance(value, list):
             for index, participant in enumerate(value):
                 actor = str((participant.get("actor") or {}).get("reference", ""))
@@ -370,6 +375,9 @@ def _candidates(
         for by in _SHIFTS:
             minutes = int(by.total_seconds() // 60)
             yield f"{path} moved {minutes:+d} min", _mover(path, by)
+    elif path == "duration":
+        for minutes in (30, 15, -15, 60):
+            yield f"{minutes:+d} min longer", _lengthen(timedelta(minutes=minutes))
     elif path == "participant.actor":
         refs = [lit for lit in _literals(choice) if lit.startswith("Practitioner")]
         for ref in [*refs, *DIRECTORY_PRACTITIONERS]:
@@ -394,18 +402,24 @@ def _candidates(
         for ref in [*refs, *named, *DIRECTORY_PRACTITIONERS, "Organization/demo-canonical-org"]:
             if ref.endswith("/"):
                 continue
+            yield f"{path} {ref}", _setter(path, [{"reference": ref}])
             yield f"{path} {ref}", _setter(path, {"reference": ref})
         systems = [lit for lit in literals if lit.startswith("http")]
         codes = [lit for lit in literals if lit not in systems and "/" not in lit]
         for system in systems:
             for code in codes:
+                concept = {"coding": [{"system": system, "code": code}]}
+                what = f"{path} {system.rsplit('/', 1)[-1]}|{code}"
+                yield what, _setter(path, concept)
+                yield what, _setter(path, [concept])
 
-                def recode(
-                    b: dict[str, Any], p: str = path, s: str = system, c: str = code
-                ) -> None:
-                    b[p] = {"coding": [{"system": s, "code": c}]}
 
-                yield f"{path} {system.rsplit('/', 1)[-1]}|{code}", recode
+def _valid(resource_type: str, body: dict[str, Any]) -> bool:
+    try:
+        writes.validated(resource_type, copy.deepcopy(body))
+    except AppError:
+        return False
+    return True
 
 
 def _changed_strings(before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
@@ -468,6 +482,8 @@ def derive_free_alternatives(
                 change(tried)
                 if tried == original:
                     continue
+                if not _valid(choice.resource_type, tried):
+                    continue  # e.g. a list where FHIR has one value: not a write at all
                 if all(fp.check(where, tried).holds for where in choice.where):
                     rewrites.append(
                         Rewrite(

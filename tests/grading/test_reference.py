@@ -513,7 +513,7 @@ def test_worked_example_a_correct_other_booking_and_an_extra_message_pass() -> N
 @pytest.mark.parametrize(
     ("change", "words"),
     [
-        (_two_hours, "duration: reference 30 min, run 120 min"),
+        (_two_hours, "free duration: start.minutesUntil(end) >= 30"),
         (_declined, "participant:"),
         (_saturday, "free start: start.weekday() <= 5 does not hold"),
     ],
@@ -534,3 +534,37 @@ def test_worked_example_an_edited_phone_number_fails() -> None:
     result = _worked(lambda body: None, phone)
     assert result.passed is False
     assert "collateral: updated Patient/" in result.detail, result.detail
+
+
+REFERRAL = {
+    "resourceType": "ServiceRequest",
+    "status": "active",
+    "intent": "order",
+    "code": {"coding": [{"system": "http://snomed.info/sct", "code": "183519002"}]},
+    "subject": {"reference": "@patient"},
+    "requester": {"reference": "Practitioner/demo-canonical-prac-patel"},
+}
+CARDIOLOGIST = FreeChoice(
+    resource_type="ServiceRequest",
+    path="performer",
+    where=["performer.all(reference = 'Practitioner/demo-canonical-prac-okafor')"],
+)
+
+
+@pytest.mark.parametrize(
+    ("performer", "free", "holds"),
+    [
+        ("Practitioner/demo-canonical-prac-nguyen", [], False),
+        ("Practitioner/demo-canonical-prac-okafor", [], False),
+        ("Practitioner/demo-canonical-prac-nguyen", [CARDIOLOGIST], False),
+        ("Practitioner/demo-canonical-prac-okafor", [CARDIOLOGIST], True),
+        ("Organization/demo-canonical-org", [], True),
+    ],
+    ids=["dermatologist", "unnamed-cardiologist", "free-dermatologist", "free-cardiologist", "org"],
+)
+def test_a_performer_the_reference_leaves_open_is_not_anyone(
+    performer: str, free: list[FreeChoice], holds: bool
+) -> None:
+    done = [post({**REFERRAL, "performer": [{"reference": performer}]})]
+    result = graded(done, oracle=[post(REFERRAL)], free=free)
+    assert result.passed is holds, result.detail
