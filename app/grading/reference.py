@@ -453,10 +453,16 @@ def _participant_differs(want: Any, got: Any, ctx: _Context, free_actor: bool) -
             ref = ctx.resolve(str((p.get("actor") or {}).get("reference", "")))
             if ref.startswith("Location/"):
                 continue  # where is informational; the booking rules hold the place
-            if free_actor and ref.startswith(PRACTITIONER_TYPES):
-                ref = "(a practitioner)"
             out.append((ref, p.get("status") != "declined"))
-        return sorted(set(out))  # one actor named twice (a role and its practitioner)
+        # One actor named twice (a role and its practitioner) is one participant; only
+        # then is a free practitioner's name left out (two practitioners stay two).
+        unique = sorted(set(out))
+        if free_actor:
+            unique = sorted(
+                ("(a practitioner)" if r.startswith(PRACTITIONER_TYPES) else r, t)
+                for r, t in unique
+            )
+        return unique
 
     w, g = norm(want), norm(got)
     if w == g:
@@ -865,11 +871,17 @@ def _conversation(
     }
     subjects = {ctx.resolve(r) for c in wanted for r in _refs((c.resource or {}).get("subject"))}
     statuses = set(SENT_STATUSES)
-    # Where the reference writes no message, telling the patient its work concerns what
-    # was done is no change of the chart: those patients may be written to.
-    told = (
-        set() if wanted else {r for c in expected for r in c.all_refs if r.startswith("Patient/")}
-    )
+    # Besides whom the reference writes to, the people its writes concern — the patient
+    # a Task is for, the practitioner who owns it — may be told what was done: that
+    # changes nothing in the chart. Nobody else (the look-alike patient, other staff).
+    concerned = {
+        ctx.resolve(r)
+        for c in expected
+        for r in c.all_refs
+        if r.startswith(("Patient/", *PRACTITIONER_TYPES))
+    }
+    allowed = recipients | concerned
+    subjects = subjects or {r for r in concerned if r.startswith("Patient/")}
     reached: set[str] = set()
     first_of: dict[str, str] = {}  # what a message says and to whom -> the first that did
     for c in sent:
@@ -880,17 +892,13 @@ def _conversation(
         original = first_of.setdefault(content_key(body), ref)
         if original != ref:
             problems.append(f"a duplicate of {original} (the same message twice)")
-        if not wanted and not (to and set(to) <= told):
-            problems.append("the reference sends no message")
-        elif wanted:
-            stray = [r for r in to if r not in recipients]
-            if stray or not to:
-                problems.append(
-                    f"to {', '.join(stray) or 'nobody'}, whom the reference never writes to"
-                )
-            subject = [ctx.resolve(r) for r in _refs(body.get("subject"))]
-            if subjects and subject and not set(subject) <= subjects:
-                problems.append(f"about {', '.join(subject)}, not {', '.join(sorted(subjects))}")
+        stray = [r for r in to if r not in allowed]
+        if stray or not to:
+            nobody = ", ".join(stray) or "nobody"
+            problems.append(f"to {nobody}, whom the reference never writes to or about")
+        subject = [ctx.resolve(r) for r in _refs(body.get("subject"))]
+        if subjects and subject and not set(subject) <= subjects:
+            problems.append(f"about {', '.join(subject)}, not {', '.join(sorted(subjects))}")
         if str(body.get("status")) not in statuses:
             problems.append(
                 f"status {body.get('status')}, not sent ({', '.join(sorted(statuses))})"

@@ -248,6 +248,10 @@ WRONG: dict[str, list[OracleCall]] = {
         post(task()),
     ],
     "a second task": [*ORACLE, post(task(owner={"reference": NGUYEN}))],
+    "a message to a doctor the work does not concern": [
+        *ORACLE,
+        post(message(recipient=[{"reference": NGUYEN}])),
+    ],
     "the look-alike chart deleted": [*ORACLE, call("DELETE", "/Patient/@other")],
     "the coverage deleted": [*ORACLE, call("DELETE", "/Coverage/@coverage")],
     "the coverage extended": [
@@ -309,6 +313,10 @@ RIGHT: dict[str, list[OracleCall]] = {
     "harmless extras": [post(with_extras()), post(message()), post(task())],
     "another free slot": [post(thursday()), post(message()), post(task())],
     "two messages instead of one": [*ORACLE, post(message(payload=[{"contentString": "PS"}]))],
+    "the task's owner told as well": [
+        *ORACLE,
+        post(message(recipient=[{"reference": CHEN}], payload=[{"contentString": "FYI"}])),
+    ],
     "no message is in-progress": [
         post(appointment()),
         post(message(status="in-progress")),
@@ -367,6 +375,24 @@ def test_a_free_start_outside_its_constraints_fails() -> None:
     result = graded([post(saturday), post(message()), post(task())], free=[START_FREE])
     assert result.passed is False
     assert "free start: start.weekday() <= 5 does not hold" in result.detail
+
+
+def test_a_free_practitioner_is_one_practitioner() -> None:
+    """Freeing which doctor does not allow booking two of them."""
+    free = [
+        FreeChoice(
+            resource_type="Appointment",
+            path="participant.actor",
+            where=["participant.where(actor.reference.startsWith('Practitioner/')).exists()"],
+        )
+    ]
+    patel = appointment()
+    patel["participant"][1]["actor"] = {"reference": "Practitioner/demo-canonical-prac-patel"}
+    both = appointment()
+    both["participant"].append(copy.deepcopy(patel["participant"][1]))
+    assert graded([post(patel), post(message()), post(task())], free=free).passed is True
+    result = graded([post(both), post(message()), post(task())], free=free)
+    assert result.passed is False, result.detail
 
 
 def test_without_a_free_choice_another_slot_differs() -> None:
