@@ -65,7 +65,9 @@ NOT_CONTENT = frozenset(
 def content_key(resource: dict[str, Any]) -> str:
     """What a created resource says, for spotting a duplicate: its JSON without the
     NOT_CONTENT elements, keys sorted."""
-    return json.dumps({k: v for k, v in resource.items() if k not in NOT_CONTENT}, sort_keys=True)
+    kept = {k: v for k, v in resource.items() if k not in NOT_CONTENT}
+    # Stored decimals are Decimal (their scale kept): written as their text.
+    return json.dumps(kept, sort_keys=True, default=str)
 
 
 def changed_paths(before: Any, after: Any, prefix: str = "") -> list[str]:

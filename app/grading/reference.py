@@ -225,17 +225,41 @@ def _plain(value: Any) -> Any:
         return {k: _plain(v) for k, v in sorted(value.items()) if k not in _UNCOMPARED_KEYS}
     if isinstance(value, list):
         items = [_plain(v) for v in value]
-        return sorted(items, key=lambda v: orjson.dumps(v, option=orjson.OPT_SORT_KEYS))
+        return sorted(items, key=_order)
     if isinstance(value, str):
         moment = _instant(value)
         if isinstance(moment, datetime):
             return moment.astimezone(UTC).isoformat()
-    if isinstance(value, float | int) and not isinstance(value, bool):
-        try:
+    if isinstance(value, Decimal | float | int) and not isinstance(value, bool):
+        try:  # 7.40, 7.4 and 7.4e0 are one number (FHIR decimals keep their scale)
             return str(Decimal(str(value)).normalize())
         except InvalidOperation:
-            return value
+            return str(value)
     return value
+
+
+def _canonical(resource: Mapping[str, Any]) -> Any:
+    """A resource's whole content (but `meta`) in one form: instants as instants,
+    decimals as numbers, lists in one order."""
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in sorted(value.items())}
+        if isinstance(value, list):
+            return sorted((walk(v) for v in value), key=_order)
+        if isinstance(value, str):
+            moment = _instant(value)
+            return moment.astimezone(UTC).isoformat() if isinstance(moment, datetime) else value
+        if isinstance(value, Decimal | float | int) and not isinstance(value, bool):
+            return str(Decimal(str(value)).normalize())
+        return value
+
+    return walk({k: v for k, v in resource.items() if k != "meta"})
+
+
+def _order(value: Any) -> bytes:
+    """A sort key for plain JSON values (decimals as their text)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str)
 
 
 def _show(value: Any) -> str:
@@ -334,7 +358,7 @@ def _dosages(value: Any) -> list[Any]:
             for item in items
             if isinstance(item, dict)
         ),
-        key=lambda v: orjson.dumps(v, option=orjson.OPT_SORT_KEYS),
+        key=_order,
     )
 
 
@@ -711,9 +735,17 @@ def grade_reference(
             if want is not None and got is not None
             else []
         )
-        if not diffs and e is None and a is not None and before is not None and got is not None:
+        if (
+            not diffs
+            and e is None
+            and a is not None
+            and before is not None
+            and got is not None
+            and _canonical(before) != _canonical(got)
+        ):
             # A resource the reference never writes, written anyway: every change of it is
-            # collateral, informational ones too (a note added to an unrelated Condition).
+            # collateral, informational ones too (a note added to an unrelated Condition);
+            # the same content in another order or form is no change.
             diffs = [f"{p} changed" for p in changed_paths(before, got)[:MAX_DIFFS]]
         olds.append(_Old(ref, e, a, before, want, got, diffs))
 

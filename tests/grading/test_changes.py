@@ -245,3 +245,19 @@ def test_an_allow_entry_with_paths_limits_what_an_update_may_touch() -> None:
     assert result.passed is False
     assert "updated Appointment/appt-1 beyond what filed allows" in result.detail
     assert result.evidence.clauses[0]["value"] == "start (allowed: comment)"
+
+
+def test_a_created_resource_with_decimals_is_compared_not_an_error() -> None:
+    """Stored resources carry decimals as Decimal; two created with one value are a
+    duplicate, and the guard says so instead of failing with a grading error."""
+    from decimal import Decimal
+
+    from app.grading.changes import content_key
+
+    a = {
+        "resourceType": "Observation",
+        "status": "final",
+        "valueQuantity": {"value": Decimal("7.4")},
+    }
+    assert content_key(a) == content_key(dict(a, id="other"))
+    assert content_key(a) != content_key({**a, "valueQuantity": {"value": Decimal("7.5")}})

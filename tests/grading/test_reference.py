@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -594,3 +595,36 @@ def test_a_performer_the_reference_leaves_open_is_not_anyone(
     done = [post({**REFERRAL, "performer": [{"reference": performer}]})]
     result = graded(done, oracle=[post(REFERRAL)], free=free)
     assert result.passed is holds, result.detail
+
+
+def test_decimals_in_repeating_elements_compare_as_numbers() -> None:
+    """Stored resources hold decimals as Decimal (their scale kept): a component list of
+    them sorts and compares, 7.40 equal to 7.4, 7.5 not."""
+    point = starting_point()
+    panel: dict[str, Any] = {
+        "resourceType": "Observation",
+        "id": "r1-panel",
+        "status": "final",
+        "code": {"coding": [{"system": "http://loinc.org", "code": "24320-4"}]},
+        "subject": {"reference": "Patient/r1-patient"},
+        "component": [
+            {"code": {"text": "K"}, "valueQuantity": {"value": Decimal("7.40"), "unit": "mmol/L"}},
+            {"code": {"text": "Na"}, "valueQuantity": {"value": Decimal("140"), "unit": "mmol/L"}},
+        ],
+    }
+    point.fixture["panel"] = "Observation/r1-panel"
+    point.current["panel"] = panel
+    expectation = ReferenceExpectation(
+        id="matches-reference", type="reference", label="ref", oracle=ORACLE
+    )
+    same = copy.deepcopy(panel)
+    same["component"][0]["valueQuantity"]["value"] = Decimal("7.4")
+    same["component"].reverse()
+    snapshot = Replay(point).run([*ORACLE, call("PUT", "/Observation/r1-panel", same)])
+    assert grade([expectation], snapshot).results[0].passed is True
+    edited = copy.deepcopy(panel)
+    edited["component"][0]["valueQuantity"]["value"] = Decimal("7.5")
+    snapshot = Replay(point).run([*ORACLE, call("PUT", "/Observation/r1-panel", edited)])
+    result = grade([expectation], snapshot).results[0]
+    assert result.passed is False
+    assert "collateral: updated Observation/r1-panel" in result.detail
