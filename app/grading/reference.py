@@ -56,6 +56,7 @@ from app.grading.snapshot import (
 )
 from app.scenarios.consequential import (
     BOOKKEEPING_TYPES,
+    CHOICE_STEMS,
     DERIVED_TYPES,
     MESSAGE_TYPES,
     SENT_STATUSES,
@@ -141,7 +142,7 @@ def _get(resource: Mapping[str, Any] | None, element: Element) -> Any:
         return _duration(resource)
     if element.path in resource:
         return resource[element.path]
-    if element.kind == "time":  # a choice type by its stem
+    if element.path in CHOICE_STEMS:  # `value` is valueQuantity, valueString …
         stem = element.path
         for key, value in resource.items():
             if key.startswith(stem) and key[len(stem) : len(stem) + 1].isupper():
@@ -164,7 +165,10 @@ def _instant(value: Any) -> datetime | date | None:
 
 
 def _span(value: Any) -> tuple[Any, Any]:
-    """A dateTime, Period or Timing as (start, end) instants (end None for a moment)."""
+    """A dateTime, Period or Timing as (start, end) instants (end None for a moment); of
+    a list (an Appointment's requestedPeriod), its first."""
+    if isinstance(value, list):
+        return _span(value[0]) if value else (None, None)
     if isinstance(value, str):
         return _instant(value), None
     if isinstance(value, dict):

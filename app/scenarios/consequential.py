@@ -335,6 +335,21 @@ TABLE: dict[str, tuple[Element, ...]] = {
     ),
 }
 
+# The table's R4 choice elements (`value[x]`, `occurrence[x]` …), named by their stem.
+CHOICE_STEMS = frozenset(
+    {
+        "value",
+        "effective",
+        "occurrence",
+        "medication",
+        "asNeeded",
+        "onset",
+        "abatement",
+        "deceased",
+        "multipleBirth",
+    }
+)
+
 # Written once sent and never compared one to one: messages pair as a conversation.
 MESSAGE_TYPES = frozenset({"Communication"})
 # Statuses in which a message has gone out.

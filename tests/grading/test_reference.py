@@ -267,6 +267,10 @@ WRONG: dict[str, list[OracleCall]] = {
             [{"op": "replace", "path": "/interpretation/0/coding/0/code", "value": "N"}],
         ),
     ],
+    "the lab's value edited": [
+        *ORACLE,
+        call("PATCH", "/Observation/@lab", {"valueQuantity": {"value": 6.1, "unit": "%"}}),
+    ],
     "an existing visit cancelled": [
         *ORACLE,
         call("PATCH", "/Appointment/@visit", {"status": "cancelled"}),
@@ -628,3 +632,30 @@ def test_decimals_in_repeating_elements_compare_as_numbers() -> None:
     result = grade([expectation], snapshot).results[0]
     assert result.passed is False
     assert "collateral: updated Observation/r1-panel" in result.detail
+
+
+def test_choice_elements_are_read_by_their_stem_only() -> None:
+    """`medication[x]` is read as medicationCodeableConcept; a ServiceRequest's
+    `performerType` is not its `performer`."""
+    lisinopril = {
+        "coding": [{"system": "http://www.nlm.nih.gov/research/umls/rxnorm", "code": "314076"}]
+    }
+    other = {
+        "coding": [{"system": "http://www.nlm.nih.gov/research/umls/rxnorm", "code": "314077"}]
+    }
+    order = {
+        "resourceType": "MedicationRequest",
+        "status": "active",
+        "intent": "order",
+        "medicationCodeableConcept": lisinopril,
+        "subject": {"reference": "@patient"},
+    }
+    assert graded([post(order)], oracle=[post(order)]).passed is True
+    wrong = {**order, "medicationCodeableConcept": other}
+    result = graded([post(wrong)], oracle=[post(order)])
+    assert result.passed is False and "medication:" in result.detail, result.detail
+    typed = {
+        **REFERRAL,
+        "performerType": {"coding": [{"system": "http://snomed.info/sct", "code": "17561000"}]},
+    }
+    assert graded([post(typed)], oracle=[post(typed)]).passed is True
