@@ -92,7 +92,7 @@ def call_view(call: Call) -> dict[str, Any]:
     (`{"name", "valueString"}`), then the body's own parameters (a Parameters body's
     `parameter` as sent; a plain JSON object's top-level values as `valueString`, e.g.
     the eligibility check's `patient` and `date`) — `request` (the body) and `response`
-    (the answer), each as kept by the trace (their first 32 KiB)."""
+    (the answer), each as kept by the trace (their first 256 KiB)."""
     parameters: list[dict[str, Any]] = [
         {"name": k, "valueString": v} for k, v in parse_qsl(call.query, keep_blank_values=True)
     ]

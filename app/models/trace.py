@@ -30,10 +30,10 @@ class TraceCall(Base):
     duration_ms: Mapped[float] = mapped_column(Float)
     transport: Mapped[str] = mapped_column(Text)
     refs: Mapped[list[str]] = mapped_column(ARRAY(Text))
-    # Run-attributed calls only: the response body (JSON), its first RESPONSE_CAP bytes,
+    # The response body (JSON), its first RESPONSE_CAP bytes,
     # and its full size (larger than the text kept when it was cut).
     response: Mapped[str | None] = mapped_column(Text)
     response_bytes: Mapped[int | None] = mapped_column(Integer)
-    # Run-attributed calls only: the request body, its first RESPONSE_CAP bytes (what an
+    # The request body, its first RESPONSE_CAP bytes (what an
     # `api_call` expectation's `where` reads of the call).
     request: Mapped[str | None] = mapped_column(Text)

@@ -542,7 +542,7 @@ async def _shown(conn: Conn, run: RunRow, snapshot: RunSnapshot, until: datetime
             if key in wanted and row["resource"] is not None:
                 shown.append(jsontext.loads(row["resource"]))
     for row in await trace_service.responses_of_run(
-        conn, tenant_id=run.tenant_id, run_id=run.id, until=until
+        conn, tenant_id=run.tenant_id, run_id=run.id, since=run.started_at, until=until
     ):
         path = row["path"]
         if row["method"] == "GET" or "/$" in path or path.endswith("/_search"):

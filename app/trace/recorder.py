@@ -47,10 +47,11 @@ COLUMNS = (
     "response_bytes",
     "request",
 )
-# What is kept of a run-attributed call's response body: what the system under test was
-# shown, for the message checks' `grounded` (a Slot search of a few weeks fits). A longer
-# body is cut there; `response_bytes` keeps its full size.
-RESPONSE_CAP = 32_768
+# What is kept of a call's response body: what the system under test was shown, for the
+# message checks' `grounded` (a two-week `$find` of every practitioner fits; 32 KiB cut
+# such an answer after its first days, so later times were "never shown"). A longer body
+# is cut there; `response_bytes` keeps its full size.
+RESPONSE_CAP = 262_144
 _JSON_TYPES = (b"application/json", b"application/fhir+json", b"application/problem+json")
 # Requests under these path prefixes are recorded.
 RECORDED_PREFIXES = ("/api/fhir/r4", "/api/eligibility", "/api/testing/runs/")
@@ -230,8 +231,10 @@ class TraceMiddleware:
                         (time.perf_counter() - started) * 1000.0,
                         state.get(TRANSPORT_KEY, self.transport),
                         [_text(r) for r in refs],
-                        *(body.kept() if run_id is not None else (None, None)),
-                        asked.kept() if run_id is not None else None,
+                        # Kept for shared calls too: a run's system may read the tenant
+                        # base (a `$find` touches no fixture), and it was shown that.
+                        *body.kept(),
+                        asked.kept(),
                     )
                 )
 

@@ -41,17 +41,20 @@ async def calls_for_grading(
 
 
 async def responses_of_run(
-    conn: Conn, *, tenant_id: uuid.UUID, run_id: str, until: datetime
+    conn: Conn, *, tenant_id: uuid.UUID, run_id: str, since: datetime, until: datetime
 ) -> list[asyncpg.Record]:
-    """The kept response bodies (at, method, path, response) of the run's own successful
-    calls up to `until`, oldest first."""
+    """The kept response bodies (at, method, path, response) of the successful calls
+    the run's system made up to `until`, oldest first: its own, and the calls shared by
+    every live run of the tenant in its window (a `$find` on the tenant base touches no
+    run's fixture, yet it is what the system read)."""
     return await conn.fetch(
         """SELECT at, method, path, response FROM trace_call
-            WHERE tenant_id = $1 AND run_id = $2 AND at <= $3 AND status < 400
-                AND response IS NOT NULL
+            WHERE tenant_id = $1 AND (run_id = $2 OR (run_id IS NULL AND at >= $3))
+                AND at <= $4 AND status < 400 AND response IS NOT NULL
             ORDER BY at""",
         tenant_id,
         run_id,
+        since,
         until,
     )
 

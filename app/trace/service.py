@@ -31,10 +31,12 @@ async def calls_for_grading(
 
 
 async def responses_of_run(
-    conn: Conn, *, tenant_id: uuid.UUID, run_id: str, until: datetime
+    conn: Conn, *, tenant_id: uuid.UUID, run_id: str, since: datetime, until: datetime
 ) -> list[asyncpg.Record]:
     """What the system under test was shown: see `repository.responses_of_run`."""
-    return await repository.responses_of_run(conn, tenant_id=tenant_id, run_id=run_id, until=until)
+    return await repository.responses_of_run(
+        conn, tenant_id=tenant_id, run_id=run_id, since=since, until=until
+    )
 
 
 async def calls_of_run(

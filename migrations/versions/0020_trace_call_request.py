@@ -1,4 +1,4 @@
-"""trace_call.request: the request body of a run-attributed call (its first 32 KiB), so an
+"""trace_call.request: the request body of a recorded call (its first 256 KiB), so an
 `api_call` expectation can check what a call asked (`where`), not only its path
 
 Revision ID: 0020

@@ -147,3 +147,16 @@ def test_grounded_reads_each_snapshot_as_it_is() -> None:
     assert result_of([check], [text], [slot, "Dr. Lee"]).passed is True
     assert result_of([check], [text], ["Dr. Lee"]).passed is False
     assert result_of([check], [text], [slot, "Dr. Lee"]).passed is True
+
+
+def test_grounded_reads_what_the_system_wrote_before_saying_it() -> None:
+    """ "You're booked Monday at 9:00" right after booking it is grounded by the booking;
+    said before the booking (or with only a message of its own to lean on) it is not."""
+    check = message(grounded=True)
+    appt = changed(appointment("a1", start=SLOT), first=2)
+    after = said("You're booked for Monday, March 10 at 9:00 AM.", minute=3)
+    assert result_of([check], [appt, after], ["Dr. Lee"]).passed is True
+    before = said("You're booked for Monday, March 10 at 9:00 AM.", minute=1)
+    assert result_of([check], [appt, before], ["Dr. Lee"]).passed is False
+    echo = said("Monday, March 10 at 9:00 AM works.", minute=1)
+    assert result_of([check], [echo, after], ["Dr. Lee"]).passed is False

@@ -49,40 +49,63 @@ async def test_trace_retention(tenant: TenantHandle, db: Database) -> None:
     assert len(left) == 1 and left[0]["at"] > old
 
 
-async def test_run_attributed_calls_keep_what_the_system_was_shown(
-    tenant: TenantHandle, db: Database
-) -> None:
-    """For the message checks' `grounded`: the response body of each run-attributed call,
-    cut at RESPONSE_CAP with its full size kept; a shared call keeps none."""
+async def test_calls_keep_what_the_system_was_shown(tenant: TenantHandle, db: Database) -> None:
+    """For the message checks' `grounded`: the response body of each call, cut at
+    RESPONSE_CAP with its full size kept — a run's own, and a shared one on the tenant base
+    (its system read that too) — and each call's request body."""
     from app.trace.recorder import RESPONSE_CAP
     from app.trace.service import responses_of_run
 
     run = await start(tenant)
-    async with httpx.AsyncClient(headers=tenant.headers) as client:
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=30) as client:
         patient = await client.get(f"{run['fhirBase']}/{run['fixture']['patient']}")
-        slots = await client.get(f"{run['fhirBase']}/Slot?status=free&_count=500")
+        big = await client.post(
+            f"{run['fhirBase']}/Basic",
+            json={
+                "resourceType": "Basic",
+                "code": {"text": "x" * (RESPONSE_CAP + 1000)},
+                "subject": {"reference": run["fixture"]["patient"]},
+            },
+        )
+        assert big.status_code == 201, big.text
+        read = await client.get(f"{run['fhirBase']}/Basic/{big.json()['id']}")
         await client.get(f"{tenant.fhir_base}/Practitioner?family=Chen")  # shared
         await client.get(f"{run['fhirBase']}/Patient/nope")  # a 404 is not shown data
+        find = await client.post(
+            f"{tenant.fhir_base}/Appointment/$find",
+            json={
+                "resourceType": "Parameters",
+                "parameter": [
+                    {
+                        "name": "practitioner",
+                        "valueReference": {"reference": "Practitioner/demo-canonical-prac-chen"},
+                    }
+                ],
+            },
+        )
+    assert find.status_code == 200, find.text
     async with api(tenant) as client:  # reading the trace flushes it
         assert (await client.get(f"/runs/{run['id']}/trace")).status_code == 200
     async with db.pool.acquire() as conn:
         kept = await responses_of_run(
-            conn, tenant_id=tenant.id, run_id=run["id"], until=datetime.now(UTC)
+            conn,
+            tenant_id=tenant.id,
+            run_id=run["id"],
+            since=datetime.fromisoformat(run["startedAt"]),
+            until=datetime.now(UTC),
         )
     by_path = {r["path"].rsplit("/fhir/r4", 1)[-1]: r["response"] for r in kept}
     assert by_path[f"/{run['fixture']['patient']}"] == patient.text
-    assert len(slots.content) > RESPONSE_CAP
-    assert by_path["/Slot"] == slots.content[:RESPONSE_CAP].decode("utf-8", "replace")
-    assert not any("Practitioner" in p for p in by_path)
+    assert len(read.content) > RESPONSE_CAP
+    assert by_path[f"/Basic/{big.json()['id']}"] == read.content[:RESPONSE_CAP].decode(
+        "utf-8", "replace"
+    )
+    assert "demo-canonical-prac-chen" in by_path["/Practitioner"]  # shared, still shown
+    assert by_path["/Appointment/$find"] == find.text
     sizes = await db.pool.fetch(
-        "SELECT path, response_bytes FROM trace_call WHERE tenant_id = $1 AND run_id = $2",
-        tenant.id,
-        run["id"],
-    )
-    assert any(r["response_bytes"] == len(slots.content) for r in sizes)
-    shared = await db.pool.fetchval(
-        "SELECT count(*) FROM trace_call WHERE tenant_id = $1 AND run_id IS NULL "
-        "AND response IS NOT NULL",
+        "SELECT path, response_bytes, request FROM trace_call WHERE tenant_id = $1",
         tenant.id,
     )
-    assert shared == 0
+    assert any(r["response_bytes"] == len(read.content) for r in sizes)
+    asked = [r["request"] for r in sizes if r["path"].endswith("/Appointment/$find")]
+    assert asked and "valueReference" in asked[0]

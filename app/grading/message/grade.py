@@ -203,8 +203,28 @@ class _Clauses:
     def grounded(self) -> None:
         index = _source_index(self.snapshot.shown, self.zones)
         hits: list[str] = []
+        own: dict[tuple[str, ...], SourceIndex] = {}  # the run's writes before a message
         for i, text in enumerate(self.texts):
-            for fact in grounded(text, index, self.zones):
+            facts = grounded(text, index, self.zones)
+            if facts:
+                # What the system itself wrote before saying it is a source too: "you're
+                # booked Friday at 9:00" right after booking it. Not its messages (each
+                # would ground itself); whether the write was right is not this clause's.
+                writes = [
+                    w
+                    for w in self.snapshot.changed
+                    if w.resource is not None
+                    and w.resource_type not in MESSAGE_SOURCES_EXCLUDED
+                    and (w.via_run or w.run_id is not None)
+                    and w.first_changed_at <= self.messages[i].at
+                ]
+                key = tuple(sorted(ref_of(w) for w in writes))
+                if key:
+                    if key not in own:
+                        own[key] = SourceIndex.build([w.resource for w in writes], self.zones)
+                    also = {(f.kind, f.start, f.end) for f in grounded(text, own[key], self.zones)}
+                    facts = [f for f in facts if (f.kind, f.start, f.end) in also]
+            for fact in facts:
                 self.blame(i)
                 hits.append(
                     f"{fact.kind} {fact.text!r} in {self.messages[i].ref}: “{fact.quote}” "
@@ -238,6 +258,8 @@ class _Clauses:
 # near misses over one, and building its index is most of the grounded clause's cost.
 # Keyed by identity (the list is held, so the id stays its own); a few suffice.
 _INDEX_CACHE_SIZE = 8
+# The run's own writes ground what its messages say, except messages themselves.
+MESSAGE_SOURCES_EXCLUDED = frozenset({"Communication", "CommunicationRequest"})
 _indexes: dict[tuple[int, tuple[str, ...]], tuple[list[Any], SourceIndex]] = {}
 
 
