@@ -37,6 +37,7 @@ from app.orchestration.rewrites import Rewrite
 from app.scenarios.calls import is_write
 from app.scenarios.consequential import MESSAGE_TYPES, TABLE, Element
 from app.scenarios.expansion import ExpansionError, expand_value
+from app.scenarios.free import free_choices
 from app.scenarios.schema import FreeChoice, OracleCall, Scenario
 
 Transform = Callable[[OracleCall, Any], Any]
@@ -269,7 +270,9 @@ def _reference_mutants(
     call: OracleCall,
     resource_type: str,
     before: RunSnapshot,
-    free: set[str],
+    frees: dict[str, FreeChoice],
+    refs: dict[str, str],
+    fp: FhirPathContext,
 ) -> list[Mutant]:
     """A reference element of an oracle write pointed elsewhere, written as the scenario
     writes it (`@symbol`), so the mutant is the same in every run: a patient's to the
@@ -280,14 +283,14 @@ def _reference_mutants(
     kinds = {sym: ref.split("/", 1)[0] for sym, ref in before.fixture.items()}
     out: list[Mutant] = []
     for element in TABLE.get(resource_type, ()):
-        if element.kind != "reference" or element.path in free:
+        if element.kind != "reference":
             continue
         if resource_type in MESSAGE_TYPES and element.path not in MESSAGE_ELEMENTS:
             continue
-        refs = _references(body.get(element.path))
-        if not refs:
+        named = _references(body.get(element.path))
+        if not named:
             continue
-        old = str(refs[0]["reference"])
+        old = str(named[0]["reference"])
         if old.startswith("@"):
             kind = kinds.get(old[1:], "")
             others = sorted(f"@{s}" for s, k in kinds.items() if k == kind and f"@{s}" != old)
@@ -308,6 +311,14 @@ def _reference_mutants(
                 r["reference"] = new
                 r.pop("display", None)
                 break
+        choice = frees.get(element.path)
+        if choice is not None:
+            try:
+                tried = expand_value(changed, refs, before.started_at)
+            except ExpansionError:
+                continue
+            if all(fp.check(where, tried).holds for where in choice.where):
+                continue  # another value its free choice allows: not a near miss
         calls = tuple(
             call.model_copy(update={"body": changed}) if i == index else c
             for i, c in enumerate(scenario.oracle)
@@ -328,6 +339,7 @@ def derive_element_mutants(scenario: Scenario, before: RunSnapshot) -> list[Muta
     oracle = tuple(scenario.oracle)
     fixture_refs = sorted(before.fixture.values())
     refs = _refs_with_saves(scenario, before)
+    fp = FhirPathContext.from_snapshot(before)
     out: list[Mutant] = []
     for index, call in enumerate(oracle):
         resource_type = _target(call)
@@ -337,10 +349,16 @@ def derive_element_mutants(scenario: Scenario, before: RunSnapshot) -> list[Muta
             body = expand_value(call.body, refs, before.started_at)
         except ExpansionError:
             continue
-        free = {c.path for c in scenario.free if c.resource_type == resource_type}
+        frees = {c.path: c for c in free_choices(scenario)[0] if c.resource_type == resource_type}
         for what, change in _element_changes(resource_type, body, fixture_refs):
-            if what.split(" ", 1)[0] in free:
-                continue  # a free choice: its alternatives are tried as rewrites instead
+            choice = frees.get(what.split(" ", 1)[0])
+            if choice is not None:
+                # A free element changed: a near miss only where its constraints say no
+                # (another priority than the two allowed); one they allow is a rewrite.
+                tried = copy.deepcopy(body)
+                change(tried)
+                if all(fp.check(where, tried).holds for where in choice.where):
+                    continue
             out.append(
                 Mutant(
                     "element",
@@ -350,7 +368,7 @@ def derive_element_mutants(scenario: Scenario, before: RunSnapshot) -> list[Muta
                     expanded=_only(call, change),
                 )
             )
-        out += _reference_mutants(scenario, index, call, resource_type, before, free)
+        out += _reference_mutants(scenario, index, call, resource_type, before, frees, refs, fp)
     for symbol, ref in sorted(before.fixture.items()):
         if before.current.get(symbol) is None:
             continue
@@ -467,7 +485,8 @@ def derive_free_alternatives(
     unmet: list[str] = []
     oracle = tuple(scenario.oracle)
     refs = _refs_with_saves(scenario, before)
-    for choice in scenario.free:
+    choices, inferred = free_choices(scenario)
+    for choice in choices:
         made = False
         for index, call in enumerate(oracle):
             if _target(call) != choice.resource_type or not isinstance(call.body, dict):
@@ -497,6 +516,9 @@ def derive_free_alternatives(
                     break
             if made:
                 break
-        if not made:
+        if not made and not inferred:
+            # A declared choice nothing meets is a mistake in the scenario; an inferred
+            # one whose conditions pin one value (`start = %current.appt.start`) is no
+            # choice at all.
             unmet.append(f"{choice.resource_type}.{choice.path}")
     return rewrites, unmet

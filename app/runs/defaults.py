@@ -15,6 +15,7 @@ import re
 
 from app.patient_sim.engine import facts_asked
 from app.scenarios.calls import is_write
+from app.scenarios.free import free_choices
 from app.scenarios.schema import (
     AskedExpectation,
     Expectation,
@@ -41,7 +42,7 @@ def default_expectations(scenario: Scenario) -> list[Expectation]:
                 type="reference",
                 label=REFERENCE_LABEL,
                 oracle=list(scenario.oracle),
-                free=list(scenario.free),
+                free=free_choices(scenario)[0],
                 messages=scenario.strict.messages,
             )
         )

@@ -301,6 +301,7 @@ class Scenario(Model):
     # writes, for a scenario that tests something else than booking.
     scheduling: Literal["strict", "lenient"] = "strict"
     # The end-state comparison with the reference solution (`matches-reference`), on by
-    # default; `free` lists the elements a correct system may choose.
+    # default; `free` lists the elements a correct system may choose (None: those its
+    # own expectations state, `app.scenarios.free`).
     strict: Strict = Field(default_factory=lambda: Strict())
-    free: list[FreeChoice] = Field(default_factory=list)
+    free: list[FreeChoice] | None = None

@@ -659,3 +659,21 @@ def test_choice_elements_are_read_by_their_stem_only() -> None:
         "performerType": {"coding": [{"system": "http://snomed.info/sct", "code": "17561000"}]},
     }
     assert graded([post(typed)], oracle=[post(typed)]).passed is True
+
+
+def test_an_imported_copy_without_free_lets_the_same_correct_booking_pass() -> None:
+    """Without `free`, the scenario's own conditions on what must be booked stand for
+    it: another free slot with the other family doctor still passes, a Saturday still
+    fails."""
+    from app.runs.defaults import default_expectations
+    from app.scenarios.schema import Scenario
+
+    scenario, point = _book_ask_time()
+    document = scenario.model_dump(by_alias=True, exclude_none=True)
+    document.pop("free")
+    imported = Scenario.model_validate(document)
+    reference = next(e for e in default_expectations(imported) if e.type == "reference")
+    good = Replay(point).run(_as_agent(imported, _patel_tomorrow_nine))
+    assert grade([reference], good).results[0].passed is True
+    bad = Replay(point).run(_as_agent(imported, _saturday))
+    assert grade([reference], bad).results[0].passed is False
