@@ -30,6 +30,7 @@ from starlette.datastructures import FormData
 from app.console import session as sessions
 from app.console import views
 from app.errors import AppError
+from app.kit import jsontext
 from app.settings import Settings
 from app.tenants import service as tenants_service
 from app.tenants.service import TenantInfo
@@ -86,11 +87,18 @@ class Console:
             auto_reload=False,
         )
         self.templates.filters.update(views.FILTERS)
+        # `tojson` writes what the API stores: decimals (Decimal, their scale kept) as the
+        # numbers they are — json.dumps refused them (500 on a fixture with a lab value).
+        self.templates.policies["json.dumps_function"] = _console_json
         self.templates.globals.update(nav=NAV, static=STATIC_PREFIX, states=views.STATES)
 
     @functools.cached_property
     def signer(self) -> sessions.Signer:
         return sessions.Signer(sessions.signing_secret(self.settings))
+
+
+def _console_json(value: Any, **kwargs: Any) -> str:
+    return jsontext.dumps(value, indent=bool(kwargs.get("indent")))
 
 
 def console_of(request: Request) -> Console:

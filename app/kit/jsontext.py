@@ -23,8 +23,9 @@ def _default(value: object) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def dumps(value: Any) -> str:
-    return orjson.dumps(value, default=_default).decode()
+def dumps(value: Any, *, indent: bool = False) -> str:
+    option = orjson.OPT_INDENT_2 if indent else 0
+    return orjson.dumps(value, default=_default, option=option).decode()
 
 
 def dumpb(value: Any) -> bytes:

@@ -209,3 +209,16 @@ async def test_script_in_a_scenario_is_escaped(console: httpx.AsyncClient) -> No
         assert "&lt;script&gt;" in html
     dry = await import_json(console, document, "validate")
     assert evil not in dry.text
+
+
+async def test_every_built_in_scenario_page_answers(console: httpx.AsyncClient) -> None:
+    """Five of them answered 500: their fixtures' decimals (a lab value) reached `tojson`
+    as Decimal. Each page shows the fixture as stored and what every run gets besides."""
+    from app.scenarios.service import builtin_scenarios
+
+    for scenario_id in sorted(builtin_scenarios()):
+        r = await console.get(f"/scenarios/{scenario_id}")
+        assert r.status_code == 200, (scenario_id, r.text[:300])
+        assert "matches-reference" in r.text, scenario_id
+    lab = (await console.get("/scenarios/results.critical-lab")).text
+    assert re.search(r"&#34;value&#34;: \d+\.\d", lab) or re.search(r'"value": \d+\.\d', lab)
