@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,12 +35,13 @@ from app.orchestration.mutants import Mutant, derive_mutants, derive_variant_mut
 from app.orchestration.rewrites import Rewrite, derive_rewrites
 from app.orchestration.simulation import Patient, Simulation, patient_of
 from app.runs import service as runs_service
-from app.scenarios.schema import Scenario
+from app.scenarios.schema import OracleCall, Scenario
 from app.scenarios.service import LoadedScenario
 from app.scenarios.validation import validate_scenario
 from app.tenants.quota import RunLimits
 
 LABEL = "scenario-check"
+Transform = Callable[[OracleCall, Any], Any]
 HTTP_ERROR = 400
 
 
@@ -450,43 +451,50 @@ def _broke_json(verdict: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-async def _real_rewrite(
-    target: Target, scenario: Scenario, mode: str, persona: str | None, rewrite: Rewrite
-) -> tuple[list[dict[str, str]], str]:
-    run = await _start(target, scenario, mode, persona)
-    await oracle_replay.replay(
-        target.app,
-        target.root,
-        target.authorization,
-        run,
-        rewrite.calls,
-        strict=False,
-        expanded=rewrite.expanded,
-        saves=rewrite.saves,
-    )
-    final = await _finish(target, run)
-    return _broke_json(final.verdict or {}), run.id
-
-
-async def _real_mutant(
-    target: Target, scenario: Scenario, mode: str, persona: str | None, mutant: Mutant
-) -> tuple[list[str], str]:
+async def _real_replay(
+    target: Target,
+    scenario: Scenario,
+    mode: str,
+    persona: str | None,
+    calls: Sequence[OracleCall],
+    expanded: Transform | None,
+    saves: Mapping[str, str] | None = None,
+) -> tuple[runs_service.RunRow, list[int | None]]:
+    """A fresh run of the variant with `calls` replayed through the HTTP API, finished."""
     run = await _start(target, scenario, mode, persona)
     statuses = await oracle_replay.replay(
         target.app,
         target.root,
         target.authorization,
         run,
-        mutant.calls,
+        calls,
         strict=False,
-        expanded=mutant.expanded,
+        expanded=expanded,
+        saves=saves,
     )
-    final = await _finish(target, run)
+    return await _finish(target, run), statuses
+
+
+async def _real_rewrite(
+    target: Target, scenario: Scenario, mode: str, persona: str | None, rewrite: Rewrite
+) -> tuple[list[dict[str, str]], str]:
+    final, _ = await _real_replay(
+        target, scenario, mode, persona, rewrite.calls, rewrite.expanded, rewrite.saves
+    )
+    return _broke_json(final.verdict or {}), final.id
+
+
+async def _real_mutant(
+    target: Target, scenario: Scenario, mode: str, persona: str | None, mutant: Mutant
+) -> tuple[list[str], str]:
+    final, statuses = await _real_replay(
+        target, scenario, mode, persona, mutant.calls, mutant.expanded
+    )
     caught = _required_failing_json(final.verdict or {})
     refused = statuses[mutant.probe] if mutant.probe is not None else None
     if refused is not None and refused >= HTTP_ERROR:
         caught.insert(0, f"the API (refused with {refused})")
-    return caught, run.id
+    return caught, final.id
 
 
 def _disagreement(memory: Verdict, real: dict[str, Any]) -> list[str]:
