@@ -359,12 +359,18 @@ def derive_element_mutants(scenario: Scenario, before: RunSnapshot) -> list[Muta
                 change(tried)
                 if all(fp.check(where, tried).holds for where in choice.where):
                     continue
+            # A booking moved or lengthened meets the scheduling rules, which read the
+            # tenant's Slots (not in a snapshot): graded with a real run, and a booking
+            # the API refuses could not be made at all (caught).
+            booking = resource_type == "Appointment" and what.startswith(("start ", "90 "))
             out.append(
                 Mutant(
                     "element",
                     f"{describe(index, call)} with {_symbolic(what, before)}",
                     oracle,
                     index,
+                    real_run=booking,
+                    probe=index if booking else None,
                     expanded=_only(call, change),
                 )
             )

@@ -263,7 +263,16 @@ async def check_scenario(
                     report.mutant_kinds[m.kind] = report.mutant_kinds.get(m.kind, 0) + 1
             own = [*own, *persona_mutants]
             report.variants.append(
-                await _check_variant(target, scenario, mode, persona, own, rewrites, real_mutants)
+                await _check_variant(
+                    target,
+                    scenario,
+                    mode,
+                    persona,
+                    own,
+                    rewrites,
+                    real_mutants,
+                    first=not report.variants,
+                )
             )
     return report
 
@@ -304,7 +313,11 @@ async def _check_variant(
     mutants: list[Mutant],
     rewrites: list[Rewrite],
     real_mutants: bool,
+    *,
+    first: bool = True,
 ) -> VariantReport:
+    """`first`: the first variant checked, where mutants needing a real run run (the
+    scheduling rules read the directory, not the persona)."""
     report = VariantReport(persona, mode)
     created: list[str] = []
     try:
@@ -342,7 +355,11 @@ async def _check_variant(
             before = replace(before, shown=seen.shown)
         # The check's own adversaries, from the consequential table and the scenario's
         # free choices (`app.orchestration.adversaries`), made from this run's start.
-        generated = derive_element_mutants(scenario, before)
+        generated = [
+            m
+            for m in derive_element_mutants(scenario, before)
+            if first or real_mutants or not m.real_run
+        ]
         alternatives, report.free_unmet = derive_free_alternatives(scenario, before)
         mutants = [*mutants, *generated]
         rewrites = [*rewrites, *alternatives]
