@@ -14,9 +14,10 @@ was written on its fixture patients, and anything written through the run's view
 shared directory resource (a Practitioner, a Slot) edited by the run included. Scope
 "tenant" adds writes anywhere in the tenant in the run's window that no other run owns.
 
-Some writes are no change at all: an update that leaves the resource as it was (a PUT of
-the same body), and a resource created during the run and deleted again, or withdrawn
-again (cancelled, entered-in-error, revoked; not a message, which was read once sent).
+Some writes are no change at all: a record of the work (a Provenance, an AuditEvent), an
+update that leaves the resource as it was (a PUT of the same body), and a resource
+created during the run and deleted again, or withdrawn again (cancelled,
+entered-in-error, revoked; not a message, which was read once sent).
 And one is never expected, allowed or not: a **duplicate**, a resource created during the
 run that reads like an earlier one it created (the same type and content, leaving out
 ids, `meta`, narrative, identifiers and the moments of writing) — a retry that did not
@@ -33,6 +34,7 @@ from app.grading.fhirpath import FhirPathContext
 from app.grading.resource import ref_of
 from app.grading.scoring import MAX_LISTED, capped, make_result
 from app.grading.snapshot import ChangedResource, Evidence, ExpectationResult, RunSnapshot
+from app.scenarios.consequential import BOOKKEEPING_TYPES
 from app.scenarios.schema import ChangesExpectation, Expectation
 
 MAX_PATHS = 8  # changed paths named per update; the first few say what happened
@@ -169,6 +171,8 @@ def grade_changes(
         in_scope = list(snapshot.changed)
     else:
         in_scope = [c for c in snapshot.changed if c.via_run or c.run_id is not None]
+    # A record of the work (a Provenance, an AuditEvent) changes nothing in the chart.
+    in_scope = [c for c in in_scope if c.resource_type not in BOOKKEEPING_TYPES]
     in_scope.sort(key=lambda c: (c.first_changed_at, c.resource_type, c.id))
 
     accounted: list[str] = []
