@@ -307,7 +307,9 @@ def _differs(
     if kind == "concept":
         return _concept_differs(element, want, got, strict=strict)
     if kind == "participant":
-        return _participant_differs(want, got, ctx, free_actor)
+        # Of a visit both leave cancelled, who declined no longer matters: who it was for does.
+        moot = _withdrawn(expected) and _withdrawn(actual)
+        return _participant_differs(want, got, ctx, free_actor, moot)
     if kind == "deferral":
         w, g = _deferred(want, ctx), _deferred(got, ctx)
         return None if w == g else f"{element.path}: reference {_show(w)}, run {_show(g)}"
@@ -472,7 +474,9 @@ def _take(ref: str, remaining: list[str], ctx: _Context) -> str | None:
     return None
 
 
-def _participant_differs(want: Any, got: Any, ctx: _Context, free_actor: bool) -> str | None:
+def _participant_differs(
+    want: Any, got: Any, ctx: _Context, free_actor: bool, moot: bool = False
+) -> str | None:
     def norm(value: Any) -> list[tuple[str, bool]]:
         out = []
         for p in value if isinstance(value, list) else []:
@@ -481,7 +485,7 @@ def _participant_differs(want: Any, got: Any, ctx: _Context, free_actor: bool) -
             ref = ctx.resolve(str((p.get("actor") or {}).get("reference", "")))
             if ref.startswith("Location/"):
                 continue  # where is informational; the booking rules hold the place
-            out.append((ref, p.get("status") != "declined"))
+            out.append((ref, moot or p.get("status") != "declined"))
         # One actor named twice (a role and its practitioner) is one participant; only
         # then is a free practitioner's name left out (two practitioners stay two).
         unique = sorted(set(out))

@@ -369,9 +369,25 @@ def _put_coverage(calls: list[OracleCall]) -> list[OracleCall]:
     return out
 
 
+CANCEL_VISIT = [call("PATCH", "/Appointment/@visit", {"status": "cancelled"})]
+
+
+def _declined_cancel() -> list[OracleCall]:
+    ops = [
+        {"op": "replace", "path": "/status", "value": "cancelled"},
+        {"op": "replace", "path": "/participant/0/status", "value": "declined"},
+    ]
+    return [call("PATCH", "/Appointment/@visit", ops)]
+
+
 @pytest.mark.parametrize("done", list(RIGHT.values()), ids=list(RIGHT))
 def test_right_end_states_pass(done: list[OracleCall]) -> None:
     result = graded(_put_coverage(done), free=[START_FREE])
+    assert result.passed is True, result.detail
+
+
+def test_who_declined_a_cancelled_visit_does_not_matter() -> None:
+    result = graded(_declined_cancel(), oracle=CANCEL_VISIT)
     assert result.passed is True, result.detail
 
 
