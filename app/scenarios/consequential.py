@@ -93,6 +93,18 @@ INFORMATIONAL_BASICS = frozenset(
         "note",
         "description",
         "comment",
+        # The moments of writing, by their R4 names across types: each write has its own.
+        "authored",
+        "authoredOn",
+        "created",
+        "date",
+        "dateAsserted",
+        "issued",
+        "lastModified",
+        "received",
+        "recorded",
+        "recordedDate",
+        "sent",
     }
 )
 

@@ -693,3 +693,18 @@ def test_an_imported_copy_without_free_lets_the_same_correct_booking_pass() -> N
     assert grade([reference], good).results[0].passed is True
     bad = Replay(point).run(_as_agent(imported, _saturday))
     assert grade([reference], bad).results[0].passed is False
+
+
+def test_an_unlisted_type_compares_all_but_its_moments_of_writing() -> None:
+    answers = {
+        "resourceType": "QuestionnaireResponse",
+        "status": "completed",
+        "subject": {"reference": "@patient"},
+        "authored": "2026-03-03T09:01:00Z",
+        "item": [{"linkId": "1", "answer": [{"valueBoolean": True}]}],
+    }
+    later = {**answers, "authored": "2026-03-03T09:07:00+01:00"}
+    assert graded([post(later)], oracle=[post(answers)]).passed is True
+    other = {**answers, "item": [{"linkId": "1", "answer": [{"valueBoolean": False}]}]}
+    result = graded([post(other)], oracle=[post(answers)])
+    assert result.passed is False and "item:" in result.detail, result.detail
