@@ -34,6 +34,7 @@ and deleted (or withdrawn) again during the run is no change.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -84,6 +85,7 @@ HOLDING = frozenset({"booked", "pending", "arrived", "checked-in", "fulfilled", 
 
 
 _replays: OrderedDict[bytes, tuple[list[ChangedResource], set[str]]] = OrderedDict()
+_replays_lock = threading.Lock()  # the scenario check grades in worker threads
 
 
 def expected_changes(
@@ -103,7 +105,10 @@ def expected_changes(
         option=orjson.OPT_SORT_KEYS,
         default=str,
     )
-    cached = _replays.get(key)
+    with _replays_lock:
+        cached = _replays.get(key)
+        if cached is not None:
+            _replays.move_to_end(key)
     if cached is None:
         replayed = Replay(start).run(oracle)
         read = {
@@ -112,11 +117,10 @@ def expected_changes(
             if c.method == "GET" and c.path.strip("/").count("/") == 1 and "$" not in c.path
         }
         cached = (replayed.changed, read)
-        _replays[key] = cached
-        if len(_replays) > REPLAY_CACHE_SIZE:
-            _replays.popitem(last=False)
-    else:
-        _replays.move_to_end(key)
+        with _replays_lock:
+            _replays[key] = cached
+            while len(_replays) > REPLAY_CACHE_SIZE:
+                _replays.popitem(last=False)
     return start, cached[0], set(cached[1])
 
 
