@@ -237,7 +237,12 @@ def _element_changes(
             yield f"{path} five weeks later", _mover(path, FIVE_WEEKS)
         elif kind == "duration" and _instant(body.get("end")) is not None:
             yield "90 minutes longer", _lengthen(LONGER)
-        elif kind == "participant" and isinstance(value, list):
+        elif (
+            kind == "participant"
+            and isinstance(value, list)
+            # Of a cancelled visit, who declined no longer matters: no near miss there.
+            and body.get("status") not in ("cancelled", "entered-in-error")
+        ):
             for index, participant in enumerate(value):
                 actor = str((participant.get("actor") or {}).get("reference", ""))
                 if not actor or actor.startswith("Location/"):
