@@ -44,7 +44,7 @@ from typing import Any
 
 import orjson
 
-from app.grading.changes import changed_paths, content_key, no_net_change
+from app.grading.changes import WITHDRAWN, changed_paths, content_key, no_net_change
 from app.grading.fhirpath import FhirPathContext
 from app.grading.replay import Replay, is_replay_ref, starting_point
 from app.grading.scoring import MAX_LISTED, capped, count_bounds, make_result
@@ -227,19 +227,19 @@ def _refs(value: Any) -> list[str]:
 _UNCOMPARED_KEYS = frozenset({"display", "text", "id", "extension"})
 
 
-def _plain(value: Any) -> Any:
-    """JSON without displays and narrative, instants in one form, lists in one order."""
+def _plain(value: Any, dropped: frozenset[str] = _UNCOMPARED_KEYS) -> Any:
+    """JSON in one form — instants as instants, decimals as numbers (7.40, 7.4 and 7.4e0
+    are one; FHIR decimals keep their scale), lists in one order — without the keys
+    `dropped` (by default displays and narrative)."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in sorted(value.items()) if k not in _UNCOMPARED_KEYS}
+        return {k: _plain(v, dropped) for k, v in sorted(value.items()) if k not in dropped}
     if isinstance(value, list):
-        items = [_plain(v) for v in value]
-        return sorted(items, key=_order)
+        return sorted((_plain(v, dropped) for v in value), key=_order)
     if isinstance(value, str):
         moment = _instant(value)
-        if isinstance(moment, datetime):
-            return moment.astimezone(UTC).isoformat()
+        return moment.astimezone(UTC).isoformat() if isinstance(moment, datetime) else value
     if isinstance(value, Decimal | float | int) and not isinstance(value, bool):
-        try:  # 7.40, 7.4 and 7.4e0 are one number (FHIR decimals keep their scale)
+        try:
             return str(Decimal(str(value)).normalize())
         except InvalidOperation:
             return str(value)
@@ -247,22 +247,8 @@ def _plain(value: Any) -> Any:
 
 
 def _canonical(resource: Mapping[str, Any]) -> Any:
-    """A resource's whole content (but `meta`) in one form: instants as instants,
-    decimals as numbers, lists in one order."""
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: walk(v) for k, v in sorted(value.items())}
-        if isinstance(value, list):
-            return sorted((walk(v) for v in value), key=_order)
-        if isinstance(value, str):
-            moment = _instant(value)
-            return moment.astimezone(UTC).isoformat() if isinstance(moment, datetime) else value
-        if isinstance(value, Decimal | float | int) and not isinstance(value, bool):
-            return str(Decimal(str(value)).normalize())
-        return value
-
-    return walk({k: v for k, v in resource.items() if k != "meta"})
+    """A resource's whole content but `meta`, in `_plain`'s one form."""
+    return _plain({k: v for k, v in resource.items() if k != "meta"}, frozenset())
 
 
 def _order(value: Any) -> bytes:
@@ -664,9 +650,6 @@ class _Old:
     want: dict[str, Any] | None
     got: dict[str, Any] | None
     diffs: list[str]
-
-
-WITHDRAWN = frozenset({"cancelled", "entered-in-error", "revoked"})
 
 
 def _withdrawn(resource: Mapping[str, Any] | None) -> bool:

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from app.errors import AppError
 from app.fhir import writes
 from app.fhir.validation import required_codes
+from app.grading.changes import WITHDRAWN
 from app.grading.fhirpath import FhirPathContext
 from app.grading.snapshot import RunSnapshot
 from app.orchestration.mutants import OTHER_PATIENT, Mutant, describe
@@ -39,6 +40,7 @@ from app.scenarios.consequential import MESSAGE_TYPES, TABLE, Element
 from app.scenarios.expansion import ExpansionError, expand_value
 from app.scenarios.free import free_choices
 from app.scenarios.schema import FreeChoice, OracleCall, Scenario
+from app.tenants.directory import CLINICIANS
 
 Transform = Callable[[OracleCall, Any], Any]
 # What a message is graded on by the end-state comparison (the rest is text truth's).
@@ -46,12 +48,8 @@ MESSAGE_ELEMENTS = frozenset({"status", "recipient", "subject"})
 
 # The directory's practitioners a changed reference points at instead (the first that
 # is not the one named): a dermatologist first, the look-alike of a referral mistake.
-DIRECTORY_PRACTITIONERS = (
-    "Practitioner/demo-canonical-prac-nguyen",
-    "Practitioner/demo-canonical-prac-chen",
-    "Practitioner/demo-canonical-prac-patel",
-    "Practitioner/demo-canonical-prac-okafor",
-    "Practitioner/demo-canonical-prac-garcia",
+DIRECTORY_PRACTITIONERS = tuple(
+    f"Practitioner/{c.id}" for c in sorted(CLINICIANS, key=lambda c: c.specialty != "Dermatology")
 )
 FIVE_WEEKS = timedelta(weeks=5)
 LONGER = timedelta(minutes=90)
@@ -241,7 +239,7 @@ def _element_changes(
             kind == "participant"
             and isinstance(value, list)
             # Of a cancelled visit, who declined no longer matters: no near miss there.
-            and body.get("status") not in ("cancelled", "entered-in-error")
+            and body.get("status") not in WITHDRAWN
         ):
             for index, participant in enumerate(value):
                 actor = str((participant.get("actor") or {}).get("reference", ""))

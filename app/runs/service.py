@@ -546,11 +546,7 @@ async def _shown(conn: Conn, run: RunRow, snapshot: RunSnapshot, until: datetime
     ):
         path = row["path"]
         if row["method"] == "GET" or "/$" in path or path.endswith("/_search"):
-            text = row["response"]
-            try:
-                shown.append(jsontext.loads(text))
-            except ValueError:  # cut at the cap: read as text
-                shown.append(text)
+            shown.append(_parsed(row["response"]))  # cut at the cap: read as text
     return shown
 
 

@@ -189,7 +189,7 @@ class TraceMiddleware:
         at = utcnow()
         status = 500
         body = _Body()
-        asked = _Request()
+        asked = _Body(wanted=True)  # the request: kept whatever its type says
 
         async def receive_wrapper() -> Message:
             message = await receive()
@@ -234,43 +234,22 @@ class TraceMiddleware:
                         # Kept for shared calls too: a run's system may read the tenant
                         # base (a `$find` touches no fixture), and it was shown that.
                         *body.kept(),
-                        asked.kept(),
+                        asked.kept()[0] or None,
                     )
                 )
 
 
-class _Request:
-    """The first RESPONSE_CAP bytes of a request body."""
-
-    __slots__ = ("chunks", "kept_bytes")
-
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-        self.kept_bytes = 0
-
-    def add(self, chunk: bytes) -> None:
-        room = RESPONSE_CAP - self.kept_bytes
-        if chunk and room > 0:
-            piece = chunk[:room]
-            self.chunks.append(piece)
-            self.kept_bytes += len(piece)
-
-    def kept(self) -> str | None:
-        if not self.chunks:
-            return None
-        return _text(b"".join(self.chunks).decode("utf-8", "replace"))
-
-
 class _Body:
-    """The first RESPONSE_CAP bytes of a JSON response body, and its full size."""
+    """The first RESPONSE_CAP bytes of a JSON response body (or of a request's, made
+    `wanted` from the start), and its full size."""
 
     __slots__ = ("chunks", "kept_bytes", "size", "wanted")
 
-    def __init__(self) -> None:
+    def __init__(self, *, wanted: bool = False) -> None:
         self.chunks: list[bytes] = []
         self.kept_bytes = 0
         self.size = 0
-        self.wanted = False
+        self.wanted = wanted  # a response's: set once its content type says JSON
 
     def start(self, message: Message) -> None:
         for name, value in message.get("headers", ()):
