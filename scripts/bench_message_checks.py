@@ -26,10 +26,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.grading.message import datetimes
 from app.grading.message.claims import claims, unbacked
-from app.grading.message.datetimes import states_datetime
 from app.grading.message.facts import SourceIndex, grounded
+from app.kit import dates as datetimes
+from app.kit.dates import states_datetime
 from tests.grading.corpus.cases import WORLDS, all_correct, all_wrong, booked, sources
 from tests.grading.corpus.evaluate import FIELDS, holds
 

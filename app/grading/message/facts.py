@@ -39,16 +39,6 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from app.grading.message.datetimes import (
-    WEEKDAYS,
-    Stated,
-    StatedDate,
-    StatedTime,
-    find_datetimes,
-    local_readings,
-    parse_instant,
-    scan_datetimes,
-)
 from app.grading.message.quantities import (
     Money,
     Quantity,
@@ -58,6 +48,16 @@ from app.grading.message.quantities import (
     parse_number,
     quantity,
     same_phone,
+)
+from app.kit.dates import (
+    WEEKDAYS,
+    Stated,
+    StatedDate,
+    StatedTime,
+    find_datetimes,
+    local_readings,
+    parse_instant,
+    scan_datetimes,
 )
 from app.kit.phrases import fold, quote
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from app.grading.message.datetimes import parse_instant, states_datetime
 from app.grading.message.quantities import find_money, find_quantities, parse_number, quantity
+from app.kit.dates import parse_instant, states_datetime
 from app.kit.phrases import find_phrase, quote
 
 _ISO_RE = re.compile(r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}.*)?")

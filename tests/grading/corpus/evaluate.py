@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from app.grading.message.claims import claims, unbacked
-from app.grading.message.datetimes import states_datetime
 from app.grading.message.facts import grounded
+from app.kit.dates import states_datetime
 from tests.grading.corpus.cases import Case
 
 FIELDS = ("grounded", "claims", "mentions")

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from app.grading.message.datetimes import find_datetimes, parse_instant, states_datetime
+from app.kit.dates import find_datetimes, parse_instant, states_datetime
 
 NY = "America/New_York"
 MADRID = "Europe/Madrid"

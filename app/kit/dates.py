@@ -1,4 +1,6 @@
-"""Dates, weekdays and times of day stated in a message, in English and Spanish.
+"""Dates, weekdays and times of day stated in a text, in English and Spanish: the one reader
+that message checks (app/grading/message) and scenario FHIRPath helpers
+(app/scenarios/fhirpath_helpers) share, so it sits in the kit, below both.
 
 `find_datetimes(text) -> list[Stated]` reads every date ("December 8", "Dec. 8th, 2026",
 "8 de diciembre", "12/8", "08/12/2026", "2026-12-08"), weekday ("Tuesday", "Tue" before a
