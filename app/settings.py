@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     llm_base_url: str | None = Field(
         default=None,
         description="OpenAI-compatible API base (…/v1) for the simulated patient and judges; "
-        "unset: scripted and heuristic stand-ins.",
+        "unset: the scripted patient stand-in, and rubrics are not judged.",
     )
     llm_api_key: str | None = Field(default=None, description="Bearer key for the LLM API.")
     llm_model: str | None = Field(default=None, description="Model name sent to the LLM API.")

@@ -78,7 +78,10 @@ class Verdict(ApiModel):
 class EngineProvenance(ApiModel):
     """Who answers for the simulated patient or the judge: its engine, model and prompt."""
 
-    engine: str = Field(description="patient: scripted, llm or human; judge: heuristic or llm")
+    engine: str = Field(
+        description="patient: scripted, llm or human; judge: llm, or none (no model: "
+        "rubrics are not judged; heuristic in runs recorded before)"
+    )
     model: str | None
     prompt_version: str | None
 

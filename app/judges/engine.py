@@ -1,15 +1,16 @@
 """Rubric judging: pure functions, no I/O (DESIGN.md "Expectations and grading", `rubric`).
 
-Two engines give the same `Judgement`:
+Two engines give the same `Judgement`, and only the first decides a rubric:
 
 * the model, asked with `llm_messages` and answering `LlmJudgement`, turned into a
   judgement by `from_llm`;
-* `heuristic_judge`, the transparent stand-in when there is no model: the rubric's key
-  terms (its content words, and any phrase it quotes) and the share of them the texts
-  contain, minus a fixed penalty for each thing the rubric forbids ("must not mention X",
-  "avoid X", "no X", "never X", "does not X") that the texts say without negating it.
-  It is lexical — it can tell whether the words are there, not whether they are said
-  well — and deterministic.
+* `heuristic_judge`, a transparent reading shown beside a rubric no model judged (the
+  check is then "not judged": information for the builder, never a verdict): the
+  rubric's key terms (its content words, and any phrase it quotes) and the share of them
+  the texts contain, minus a fixed penalty for each thing the rubric forbids ("must not
+  mention X", "avoid X", "no X", "never X", "does not X") that the texts say without
+  negating it. It is lexical — it can tell whether the words are there, not whether
+  they are said well — and deterministic.
 """
 
 from __future__ import annotations

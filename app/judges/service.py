@@ -2,8 +2,12 @@
 
 Each `rubric` expectation reads the text the system wrote during the run — messages to
 the fixture patients, Task descriptions and notes, text/plain documents (`of` narrows
-it) — and is scored by the configured model, or the heuristic stand-in when there is
-none (or the allowance is used up, or the model fails). If a required expectation
+it) — and is scored by the configured model. Only a model decides a rubric: when none
+judged it (none is configured, the allowance is used up, the model failed) or the system
+wrote no text of the kind it reads, the check is *not judged* — passed None, left out of
+the run's score, its detail saying why. The lexical heuristic's reading is then kept in
+the evidence note as information, never as a verdict: a keyword count cannot tell a
+correct reply (in Spanish, in other words) from a wrong one. If a required expectation
 already failed, rubric checks are skipped: the run failed anyway, and no model is paid.
 Rubrics are always bonus: they move the score, never the pass.
 """
@@ -74,6 +78,35 @@ def _walk(expectations: list[Expectation]) -> dict[str, RubricExpectation]:
     return {e.id: e for e in walk_expectations(expectations) if isinstance(e, RubricExpectation)}
 
 
+_KINDS = {
+    "communications": "messages to the patient",
+    "tasks": "Task descriptions and notes",
+    "documents": "text/plain documents",
+}
+
+
+def _kinds(rubric: RubricExpectation) -> str:
+    """What the rubric reads: "messages to the patient, Task descriptions and notes"."""
+    return ", ".join(_KINDS[s] for s in rubric.of)
+
+
+def _reading(rubric: RubricExpectation, texts: list[str]) -> str:
+    """The heuristic's account of the texts (which rubric terms they contain), as a note:
+    information for the builder, never a verdict."""
+    judgement = engine.heuristic_judge(rubric.rubric, texts, rubric.threshold)
+    reason = judgement.reason.removeprefix("Heuristic: ")
+    return f"heuristic reading, not a verdict ({judgement.prompt_version}): {reason}"
+
+
+def _not_judged(result: ExpectationResult, why: str, note: str | None) -> None:
+    """No model decided the rubric: passed None (left out of the run's score), the detail
+    says why; `note` is the heuristic's reading, when there is text to read."""
+    result.passed = None
+    result.score = 0.0
+    result.detail = f"not judged: {why}"
+    result.evidence = Evidence(matches=[], note=note)
+
+
 def _rescore(results: list[ExpectationResult]) -> float:
     graded = [r for r in results if r.passed is not None]
     total = sum(r.weight for r in graded)
@@ -106,21 +139,27 @@ async def judge_rubrics(
             result.detail = "skipped: a required expectation already failed (no model spent)"
             continue
         texts = await _written_texts(pool, tenant_id, run_id, list(rubric.of), patients)
-        judgement = engine.heuristic_judge(rubric.rubric, texts, rubric.threshold)
-        note = None
-        if llm is not None and llm.configured and texts:
-            try:
-                answer = await llm.complete_json(
-                    tenant_id=tenant_id,
-                    run_id=run_id,
-                    purpose="judge",
-                    messages=engine.llm_messages(rubric.rubric, texts),
-                    schema=engine.LlmJudgement,
-                    temperature=0.0,
-                )
-                judgement = engine.from_llm(answer.value, rubric.threshold, answer.model)
-            except LlmUnavailable as exc:
-                note = f"heuristic stand-in judged: {exc.reason}"
+        if not any(t.strip() for t in texts):
+            why = f"the system wrote no text of this kind ({_kinds(rubric)})"
+            _not_judged(result, why, None)
+            continue
+        if llm is None or not llm.configured:
+            _not_judged(result, "no model configured", _reading(rubric, texts))
+            continue
+        try:
+            answer = await llm.complete_json(
+                tenant_id=tenant_id,
+                run_id=run_id,
+                purpose="judge",
+                messages=engine.llm_messages(rubric.rubric, texts),
+                schema=engine.LlmJudgement,
+                temperature=0.0,
+            )
+        except LlmUnavailable as exc:
+            why = f"the model was unavailable ({exc.reason})"
+            _not_judged(result, why, _reading(rubric, texts))
+            continue
+        judgement = engine.from_llm(answer.value, rubric.threshold, answer.model)
         if used is not None:
             used.append((judgement.engine, judgement.model, judgement.prompt_version))
         result.passed = judgement.passed
@@ -134,7 +173,6 @@ async def judge_rubrics(
                     f"engine {judgement.engine}",
                     f"model {judgement.model}" if judgement.model else None,
                     f"prompt {judgement.prompt_version}",
-                    note,
                 )
                 if x
             ),

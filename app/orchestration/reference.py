@@ -27,7 +27,8 @@ async def reference_run(
     flush_trace: Callable[[], Awaitable[None]],
 ) -> runs_service.RunRow:
     """The ended run (graded final). `flush_trace` makes this process's buffered calls
-    visible before grading; `llm` grades rubric expectations (None: heuristic)."""
+    visible before grading; `llm` grades rubric expectations (None: they are not judged,
+    and a bonus check not judged is neither a pass nor a failure)."""
     async with target.scopes.transaction() as tx:
         run = await runs_service.start_run(
             tx,

@@ -65,9 +65,8 @@ def configured_judge(llm_model: str | None) -> EngineProvenance:
         return EngineProvenance(
             engine="llm", model=llm_model, prompt_version=judge_engine.PROMPT_VERSION
         )
-    return EngineProvenance(
-        engine="heuristic", model=None, prompt_version=judge_engine.HEURISTIC_VERSION
-    )
+    # No model, no judge: rubrics are not judged (runs recorded before said "heuristic").
+    return EngineProvenance(engine="none", model=None, prompt_version=None)
 
 
 def at_start(

@@ -83,5 +83,6 @@ class RunLimits:
     max_live: int
     quota: QuotaGuard
     # The configured model of the simulated patient and judges (None: none configured, the
-    # scripted and heuristic stand-ins answer), recorded in each run's provenance.
+    # scripted patient answers and rubrics are not judged), recorded in each run's
+    # provenance.
     llm_model: str | None = None

@@ -30,11 +30,8 @@ async def test_provenance_is_recorded_as_the_run_starts(tenant: TenantHandle) ->
     assert "gitSha" in p["platform"]
     assert p["revision"] == "agent v7"
     assert p["patientSim"] is None  # the scenario has no patientSim
-    assert p["judge"] == {
-        "engine": "heuristic",
-        "model": None,
-        "promptVersion": "judge-heuristic/1",
-    }
+    # No model configured: no engine judges (rubrics are not judged).
+    assert p["judge"] == {"engine": "none", "model": None, "promptVersion": None}
     assert p["judgedAt"] is None and p["judgeUsed"] is None and p["patientSimUsed"] is None
     async with api(tenant) as client:
         live = (await client.get(f"/runs/{run['id']}")).json()
@@ -90,6 +87,17 @@ def test_configured_engines_follow_the_model_setting() -> None:
         "promptVersion": "patient-sim/1",
     }
     assert with_model["judge"]["engine"] == "llm" and with_model["judge"]["model"] == "m-1"
+    without = provenance.at_start(
+        scenario_id="s",
+        scenario_version=2,
+        scenario_hash="h",
+        revision=None,
+        has_patient_sim=True,
+        llm_model=None,
+        at=at,
+    )
+    assert without["patientSim"]["engine"] == "scripted"
+    assert without["judge"] == {"engine": "none", "model": None, "promptVersion": None}
     judged = provenance.judged(
         with_model,
         patient_used=[
@@ -97,12 +105,10 @@ def test_configured_engines_follow_the_model_setting() -> None:
             ("scripted", None, None),
             ("llm", "m-1", "patient-sim/1"),
         ],
-        judge_used=[("heuristic", None, "judge-heuristic/1")],
+        judge_used=[("llm", "m-1", "judge/1"), ("llm", "m-1", "judge/1")],
         at=at,
     )
     assert judged is not None
     assert [e["engine"] for e in judged["patientSimUsed"]] == ["llm", "scripted"]
-    assert judged["judgeUsed"] == [
-        {"engine": "heuristic", "model": None, "promptVersion": "judge-heuristic/1"}
-    ]
+    assert judged["judgeUsed"] == [{"engine": "llm", "model": "m-1", "promptVersion": "judge/1"}]
     assert provenance.judged(None, patient_used=[], judge_used=[], at=at) is None
