@@ -186,7 +186,8 @@ def check_of(result: ExpectationResult, *, live: bool) -> Check:
     if live:
         state = "holding" if result.passed else "not_yet"
     elif result.passed is None:
-        state = "not_graded"
+        # A rubric no model judged (or skipped): neutral, its detail says why.
+        state = "not_judged" if result.type == "rubric" else "not_graded"
     else:
         state = "passed" if result.passed else "failed"
     return Check(result, state, [check_of(c, live=live) for c in result.children])

@@ -32,6 +32,7 @@ STATES: dict[str, State] = {
     "excluded": State("–", "excluded", "idle"),
     "holding": State("✓", "holding", "ok"),
     "not_yet": State("○", "not yet", "idle"),
+    "not_judged": State("○", "not judged", "idle"),
 }
 UNKNOWN_STATE = State("?", "unknown", "idle")
 
