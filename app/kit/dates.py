@@ -1,35 +1,65 @@
-"""Dates, weekdays and times of day stated in a text, in English and Spanish: the one reader
-that message checks (app/grading/message) and scenario FHIRPath helpers
-(app/scenarios/fhirpath_helpers) share, so it sits in the kit, below both.
+"""Dates, weekdays, times of day and time zones stated in a text, in English and Spanish:
+the one reader that message checks (app/grading/message) and scenario FHIRPath helpers
+(app/scenarios/fhirpath_helpers: `statesDate`, `statesInstant`) share, so it sits in the
+kit, below both.
 
 `find_datetimes(text) -> list[Stated]` reads every date ("December 8", "Dec. 8th, 2026",
-"8 de diciembre", "12/8", "08/12/2026", "2026-12-08"), weekday ("Tuesday", "Tue" before a
-date, "martes") and time of day ("10:30 AM", "10:30am", "15:30", "10 a. m.", "a las 10 de
-la mañana", "noon", "mediodía", "half past ten", "las diez y media") and groups the ones
-written together ("Tuesday, December 8 at 10:30 AM" is one `Stated` with a weekday, a date
-and a time). Groups break at a sentence end, at "or"/"and"/"o"/"y" and after
-`GROUP_GAP` characters of other text.
+"27 November 2026", "the 27th of November", "the fourth of December", "8 de diciembre",
+"4 dic.", "primero de diciembre", "12/8", "08/12/2026", "27.11.2026", "2026-12-08"),
+weekday ("Tuesday", "Tue" before a date, "martes"), time of day ("10:30 AM", "10:30am",
+"9.30am", "15:30", "10 a. m.", "a las 10 de la mañana", "a las 9.30", "noon", "mediodía",
+"half past ten", "las diez y media") and the zone written with a time (below), and groups
+the ones written together ("Tuesday, December 8 at 10:30 AM" is one `Stated` with a
+weekday, a date and a time). Groups break at a sentence end, at "or"/"and"/"o"/"y" and
+after `GROUP_GAP` characters of other text.
 
 Readings are kept ambiguous rather than guessed, so a correct message is never read wrong:
 - a time without AM/PM ("10:30", "a las 10") may be 10:30 or 22:30 (`StatedTime.hours`);
 - a numeric date "8/12" may be 8 December or August 12 (`StatedDate.candidates`); a
-  numeric date without a year counts only next to a time or a weekday, or after "on"/"el"
-  /"for"/"para" (so "1/2 tablet" is not a date);
+  numeric date without a year counts only next to a time or a weekday, after a cue
+  ("on", "el", "for", "para", "from", "desde", "until", "dates:", "fecha:" …), or as the
+  next of a list or range whose first counts ("on 11/27 and 11/28", "del 27/11 al 28/11")
+  — so "1/2 tablet" and "1/2 to 3/4 tablet" are no dates;
 - "the 8th", "el martes 8" give a day with no month (`month is None`); "the 8th" alone
   needs the same cue as a bare numeric date ("the 2nd floor" is no date);
+- a day as an ordinal word reads before "of"/"de" and a month ("the fourth of
+  December"), or after a month's full name ("December first"; never "may second");
 - an English "at 10" with no AM/PM is a time only before the end of a clause or words like
   "on", "tomorrow", "sharp" ("at 10 Main Street" is an address);
 - weekday abbreviations ("Sat", "Wed", "Mar") count only right before a date ("Sat
   sat down" is no weekday).
 Relative words ("today", "tomorrow", "mañana") are not dates: they state nothing checkable.
 
+Time zones. A zone counts only written right after a time (a comma between is allowed),
+or in parentheses right after or right before it ("10:00 (UTC)", "(hora del Este) el 4
+de diciembre a las 10:00"): "10:00 AM Central", "2 PM Eastern Time", "10 a.m. CT",
+"9:00 EST/EDT", "2 PM Pacific (PT)", "9 AM Mountain", "Arizona time", "10:00 UTC",
+"GMT", "UTC-6", "10:00Z" (a "Z" standing alone is a letter), "hora del centro", "hora
+central", "hora del Este", "hora del Pacífico", "tiempo universal". A bare region word
+or abbreviation must end the clause or come before words like "on", "and", "to" ("10 AM
+Central Park", "2 PM Eastern Avenue", "10:00 CT scan" state no zone), and an abbreviation
+counts only in capitals. Each is read as an IANA zone (`StatedTime.zone`, `Stated.zone`,
+`Stated.zone_text` the zone as written): a standard or daylight abbreviation (EST, EDT)
+names its region's zone, so an instant is read in the offset that zone really has that
+day; MST is Denver's (only "Arizona" is Phoenix). An ISO date-time with "Z" or an offset
+states its own zone ("UTC", "-06:00") and so its exact instant. A time with no zone of
+its own takes the next zone its statement writes ("9:00–9:30 AM Central"), else the one
+before, else the statement's parenthesised one.
+
+`stated_instants(stated, default_zones=(), reference=None) -> list[datetime]`: every
+instant one statement can mean (aware, UTC), as its dates × its hours × its stated zone,
+or UTC and each of `default_zones` for a time with none. A statement without a date or a
+time gives []; a date missing its year or month is placed near `reference`.
+`zone_of(name)` gives the tzinfo of a `StatedTime.zone`.
+
 `states_datetime(messages, instant, zones=()) -> DatetimeMatch | None` says whether some
 message states `instant` (an aware datetime, or a FHIR dateTime / date string) as a date
-and a time of day, read in UTC or in any of `zones` (IANA names, the clinic's zone). A
-stated weekday must agree with the date. The date and the time may sit in separate
-sentences of the same message. A weekday with a time but no date does not state an
-instant (it names a week's day, not the booked one). For a date-only value the date alone
-must be stated.
+and a time of day: a time with a stated zone is read in that zone only ("10:00 AM
+Central" is 16:00 UTC in December, not 10:00 UTC), a time without one in UTC or in any
+of `zones` (IANA names, the clinic's zone). A stated weekday must agree with the date.
+The date and the time may sit in separate sentences of the same message. A weekday with
+a time but no date does not state an instant (it names a week's day, not the booked
+one). For a date-only value the date alone must be stated.
 """
 
 from __future__ import annotations
@@ -37,7 +67,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
@@ -157,6 +187,88 @@ NUMBER_WORDS: dict[str, int] = {
     "once": 11,
     "doce": 12,
 }
+# Days written as ordinal words: "the fourth of December", "December first", "primero de".
+_UNITS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth")
+ORDINAL_DAYS: dict[str, int] = {
+    **{word: n for n, word in enumerate(_UNITS, start=1)},
+    **{
+        word: n
+        for n, word in enumerate(
+            (
+                "tenth",
+                "eleventh",
+                "twelfth",
+                "thirteenth",
+                "fourteenth",
+                "fifteenth",
+                "sixteenth",
+                "seventeenth",
+                "eighteenth",
+                "nineteenth",
+                "twentieth",
+            ),
+            start=10,
+        )
+    },
+    **{f"twenty-{word}": 20 + n for n, word in enumerate(_UNITS, start=1)},
+    "thirtieth": 30,
+    "thirty-first": 31,
+    "primero": 1,
+}
+_ORDINAL_LOOKUP = {word.replace("-", ""): n for word, n in ORDINAL_DAYS.items()}
+
+# Time zones a text may state beside a time (`Stated.zone`), as IANA names. A standard or a
+# daylight abbreviation (EST, EDT) names its region's zone: an instant is read in that
+# zone's real offset on the day, as the writer meant the clock on the wall.
+NEW_YORK = "America/New_York"
+CHICAGO = "America/Chicago"
+DENVER = "America/Denver"
+PHOENIX = "America/Phoenix"  # Arizona keeps standard time all year
+LOS_ANGELES = "America/Los_Angeles"
+ANCHORAGE = "America/Anchorage"
+HONOLULU = "Pacific/Honolulu"
+ZONE_NAMES: dict[str, str] = {
+    "eastern": NEW_YORK,
+    "central": CHICAGO,
+    "mountain": DENVER,
+    "pacific": LOS_ANGELES,
+    "arizona": PHOENIX,
+    "alaska": ANCHORAGE,
+    "hawaii": HONOLULU,
+}
+# Upper case in the text only ("10:00 CT", not "10:00 ct"): the letters are words too.
+ZONE_ABBREVIATIONS: dict[str, str] = {
+    "et": NEW_YORK,
+    "est": NEW_YORK,
+    "edt": NEW_YORK,
+    "ct": CHICAGO,
+    "cst": CHICAGO,
+    "cdt": CHICAGO,
+    "mt": DENVER,
+    "mst": DENVER,
+    "mdt": DENVER,
+    "pt": LOS_ANGELES,
+    "pst": LOS_ANGELES,
+    "pdt": LOS_ANGELES,
+    "akst": ANCHORAGE,
+    "akdt": ANCHORAGE,
+    "hst": HONOLULU,
+}
+# After "hora"/"horario": "hora del Este", "hora central", "horario del Pacífico".
+SPANISH_ZONES: dict[str, str] = {
+    "del este": NEW_YORK,
+    "del centro": CHICAGO,
+    "central": CHICAGO,
+    "de la montana": DENVER,
+    "de las montanas": DENVER,
+    "del pacifico": LOS_ANGELES,
+    "de arizona": PHOENIX,
+    "de alaska": ANCHORAGE,
+    "de hawai": HONOLULU,
+    "de hawaii": HONOLULU,
+    "utc": "UTC",
+    "gmt": "UTC",
+}
 
 
 def _alternation(words: Iterable[str]) -> str:
@@ -165,7 +277,7 @@ def _alternation(words: Iterable[str]) -> str:
 
 _MONTH = rf"(?P<month>{_alternation(MONTHS)})\.?"
 _MONTH2 = rf"(?:{_alternation(MONTHS)})"
-_ORD = r"(?:st|nd|rd|th|º|°|o)?"
+_ORD = r"(?:st|nd|rd|th|º|°|o|ro)?"
 _YEAR = r"(?P<year>\d{4})"
 _HOUR_WORD = _alternation(NUMBER_WORDS)
 _B = r"(?<![\w$])"  # no letter, digit or currency sign right before
@@ -173,10 +285,10 @@ _E = r"(?![\w])"
 
 _ISO_RE = re.compile(
     rf"{_B}(?P<y>\d{{4}})-(?P<m>\d{{1,2}})-(?P<d>\d{{1,2}})"
-    r"(?:[t ](?P<h>\d{1,2}):(?P<mi>\d{2})(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?(?!\d)"
+    r"(?:[t ](?P<h>\d{1,2}):(?P<mi>\d{2})(?::\d{2}(?:\.\d+)?)?(?P<tz>z|[+-]\d{2}:?\d{2})?)?(?!\d)"
 )
 _MONTH_DAY_RE = re.compile(
-    rf"{_B}{_MONTH}\s+(?:the\s+)?(?P<day>\d{{1,2}}){_ORD}(?![\d:])(?!\s*(?:am|pm|a\.|p\.))"
+    rf"{_B}{_MONTH}\s+(?:the\s+)?(?P<day>\d{{1,2}}){_ORD}(?!\d|:\d)(?!\s*(?:am|pm|a\.|p\.))"
     rf"(?:,?\s+(?:de(?:l)?\s+)?{_YEAR}(?!\d))?"
 )
 _DAY_MONTH_RE = re.compile(
@@ -197,6 +309,37 @@ _WEEKDAY_DAY_RE = re.compile(
     rf"(?:the\s+|el\s+|dia\s+)?(?P<day>\d{{1,2}}){_ORD}(?![\d:./-]|\s*(?:am|pm|a\.|p\.|h\b|hrs?\b))"
 )
 _ORDINAL_DAY_RE = re.compile(r"(?<![\w$])the\s+(?P<day>\d{1,2})(?:st|nd|rd|th)(?!\w)")
+_DAY_WORD = "|".join(w.replace("-", "[- ]?") for w in sorted(ORDINAL_DAYS, key=len, reverse=True))
+# "the fourth of December", "primero de diciembre"; "December fourth" with a month's full
+# name only, and never "may" ("you may second it"). Python's engine scans slowly for an
+# alternation of words, so these are tried only where `str.find` sees one of
+# `_ORDINAL_STEMS` (`_ordinal_dates`).
+_ORDINAL_STEMS = (
+    "first",
+    "second",
+    "third",
+    "fourth",
+    "fifth",
+    "sixth",
+    "seventh",
+    "eighth",
+    "ninth",
+    "tenth",
+    "eleventh",
+    "twelfth",
+    "teenth",
+    "tieth",
+    "primero",
+)
+_WORD_DAY_MONTH_RE = re.compile(
+    rf"(?P<dayword>{_DAY_WORD})\s+(?:of|de)\s+{_MONTH}{_E}"
+    rf"(?:,?\s+(?:de(?:l)?\s+)?{_YEAR}(?!\d))?"
+)
+_FULL_MONTHS = [m for m, n in MONTHS.items() if len(m) > 3 and m not in ("may", "mayo")]
+_MONTH_WORD_DAY_RE = re.compile(
+    rf"(?P<month>{_alternation(_FULL_MONTHS)})\s+(?:the\s+)?(?P<dayword>{_DAY_WORD}){_E}"
+    rf"(?:,?\s+{_YEAR}(?!\d))?"
+)
 
 _MERIDIEM = r"(?P<mer>am|pm|a\.\s?m\.?|p\.\s?m\.?|a\s?m\b|p\s?m\b)"
 _QUALIFIER = (
@@ -207,7 +350,15 @@ _CLOCK_RE = re.compile(
     rf"(?<![\w$:.,])(?P<h>\d{{1,2}})(?::|h(?=\d))(?P<mi>\d{{2}})(?::\d{{2}})?(?![\d])"
     rf"(?:\s*(?:{_MERIDIEM}|hrs?\b|h\b))?{_QUALIFIER}"
 )
-_DOT_CLOCK_RE = re.compile(rf"(?<![\w$:.,])(?P<h>\d{{1,2}})\.(?P<mi>\d{{2}})\s*{_MERIDIEM}")
+# "9.30am", "9.30 h"; after "a las", "a las 9.30" alone (the regex starts with its literal,
+# which Python's engine finds fast; the word boundary before it is checked by hand).
+_DOT_CLOCK_RE = re.compile(
+    rf"(?<![\w$:.,])(?P<h>\d{{1,2}})\.(?P<mi>\d{{2}})\s*(?:{_MERIDIEM}|hrs?\b|h\b)"
+)
+_LAS_DOT_CLOCK_RE = re.compile(
+    rf"las?\s+(?P<h>\d{{1,2}})\.(?P<mi>\d{{2}})(?![\d.,]\d|\s*(?:%|mg|ml|\$|us|eur|dol|peso))"
+    rf"(?:\s*(?:{_MERIDIEM}|hrs?\b|h\b))?{_QUALIFIER}"
+)
 _HOUR_MERIDIEM_RE = re.compile(rf"(?<![\w$:.,])(?P<h>\d{{1,2}})\s*{_MERIDIEM}(?![a-z]){_QUALIFIER}")
 _SPOKEN_RE = re.compile(
     rf"(?<!\w)(?:(?P<lead>half past|quarter past|quarter to)\s+(?P<h1>\d{{1,2}}|{_HOUR_WORD})"
@@ -219,13 +370,43 @@ _SPOKEN_RE = re.compile(
 )
 _NOON_RE = re.compile(r"(?<!\w)(?:12\s+)?(?P<word>noon|midday|mediodia|midnight|medianoche)(?!\w)")
 
+# A time zone, as folded text. `name` and `abbr` alone are "bare": after a time they count
+# only before the end of a clause or words like "on", "and" ("10 AM Central Park" and
+# "2 PM Eastern Avenue" state no zone), and `abbr` only in upper case.
+_ZONE = (
+    rf"(?P<name>{_alternation(ZONE_NAMES)})"
+    r"(?P<name_time>\s+(?:standard\s+|daylight\s+|prevailing\s+)?time(?:\s+zone)?)?(?!\w)"
+    rf"|(?P<abbr>{_alternation(ZONE_ABBREVIATIONS)})(?:/(?:{_alternation(ZONE_ABBREVIATIONS)}))?(?!\w)"
+    r"|(?P<utc>utc|gmt)(?:\s?(?P<off>[+-]\d{1,2}(?::?\d{2})?))?(?![\w:])"
+    rf"|(?:hora|horario)\s+(?:estandar\s+|de verano\s+)?(?P<es>{_alternation(SPANISH_ZONES)})(?!\w)"
+    r"|(?P<universal>tiempo universal(?:\s+coordinado)?)(?!\w)"
+)
+_ZONE_RE = re.compile(_ZONE)
+_ZONE_LEAD_RE = re.compile(r"\s*(?:,\s*)?")
+_ZONE_PAREN_RE = re.compile(rf"\(\s*(?:{_ZONE})\s*\)")
+# A parenthesised zone right before a time: "(UTC) 10:00", "(hora del Este): 10:00".
+_ZONE_BEFORE_RE = re.compile(
+    rf"(?P<paren>\(\s*(?:{_ZONE})\s*\))\s*:?\s*(?:(?:on|el|the|at|a las)\s+)?$"
+)
+_ZONE_FOLLOW_RE = re.compile(
+    r"\s*(?:$|[.,;:!?)\]/\"'*(-]|(?:on|tomorrow|today|tonight|this|next|and|or|then|if|is"
+    r"|works|please|to|until|through|thru|sharp|y|o|el)(?!\w))"
+)
+
 # What may follow an English "at N" for N to be an hour ("see you at 10.", "at 3 on Friday").
 _AT_HOUR_FOLLOW_RE = re.compile(
     r"\s*(?:$|[.,;!?)]|-|(?:on|tomorrow|today|tonight|this|next|sharp|and|or|to|with|for|if"
     r"|then|in the|works|is|would|please)(?!\w))"
 )
 _GAP_BREAK_RE = re.compile(r"[.!?;\n]|(?<!\w)(?:or|and|but|instead|not|o|u|y|pero|no|ni)(?!\w)")
-_BARE_CUE_RE = re.compile(r"(?:^|\W)(?:on|el|for|para|del|dia|by|until|hasta)\W*$")
+_BARE_CUE_RE = re.compile(
+    r"(?:^|\W)(?:on|el|for|para|del|dia|by|until|hasta|from|desde|since|through|thru"
+    r"|dated?|dates|fechas?)\W*$"
+)
+# Between two dates of one list or range: "on 11/27 and 11/28", "del 27/11 al 28/11".
+_DATE_LIST_RE = re.compile(
+    r"\s*(?:(?:,|-|&|and|or|to|through|thru|till|until|y|o|al|a|hasta)\s*){1,2}"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,10 +425,13 @@ class StatedDate:
 
 @dataclass(frozen=True, slots=True)
 class StatedTime:
-    """A time of day: the hours (24-hour) it may mean, and the minute."""
+    """A time of day: the hours (24-hour) it may mean, the minute, and the zone it is read
+    in when the text states one (an IANA name, "UTC" or an offset "-06:00"; None: unstated,
+    so UTC or the reader's own zones)."""
 
     hours: frozenset[int]
     minute: int
+    zone: str | None = None
 
     def matches(self, hour: int, minute: int) -> bool:
         return minute == self.minute and hour in self.hours
@@ -260,6 +444,7 @@ class _Mention:
     date: StatedDate | None = None
     weekday: int | None = None
     time: StatedTime | None = None
+    zone_text: str | None = None  # the time's zone as written
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +460,11 @@ class Stated:
     quote: str = field(compare=False)
     # Each part as written: ("date" | "weekday" | "time", text), in order.
     parts: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # The zone its times are read in (the first one stated; see `StatedTime.zone` for
+    # each time's), None when it states none; and that zone as written ("CST", "hora del
+    # Este", "Z").
+    zone: str | None = None
+    zone_text: str | None = field(default=None, compare=False)
 
     def date_agrees(self, day: date) -> bool:
         """Some date of this statement is `day` and every weekday stated is its weekday."""
@@ -333,9 +523,108 @@ def _hour_value(text: str) -> int:
     return int(text) if text.isdigit() else NUMBER_WORDS[text]
 
 
-def _scan(folded: str) -> list[_Mention]:
+def _ordinal_dates(text: str) -> list[re.Match[str]]:
+    """The dates with a day as an ordinal word ("the fourth of December", "December
+    first"), tried only where an ordinal's stem is written."""
+    starts: set[int] = set()
+    for stem in _ORDINAL_STEMS:
+        at = text.find(stem)
+        while at != -1:
+            start = at
+            while start > 0 and text[start - 1].isalpha():
+                start -= 1
+            for tens in ("twenty-", "twenty ", "thirty-", "thirty "):
+                if text.startswith(tens, start - len(tens)):
+                    start -= len(tens)
+            starts.add(start)
+            at = text.find(stem, at + 1)
+    found: list[re.Match[str]] = []
+    for start in sorted(starts):
+        m = _WORD_DAY_MONTH_RE.match(text, start)
+        if m is not None:
+            found.append(m)
+            continue
+        for m in _MONTH_WORD_DAY_RE.finditer(text, max(0, start - 24), start + 48):
+            if m.start("dayword") == start:
+                found.append(m)
+    return found
+
+
+def _after_word(text: str, start: int) -> bool:
+    """A letter, digit or currency sign right before `start` (what `_B` refuses)."""
+    before = text[start - 1 : start]
+    return before.isalnum() or before in ("_", "$")
+
+
+def _offset(text: str) -> str | None:
+    """A written UTC offset ("-6", "-0600", "+05:30") as "-06:00"; "UTC" for zero; None
+    for what no zone has."""
+    digits = text[1:].replace(":", "")
+    hours, minutes = (int(digits), 0) if len(digits) <= 2 else (int(digits[:-2]), int(digits[-2:]))
+    if hours > 14 or minutes >= 60:
+        return None
+    if hours == minutes == 0:
+        return "UTC"
+    return f"{text[0]}{hours:02d}:{minutes:02d}"
+
+
+def _zone_of(m: re.Match[str]) -> str | None:
+    if m["name"]:
+        return ZONE_NAMES[m["name"]]
+    if m["abbr"]:
+        return ZONE_ABBREVIATIONS[m["abbr"]]
+    if m["utc"]:
+        return _offset(m["off"]) if m["off"] else "UTC"
+    if m["es"]:
+        return SPANISH_ZONES[m["es"]]
+    return "UTC"  # tiempo universal
+
+
+def _zone_after(folded: Folded, original: str, pos: int) -> tuple[str, int, int] | None:
+    """The zone written right after a time ending at folded index `pos`: (zone, start,
+    end) of its folded span, or None."""
+    text = folded.text
+    if text.startswith("z", pos) and not text[pos + 1 : pos + 2].isalnum():
+        return "UTC", pos, pos + 1  # "10:00Z"; a "Z" standing alone is a letter
+    lead = _ZONE_LEAD_RE.match(text, pos)
+    at = lead.end() if lead else pos
+    paren = _ZONE_PAREN_RE.match(text, at)
+    if paren is not None:
+        zone = _zone_of(paren)
+        return (zone, at, paren.end()) if zone else None
+    m = _ZONE_RE.match(text, at)
+    if m is None:
+        return None
+    if m["abbr"]:
+        a, b = folded.span(m.start(), m.end())
+        if not original[a:b].isupper():
+            return None
+    bare = (m["name"] and not m["name_time"]) or m["abbr"]
+    if bare and not _ZONE_FOLLOW_RE.match(text, m.end()):
+        return None
+    zone = _zone_of(m)
+    if zone is None:
+        return None
+    end = m.end()
+    # "Pacific (PT)", "Eastern Time (ET)": the same zone again in parentheses.
+    again = _ZONE_PAREN_RE.match(text, end + 1 if text.startswith(" ", end) else end)
+    return zone, at, again.end() if again is not None else end
+
+
+def _zone_before(text: str, pos: int) -> tuple[str, int, int] | None:
+    """A parenthesised zone right before folded index `pos` ("(UTC) 10:00", "(hora del
+    Este) el 4 de diciembre"): (zone, start, end) of the parentheses, or None."""
+    m = _ZONE_BEFORE_RE.search(text, max(0, pos - 48), pos)
+    if m is None:
+        return None
+    zone = _zone_of(m)
+    return (zone, m.start("paren"), m.end("paren")) if zone else None
+
+
+def _scan(folded: Folded, original: str) -> list[_Mention]:
+    text = folded.text
     mentions: list[_Mention] = []
-    taken = bytearray(len(folded))
+    taken = bytearray(len(text))
 
     def free(start: int, end: int) -> bool:
         return not any(taken[start:end])
@@ -344,65 +633,102 @@ def _scan(folded: str) -> list[_Mention]:
         taken[mention.start : mention.end] = b"\x01" * (mention.end - mention.start)
         mentions.append(mention)
 
-    for m in _ISO_RE.finditer(folded):
+    def written(start: int, end: int) -> str:
+        a, b = folded.span(start, end)
+        return original[a:b]
+
+    def take_time(start: int, end: int, hours: frozenset[int], minute: int) -> None:
+        """A time, with the zone written right after it (or in parentheses before)."""
+        zone: str | None = None
+        zone_text: str | None = None
+        after = _zone_after(folded, original, end)
+        if after is not None and free(end, after[2]):
+            zone, zone_text, end = after[0], written(after[1], after[2]), after[2]
+        else:
+            before = _zone_before(text, start)
+            if before is not None and free(before[1], start):
+                zone, zone_text, start = before[0], written(before[1], before[2]), before[1]
+        take(_Mention(start, end, time=StatedTime(hours, minute, zone), zone_text=zone_text))
+
+    for m in _ISO_RE.finditer(text):
         y, mo, d = int(m["y"]), int(m["m"]), int(m["d"])
         if not _valid(y, mo, d):
             continue
         take(_Mention(m.start(), m.end("d"), date=StatedDate(((y, mo, d),))))
         if m["h"] is not None:
-            # An ISO time is on the 24-hour clock: no AM/PM ambiguity.
+            # An ISO time is on the 24-hour clock: no AM/PM ambiguity; with "Z" or an
+            # offset it is an exact instant, read in that offset.
             hour, minute = int(m["h"]), int(m["mi"])
-            if hour < 24 and minute < 60:
-                take(_Mention(m.start("h"), m.end(), time=StatedTime(frozenset({hour}), minute)))
-    for regex in (_MONTH_DAY_RE, _DAY_MONTH_RE):
-        for m in regex.finditer(folded):
-            if not free(m.start(), m.end()):
+            if hour >= 24 or minute >= 60:
                 continue
-            year = int(m["year"]) if m["year"] else None
-            month, day = MONTHS[m["month"]], int(m["day"])
-            if m["month"] == "may" and regex is _DAY_MONTH_RE and m["year"] is None:
-                continue  # "2 may": too often the verb
-            if _valid(year, month, day):
-                take(_Mention(m.start(), m.end(), date=StatedDate(((year, month, day),))))
-    for m in _NUMERIC_YEAR_RE.finditer(folded):
+            if m["tz"] is None:
+                take_time(m.start("h"), m.end(), frozenset({hour}), minute)
+                continue
+            zone = "UTC" if m["tz"] == "z" else _offset(m["tz"])
+            time = StatedTime(frozenset({hour}), minute, zone)
+            zone_text = written(m.start("tz"), m.end("tz"))
+            take(_Mention(m.start("h"), m.end(), time=time, zone_text=zone_text))
+    written_dates = [
+        *(
+            (m, regex is _DAY_MONTH_RE)
+            for regex in (_MONTH_DAY_RE, _DAY_MONTH_RE)
+            for m in regex.finditer(text)
+        ),
+        *((m, False) for m in _ordinal_dates(text)),
+    ]
+    for m, day_first in written_dates:
+        if not free(m.start(), m.end()) or _after_word(text, m.start()):
+            continue
+        year = int(m["year"]) if m["year"] else None
+        month = MONTHS[m["month"]]
+        words = m.groupdict().get("dayword")
+        day = _ORDINAL_LOOKUP[re.sub(r"[- ]", "", words)] if words else int(m["day"])
+        if m["month"] == "may" and day_first and m["year"] is None:
+            continue  # "2 may": too often the verb
+        if _valid(year, month, day):
+            take(_Mention(m.start(), m.end(), date=StatedDate(((year, month, day),))))
+    for m in _NUMERIC_YEAR_RE.finditer(text):
         if not free(m.start(), m.end()):
             continue
         a, b, y = int(m["a"]), int(m["b"]), _year(m["y"])
         cands = tuple(c for c in ((y, a, b), (y, b, a)) if _valid(*c))
         if cands:
             take(_Mention(m.start(), m.end(), date=StatedDate(tuple(dict.fromkeys(cands)))))
-    for m in _CLOCK_RE.finditer(folded):
+    for m in _CLOCK_RE.finditer(text):
         if not free(m.start(), m.end()):
             continue
         hours = _hours(int(m["h"]), m["mer"], m["qual"])
         minute = int(m["mi"])
         if hours is not None and minute < 60:
-            take(_Mention(m.start(), m.end(), time=StatedTime(hours, minute)))
-    for regex in (_DOT_CLOCK_RE, _HOUR_MERIDIEM_RE):
-        for m in regex.finditer(folded):
+            take_time(m.start(), m.end(), hours, minute)
+    for regex in (_DOT_CLOCK_RE, _LAS_DOT_CLOCK_RE, _HOUR_MERIDIEM_RE):
+        for m in regex.finditer(text):
             if not free(m.start(), m.end()):
                 continue
-            minute = int(m["mi"]) if "mi" in m.groupdict() and m["mi"] else 0
-            qual = m["qual"] if "qual" in m.groupdict() else None
-            hours = _hours(int(m["h"]), m["mer"], qual)
+            if regex is _LAS_DOT_CLOCK_RE and text[m.start() - 1 : m.start()].isalnum():
+                continue  # "islas 2.50"
+            groups = m.groupdict()
+            minute = int(groups["mi"]) if groups.get("mi") else 0
+            hours = _hours(int(m["h"]), groups.get("mer"), groups.get("qual"))
             if hours is not None and minute < 60:
-                take(_Mention(m.start(), m.end(), time=StatedTime(hours, minute)))
-    for m in _SPOKEN_RE.finditer(folded):
+                take_time(m.start(), m.end(), hours, minute)
+    for m in _SPOKEN_RE.finditer(text):
         if not free(m.start(), m.end()):
             continue
-        time = _spoken_time(m, folded)
-        if time is not None:
-            take(_Mention(m.start(), m.end(), time=time))
-    for m in _NOON_RE.finditer(folded):
+        zoned = _zone_after(folded, original, m.end()) is not None
+        spoken = _spoken_time(m, text, zoned)
+        if spoken is not None:
+            take_time(m.start(), m.end(), spoken.hours, spoken.minute)
+    for m in _NOON_RE.finditer(text):
         if free(m.start(), m.end()):
             hour = 12 if m["word"] in ("noon", "midday", "mediodia") else 0
-            take(_Mention(m.start(), m.end(), time=StatedTime(frozenset({hour}), 0)))
-    for m in _WEEKDAY_DAY_RE.finditer(folded):
+            take_time(m.start(), m.end(), frozenset({hour}), 0)
+    for m in _WEEKDAY_DAY_RE.finditer(text):
         if free(m.start(), m.end()):
             weekday = {**WEEKDAYS, **WEEKDAY_ABBREVIATIONS}[m["weekday"]]
             take(_Mention(m.start(), m.end("weekday"), weekday=weekday))
             take(_Mention(m.start("day"), m.end(), date=StatedDate(((None, None, int(m["day"])),))))
-    for m in _NUMERIC_RE.finditer(folded):
+    for m in _NUMERIC_RE.finditer(text):
         if not free(m.start(), m.end()):
             continue
         a, b = int(m["a"]), int(m["b"])
@@ -411,24 +737,25 @@ def _scan(folded: str) -> list[_Mention]:
         if readings:
             date_ = StatedDate(tuple(dict.fromkeys(readings)), bare=True)
             take(_Mention(m.start(), m.end(), date=date_))
-    for m in _ORDINAL_DAY_RE.finditer(folded):
+    for m in _ORDINAL_DAY_RE.finditer(text):
         if free(m.start(), m.end()) and _valid(None, None, int(m["day"])):
             # "the 2nd floor" is no date: like a bare numeric date, it needs a cue.
             date_ = StatedDate(((None, None, int(m["day"])),), bare=True)
             take(_Mention(m.start(), m.end(), date=date_))
     for regex, table in ((_WEEKDAY_RE, WEEKDAYS), (_WEEKDAY_ABBR_RE, WEEKDAY_ABBREVIATIONS)):
-        for m in regex.finditer(folded):
+        for m in regex.finditer(text):
             if free(m.start(), m.end()):
                 take(_Mention(m.start(), m.end(), weekday=table[m["weekday"]]))
     mentions.sort(key=lambda x: x.start)
     return mentions
 
 
-def _spoken_time(m: re.Match[str], folded: str) -> StatedTime | None:
+def _spoken_time(m: re.Match[str], folded: str, zoned: bool = False) -> StatedTime | None:
+    """The time of a `_SPOKEN_RE` match; `zoned`: a zone is written right after it."""
     lead, tail = m["lead"], m["tail"]
     if (
         m.group().startswith("at")
-        and not (tail or m["mer"] or m["qual"])
+        and not (tail or m["mer"] or m["qual"] or zoned)
         and not _AT_HOUR_FOLLOW_RE.match(folded, m.end())
     ):
         return None  # "at 10 Main Street", "at 3 locations": an English "at N" needs more
@@ -469,6 +796,7 @@ def _group(folded: Folded, original: str, mentions: list[_Mention]) -> list[Stat
                 continue
         groups.append([mention])
     stated: list[Stated] = []
+    counted_end = -1  # where the last date that counts ends: a list or range goes on
     for group in groups:
         has_context = any(m.time is not None or m.weekday is not None for m in group)
         dates: list[StatedDate] = []
@@ -478,16 +806,20 @@ def _group(folded: Folded, original: str, mentions: list[_Mention]) -> list[Stat
             if m.date is not None:
                 if m.date.bare and not has_context:
                     before = folded.text[max(0, m.start - 12) : m.start]
-                    if not _BARE_CUE_RE.search(before):
+                    joined = counted_end >= 0 and _DATE_LIST_RE.fullmatch(
+                        folded.text, counted_end, m.start
+                    )
+                    if not (_BARE_CUE_RE.search(before) or joined):
                         continue
                 dates.append(m.date)
                 parts.append(("date", original[a:b]))
+                counted_end = m.end
             elif m.weekday is not None:
                 parts.append(("weekday", original[a:b]))
             else:
                 parts.append(("time", original[a:b]))
+        times, zone, zone_text = _zoned_times(folded, original, group)
         weekdays = tuple(m.weekday for m in group if m.weekday is not None)
-        times = tuple(m.time for m in group if m.time is not None)
         if not (dates or weekdays or times):
             continue
         start, end = folded.span(group[0].start, group[-1].end)
@@ -501,16 +833,47 @@ def _group(folded: Folded, original: str, mentions: list[_Mention]) -> list[Stat
                 original[start:end],
                 quote(original, start, end),
                 tuple(parts),
+                zone,
+                zone_text,
             )
         )
     return stated
+
+
+def _zoned_times(
+    folded: Folded, original: str, group: list[_Mention]
+) -> tuple[tuple[StatedTime, ...], str | None, str | None]:
+    """The group's times, each with its zone: its own, else the next zoned time's ("9:00–
+    9:30 AM Central" writes it once), else the one before; else a zone in parentheses
+    before the group ("(hora del Este) el 4 de diciembre a las 10:00"). With the group's
+    zone (the first stated) and that zone as written."""
+    timed = [(m.time, m.zone_text) for m in group if m.time is not None]
+    if not timed:
+        return (), None, None
+    zones = [time.zone for time, _ in timed]
+    own = [(time.zone, text) for time, text in timed if time.zone is not None]
+    zone, zone_text = own[0] if own else (None, None)
+    if zone is None:
+        before = _zone_before(folded.text, group[0].start)
+        if before is not None:
+            a, b = folded.span(before[1], before[2])
+            zone, zone_text = before[0], original[a:b]
+    times: list[StatedTime] = []
+    for i, (time, _) in enumerate(timed):
+        if time.zone is None and zone is not None:
+            later = [z for z in zones[i + 1 :] if z is not None]
+            earlier = [z for z in zones[:i] if z is not None]
+            inherited = later[0] if later else earlier[-1] if earlier else zone
+            time = StatedTime(time.hours, time.minute, inherited)
+        times.append(time)
+    return tuple(times), zone, zone_text
 
 
 def scan_datetimes(text: str, folded: Folded | None = None) -> list[Stated]:
     """`find_datetimes` without the cache, for large texts read once (source bodies);
     `folded` is `fold(text)` when the caller has it already."""
     f = folded if folded is not None else fold(text)
-    return _group(f, text, _scan(f.text))
+    return _group(f, text, _scan(f, text))
 
 
 # Messages are read by several clauses (grounded, mentions): read each once.
@@ -559,6 +922,19 @@ def zone_info(name: str) -> ZoneInfo | None:
         return None
 
 
+_OFFSET_RE = re.compile(r"[+-]\d{2}:\d{2}", re.ASCII)
+
+
+def zone_of(name: str) -> tzinfo | None:
+    """The zone a `StatedTime.zone` names: an IANA zone ("America/Chicago", "UTC") or a
+    fixed offset ("-06:00"); None for neither."""
+    if _OFFSET_RE.fullmatch(name):
+        hours, minutes = int(name[1:3]), int(name[4:6])
+        sign = -1 if name[0] == "-" else 1
+        return timezone(sign * timedelta(hours=hours, minutes=minutes))
+    return zone_info(name)
+
+
 def local_readings(instant: datetime, zones: Sequence[str]) -> list[tuple[str, datetime]]:
     """The instant read in UTC and in each valid zone, without repeats."""
     readings: list[tuple[str, datetime]] = [("UTC", instant.astimezone(UTC))]
@@ -570,6 +946,73 @@ def local_readings(instant: datetime, zones: Sequence[str]) -> list[tuple[str, d
         if all(local.replace(tzinfo=None) != r.replace(tzinfo=None) for _, r in readings):
             readings.append((name, local))
     return readings
+
+
+def _days(ymd: YMD, reference: date | None) -> list[date]:
+    """The calendar days a (year, month, day) reading may be: itself when whole; else, near
+    `reference`, the nearest such day for a missing year and every such day within 31 days
+    for a missing month; none without a reference."""
+    year, month, day = ymd
+    if year is not None and month is not None:
+        return [date(year, month, day)] if _valid(year, month, day) else []
+    if reference is None:
+        return []
+    found: list[date] = []
+    if month is not None:
+        years = (reference.year - 1, reference.year, reference.year + 1)
+        near = [date(y, month, day) for y in years if _valid(y, month, day)]
+        if near:
+            best = min(abs((d - reference).days) for d in near)
+            found = [d for d in near if abs((d - reference).days) == best]
+        return found
+    first = reference.replace(day=1)
+    for step in (-1, 0, 1):
+        y, m = divmod(first.year * 12 + first.month - 1 + step, 12)
+        if _valid(y, m + 1, day):
+            candidate = date(y, m + 1, day)
+            if abs((candidate - reference).days) <= 31:
+                found.append(candidate)
+    return found
+
+
+def stated_instants(
+    stated: Stated, default_zones: Sequence[str] = (), reference: date | None = None
+) -> list[datetime]:
+    """Every instant `stated` can mean, as aware UTC datetimes in order: each day its dates
+    may be (whose weekday agrees with every weekday stated) × each hour its times may mean
+    × the time's stated zone, or, for a time with none, UTC and each of `default_zones`. A
+    date without a year (or month) is placed near `reference` (see `_days`); without one
+    it gives nothing. A statement without a date, or without a time, gives []. A wall
+    clock a daylight-saving change skips is no instant; one it repeats is both."""
+    days = dict.fromkeys(
+        day
+        for d in stated.dates
+        for ymd in d.candidates
+        for day in _days(ymd, reference)
+        if all(w == day.weekday() for w in stated.weekdays)
+    )
+    instants: dict[datetime, None] = {}
+    for time in stated.times:
+        names = [time.zone] if time.zone is not None else ["UTC", *default_zones]
+        zones = [tz for tz in (zone_of(n) for n in names) if tz is not None]
+        for day in days:
+            for hour in sorted(time.hours):
+                wall = datetime(day.year, day.month, day.day, hour, time.minute)
+                for tz in zones:
+                    for fold_ in (0, 1):
+                        moment = wall.replace(tzinfo=tz, fold=fold_).astimezone(UTC)
+                        if moment.astimezone(tz).replace(tzinfo=None) == wall:
+                            instants[moment] = None
+    return sorted(instants)
+
+
+def _has_time(stated: Stated, zone: str, local: datetime, default: bool) -> bool:
+    """Some time of `stated` is `local`'s clock, read in `zone`: its own stated zone, or
+    for a time with none a `default` reading (UTC or the reader's zones)."""
+    return any(
+        t.matches(local.hour, local.minute) and (t.zone == zone or (t.zone is None and default))
+        for t in stated.times
+    )
 
 
 def states_datetime(
@@ -585,18 +1028,29 @@ def states_datetime(
                 if s.date_agrees(parsed):
                     return DatetimeMatch(index, "", parsed.isoformat(), s.quote)
             continue
-        for zone, local in local_readings(parsed, zones):
-            day, hour, minute = local.date(), local.hour, local.minute
+        # A time with a stated zone is read in that zone only; one without, in UTC and in
+        # each of `zones` (the reader's own).
+        readings = [(name, local, True) for name, local in local_readings(parsed, zones)]
+        known = {name for name, _, _ in readings}
+        for s in statements:
+            for t in s.times:
+                if t.zone is not None and t.zone not in known:
+                    tz = zone_of(t.zone)
+                    if tz is not None:
+                        readings.append((t.zone, parsed.astimezone(tz), False))
+                    known.add(t.zone)
+        for zone, local, default in readings:
+            day = local.date()
             dated = [s for s in statements if s.date_agrees(day)]
             for s in dated:
-                if any(t.matches(hour, minute) for t in s.times):
+                if _has_time(s, zone, local, default):
                     return DatetimeMatch(index, zone, local.isoformat(), s.quote)
             if dated:
                 # Date and time in separate sentences: the time must not sit with another
                 # date, or it is that date's time.
                 for s in statements:
                     if (
-                        any(t.matches(hour, minute) for t in s.times)
+                        _has_time(s, zone, local, default)
                         and (not s.dates or s.date_agrees(day))
                         and all(w == day.weekday() for w in s.weekdays)
                     ):
