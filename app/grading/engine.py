@@ -32,6 +32,7 @@ from app.grading.reference import grade_reference
 from app.grading.resource import grade_resource
 from app.grading.scoring import capped, make_result, verdict
 from app.grading.snapshot import Evidence, ExpectationResult, RunSnapshot, Verdict
+from app.grading.truth.grade import grade_text_truth
 from app.scenarios.schema import (
     AnyOfExpectation,
     ApiCallExpectation,
@@ -43,6 +44,7 @@ from app.scenarios.schema import (
     ReferenceExpectation,
     ResourceExpectation,
     RubricExpectation,
+    TextTruthExpectation,
     WebhookExpectation,
     symbol_name,
     walk_expectations,
@@ -116,6 +118,8 @@ class _Grader:
             return self._message(expectation)
         if isinstance(expectation, ReferenceExpectation):
             return grade_reference(expectation, snapshot, self.fp)
+        if isinstance(expectation, TextTruthExpectation):
+            return grade_text_truth(expectation, snapshot)
         return grade_rubric(expectation)
 
     def _message(self, expectation: MessageExpectation) -> ExpectationResult:

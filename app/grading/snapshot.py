@@ -114,6 +114,9 @@ class RunSnapshot:
     # References that stand for another in the tenant's directory (a PractitionerRole
     # or Schedule of a practitioner -> "Practitioner/<id>"), for `matches-reference`.
     aliases: dict[str, str] = field(default_factory=dict)
+    # What a text may call the directory's practitioners, locations and organisation
+    # ("Type/id" -> names: "Chen", "Sarah Chen", "Northgate"), for `text-truth`.
+    names: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass

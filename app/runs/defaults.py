@@ -2,6 +2,8 @@
 
 - `matches-reference` (`app.grading.reference`): for a scenario with an oracle that
   writes, unless `strict.off` gives the reason not to.
+- `text-truth` (`app.grading.truth`): on every scenario, unless `strict.textOff` gives the
+  reason not to; `strict.advice` lets the system give medical instructions of its own.
 - a default `asked` per hidden fact of a `patientSim` scenario: the reference solution
   shows the order of things (it asks, the patient answers, then it writes), so the
   system's first write of each kind the oracle makes only after asking about a fact
@@ -21,10 +23,16 @@ from app.scenarios.schema import (
     Expectation,
     ReferenceExpectation,
     Scenario,
+    TextTruthExpectation,
     walk_expectations,
 )
 
 REFERENCE_ID = "matches-reference"
+TEXT_TRUTH_ID = "text-truth"
+TEXT_TRUTH_LABEL = (
+    "Every fact the system wrote, in any text, agrees with the chart: booked times, "
+    "doses, results, statuses, actions claimed, instructions, names"
+)
 REFERENCE_LABEL = (
     "The end state matches the reference solution's: every consequential element of "
     "what was created, updated or deleted, nothing else changed, nothing missing"
@@ -44,6 +52,15 @@ def default_expectations(scenario: Scenario) -> list[Expectation]:
                 oracle=list(scenario.oracle),
                 free=free_choices(scenario)[0],
                 messages=scenario.strict.messages,
+            )
+        )
+    if scenario.strict.text_off is None and TEXT_TRUTH_ID not in taken:
+        out.append(
+            TextTruthExpectation(
+                id=TEXT_TRUTH_ID,
+                type="text-truth",
+                label=TEXT_TRUTH_LABEL,
+                allowAdvice=scenario.strict.advice,
             )
         )
     out += _default_asked(scenario, taken)

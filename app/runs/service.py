@@ -61,6 +61,7 @@ from app.scenarios.schema import (
     walk_expectations,
 )
 from app.tenants.directory import aliases as directory_aliases
+from app.tenants.directory import names as directory_names
 from app.tenants.quota import RunLimits
 from app.trace import service as trace_service
 from app.webhooks import service as webhooks_service
@@ -494,7 +495,7 @@ def _resource_types(expectations: list[Expectation], scope: str) -> set[str] | N
     for e in walk_expectations(expectations):
         if e.type == "changes" and e.scope in (scope, "tenant"):
             return None
-        if e.type == "reference":
+        if e.type in ("reference", "text-truth"):
             return None
         if e.type == "resource" and e.scope == scope:
             out.add(e.resource_type)
@@ -508,9 +509,25 @@ def _has_changes(expectations: list[Expectation]) -> bool:
     return any(e.type in ("changes", "reference") for e in walk_expectations(expectations))
 
 
+# What the system writes text in (messages, and `text-truth`'s staff texts).
+TEXT_TYPES = frozenset(
+    {
+        "Communication",
+        "Task",
+        "ServiceRequest",
+        "MedicationRequest",
+        "Appointment",
+        "DocumentReference",
+    }
+)
+
+
 def needs_grounding(expectations: list[Expectation]) -> bool:
     """Whether a message check needs what the system was shown (`grounded`)."""
-    return any(e.type == "message" and e.grounded for e in walk_expectations(expectations))
+    return any(
+        (e.type == "message" and e.grounded) or e.type == "text-truth"
+        for e in walk_expectations(expectations)
+    )
 
 
 async def _shown(conn: Conn, run: RunRow, snapshot: RunSnapshot, until: datetime) -> list[Any]:
@@ -610,9 +627,10 @@ async def build_snapshot(
         patient_replies=patient_replies,
         final=final,
         aliases=directory_aliases(),
+        names=directory_names(),
     )
     if needs_grounding(expectations) and any(
-        c.resource_type == "Communication" and c.created for c in changed
+        c.resource_type in TEXT_TYPES and (c.via_run or c.run_id is not None) for c in changed
     ):
         # Read (and sent over the wire) only once there is a message to check: a run
         # is graded after every write, most of them before anything was said.

@@ -220,6 +220,15 @@ class ReferenceExpectation(ExpectationBase):
     messages: Count | None = None
 
 
+class TextTruthExpectation(ExpectationBase):
+    """`text-truth`: every fact the system wrote, in any text, agrees with the chart
+    (`app.grading.truth`). Added to every run by default unless the scenario's
+    `strict.textOff` says why not; `allowAdvice` copies `strict.advice`."""
+
+    type: Literal["text-truth"]
+    allow_advice: bool = Field(default=False, alias="allowAdvice")
+
+
 class AnyOfExpectation(ExpectationBase):
     type: Literal["any_of"]
     expectations: list[Expectation] = Field(min_length=1)
@@ -235,7 +244,8 @@ Expectation = Annotated[
     | AnyOfExpectation
     | AskedExpectation
     | MessageExpectation
-    | ReferenceExpectation,
+    | ReferenceExpectation
+    | TextTruthExpectation,
     Field(discriminator="type"),
 ]
 AnyOfExpectation.model_rebuild()
@@ -280,6 +290,10 @@ class Strict(Model):
 
     off: str | None = Field(default=None, min_length=1)
     messages: Count | None = None
+    # `text-truth` (every fact written agrees with the chart) is on unless a reason says
+    # why not; `advice`: the system may give medical instructions of its own.
+    text_off: str | None = Field(default=None, min_length=1, alias="textOff")
+    advice: bool = False
 
 
 class Scenario(Model):

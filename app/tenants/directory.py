@@ -211,6 +211,20 @@ def aliases() -> dict[str, str]:
     return out
 
 
+def names() -> dict[str, tuple[str, ...]]:
+    """What a text may call each directory entry: a practitioner by family name or full
+    name (its PractitionerRole and Schedule resolve to it through `aliases`), a location
+    by its name, the part after the dash ("Northgate") and its street address."""
+    out: dict[str, tuple[str, ...]] = {
+        f"Practitioner/{c.id}": (c.family, f"{c.given} {c.family}") for c in CLINICIANS
+    }
+    for loc_id, (name, address) in LOCATIONS.items():
+        short = name.split("—")[-1].strip()
+        out[f"Location/{loc_id}"] = (name, short, address)
+    out[f"Organization/{ORG_ID}"] = ("Riverside Family Health",)
+    return out
+
+
 def slot_id(clinician_key: str, start: datetime) -> str:
     return f"demo-canonical-slot-{clinician_key}-{start:%Y%m%d%H%M}"
 

@@ -99,7 +99,7 @@ def tu(start: datetime, _: datetime) -> str:
 
 async def test_a_correct_reply_passes(tenant: TenantHandle) -> None:
     verdict = await answered(tenant, right)
-    assert verdict["status"] == "passed", failing(verdict)
+    assert verdict["status"] == "passed", {k: v["detail"] for k, v in failing(verdict).items()}
     spanish = await answered(tenant, usted, variant="spanish")
     assert spanish["status"] == "passed", failing(spanish)
 
@@ -107,7 +107,10 @@ async def test_a_correct_reply_passes(tenant: TenantHandle) -> None:
 async def test_a_time_never_shown_fails_grounded(tenant: TenantHandle) -> None:
     verdict = await answered(tenant, unoffered_time)
     assert verdict["status"] == "failed"
-    assert set(failing(verdict)) == {"reply-answers"}
+    # The default text-truth reads the same time: no source states it either.
+    assert set(failing(verdict)) == {"reply-answers", "text-truth"}
+    truth = clause(failing(verdict)["text-truth"], "grounded")
+    assert truth["holds"] is False and "no source has this time" in truth["value"], truth
     grounded = clause(failing(verdict)["reply-answers"], "grounded")
     assert grounded["holds"] is False
     assert "no source has this time" in grounded["value"], grounded
@@ -117,7 +120,9 @@ async def test_a_time_never_shown_fails_grounded(tenant: TenantHandle) -> None:
 async def test_a_booking_nobody_made_fails_claims(tenant: TenantHandle) -> None:
     verdict = await answered(tenant, claims_a_booking)
     assert verdict["status"] == "failed"
-    assert set(failing(verdict)) == {"reply-answers"}
+    assert set(failing(verdict)) == {"reply-answers", "text-truth"}
+    truth = clause(failing(verdict)["text-truth"], "claims")
+    assert truth["holds"] is False and "I've booked" in truth["value"], truth
     claims = clause(failing(verdict)["reply-answers"], "claims")
     assert claims["holds"] is False
     assert "booked" in claims["value"] and "I've booked you an extra" in claims["value"], claims

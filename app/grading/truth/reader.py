@@ -1,0 +1,444 @@
+"""The one fact reader for every text the system writes.
+
+`read(text, chart, zones) -> list[Fact]`: each mention in `text` as a `Fact` with
+- `kind`: "datetime" (a date and/or time of day, with its stated zone: `value["instants"]`
+  every instant it can mean, `value["dates"]` every calendar date), "practitioner",
+  "location", "organization", "medication" (`value`: drug, dose Quantity, times a day),
+  "lab" (`value`: test words, number), "coverage-status" / "appointment-status"
+  (`value["state"]`), "instruction" (`value`: verb, drug), "document-claim", "dob",
+  "mrn", "side", "phone", "money";
+- `context` (see `context`): asserted, negated, historical, hypothetical, other;
+- `sentence`: the span of its sentence, which the checks read for what it is about.
+
+Dates and times come from the one date reader (`app.kit.dates` via
+`app.grading.message.datetimes`), quantities, money and phones from `quantities`,
+practitioners' names from `facts`; drugs and tests from the chart and `lexicon`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from app.grading.message.facts import _names as practitioner_names
+from app.grading.message.quantities import find_money, find_phones, find_quantities, parse_number
+from app.grading.truth import lexicon
+from app.grading.truth.chart import Chart, sides_in, times_a_day, words_of
+from app.grading.truth.context import contexts, language_of
+from app.kit import dates
+from app.kit.phrases import fold, quote
+
+
+@dataclass(slots=True)
+class Fact:
+    kind: str
+    text: str
+    start: int
+    end: int
+    sentence: tuple[int, int]
+    value: dict[str, Any] = field(default_factory=dict)
+    context: str = "asserted"
+    # Filled by the checks: which check read it, whether it held, and why.
+    check: str = ""
+    holds: bool | None = None
+    detail: str = ""
+
+    def shown(self, text: str) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "text": self.text,
+            "start": self.start,
+            "end": self.end,
+            "context": self.context,
+            "quote": quote(text, self.start, self.end),
+        }
+        if self.check:
+            out["check"] = self.check
+            out["holds"] = self.holds
+        if self.detail:
+            out["detail"] = self.detail
+        return out
+
+
+_ABBREV_RE = re.compile(r"(?:\b(?:Dr|Dra|Mr|Mrs|Ms|St|Sr|Sra|vs|No|approx)|\b[ap]\.m|\d)\.$", re.I)
+
+
+def sentences(text: str) -> list[tuple[int, int]]:
+    """Sentence spans: at . ! ? followed by a space and an upper-case letter (not after
+    "Dr." or "a.m."), at a line break, or at a dash that starts a signature."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    for m in re.finditer(r"[.!?]+(?=\s+[\"'“(¿¡A-ZÁÉÍÓÚÑ0-9])|\n+|\s[—–]\s", text):
+        if m.group().startswith(".") and _ABBREV_RE.search(text[max(0, m.start() - 6) : m.end()]):
+            continue
+        out.append((start, m.end()))
+        start = m.end()
+    if start < len(text):
+        out.append((start, len(text)))
+    return [(a, b) for a, b in out if text[a:b].strip()]
+
+
+def _sentence_of(spans: list[tuple[int, int]], at: int) -> tuple[int, int]:
+    for a, b in spans:
+        if a <= at < b:
+            return (a, b)
+    return spans[-1] if spans else (0, 0)
+
+
+def _years(now: datetime) -> tuple[int, ...]:
+    return (now.year, now.year + 1, now.year - 1)
+
+
+def stated_instants(
+    stated: dates.Stated, zones: tuple[str, ...], now: datetime
+) -> tuple[list[datetime], list[date]]:
+    """Every instant (date × time × zone) and every calendar date a statement may mean.
+    A stated zone is the only zone; otherwise UTC and the clinic's zones."""
+    zone = getattr(stated, "zone", None)
+    readings = (zone,) if zone else ("UTC", *zones)
+    days: list[date] = []
+    for stated_date in stated.dates:
+        for y, m, day in stated_date.candidates:
+            for year in (y,) if y is not None else _years(now):
+                months = (m,) if m is not None else (now.month, now.month % 12 + 1)
+                for month in months:
+                    if month is None:
+                        continue
+                    try:
+                        days.append(date(year, month, day))
+                    except ValueError:
+                        continue
+    if not days and stated.weekdays:
+        # A weekday alone: the next three weeks' such days.
+        base = now.date()
+        days = [
+            base + timedelta(days=i)
+            for i in range(-7, 21)
+            if (base + timedelta(days=i)).weekday() in stated.weekdays
+        ]
+    if stated.weekdays:
+        days = [d for d in days if d.weekday() in stated.weekdays] or days
+    instants: list[datetime] = []
+    for d in days:
+        for t in stated.times:
+            for hour in t.hours:
+                for name in readings:
+                    tz = dates.zone_info(name) if name != "UTC" else UTC
+                    if tz is None:
+                        continue
+                    try:
+                        local = datetime(d.year, d.month, d.day, hour, t.minute, tzinfo=tz)
+                    except ValueError:
+                        continue
+                    instants.append(local.astimezone(UTC))
+    return instants, days
+
+
+_NUMBER_RE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w])")
+_NOT_VALUE_RE = re.compile(
+    r"\b(goal|target|range|reference|ref|between|under|below|above|over|less|more|than|up to"
+    r"|at least|normal|meta|objetivo|rango|entre)\b|[<>≤≥]"
+)
+_RANGE_AFTER_RE = re.compile(r"^\s*(?:[-–—]|to|a)\s*\d")
+_COVERAGE_RE = re.compile(r"\b(coverage|insurance|plan|policy|seguro|cobertura|póliza|poliza)\b")
+_ACTIVE_RE = re.compile(
+    r"\b(is|are|remains|still)\s+(active|valid|current|in effect|in force|good)\b"
+    r"|\b(esta|sigue)\s+(activ[oa]|vigente)\b|\bcovered\b|\bcubiert[oa]\b"
+)
+_ENDED_RE = re.compile(
+    r"\b(ended|lapsed|expired|inactive|terminated|cancelled|canceled|not active|no longer active"
+    r"|vencid[oa]|termin[oó]|expir[oó]|inactiv[oa])\b"
+)
+_KEPT_RE = re.compile(
+    r"\b(keep|keeping|kept|stays|stay|remains|still)\b[^.]{0,30}\b(booked|on|scheduled|the same"
+    r"|in place|appointment|visit)\b|\bsigue (en pie|programad[oa]|reservad[oa])\b"
+    r"|\bse mantiene\b"
+)
+_DOB_RE = re.compile(
+    r"\b(dob|d\.o\.b|date of birth|born|birth date|fecha de nacimiento|nacid[oa])\b"
+)
+_MRN_RE = re.compile(
+    r"\b(?:mrn|medical record(?: number)?|record number)\s*[:#]?\s*([A-Za-z0-9-]{4,})"
+)
+_DOCUMENT_CLAIM_RE = re.compile(
+    r"\b(?:i(?:'ve| have)?|we(?:'ve| have)?|has been|have been|was|were|is now)\s+"
+    r"(?:just |already |now )?"
+    r"(posted|uploaded|attached|shared|put|signed|written|wrote|sent)\b[^.?!]{0,40}?"
+    r"\b(note|letter|document|form|excuse|record|records|report|summary)\b"
+)
+_INSTRUCTION_LEAD = (
+    r"(?:^|[.;:!,]\s*|\bplease\s+|\byou (?:should|can|may|could|need to|must|will need to)\s+"
+    r"|\b(?:i|we) (?:recommend|suggest|advise)(?: that you| you)?\s+|\bgo ahead and\s+"
+    r"|\bit(?:'s| is) (?:ok|okay|fine|safe) to\s+|\bpor favor\s+|\bdebe\s+|\bpuede\s+"
+    r"|\ble recomiendo\s+|\btry to\s+|\bjust\s+)"
+)
+
+
+_SPANISH_SIDE = {"left": "izquierd", "right": "derech"}
+
+
+def _drug_words(chart: Chart) -> set[str]:
+    return set(lexicon.DRUGS) | {w for o in chart.orders for w in o.drug}
+
+
+def read(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list[Fact]:
+    spans = sentences(text)
+    folded = fold(text)
+    low = folded.text
+    facts: list[Fact] = []
+
+    def span(fs: int, fe: int) -> tuple[int, int]:
+        return folded.span(fs, fe)
+
+    def add(kind: str, start: int, end: int, value: dict[str, Any] | None = None) -> Fact:
+        fact = Fact(kind, text[start:end], start, end, _sentence_of(spans, start), value or {})
+        facts.append(fact)
+        return fact
+
+    for stated in dates.find_datetimes(text):
+        instants, days = stated_instants(stated, zones, now)
+        add(
+            "datetime",
+            stated.start,
+            stated.end,
+            {
+                "instants": instants,
+                "dates": days,
+                "has_time": bool(stated.times),
+                "has_date": bool(stated.dates),
+                "zone": getattr(stated, "zone", None),
+            },
+        )
+    for name, start, end in practitioner_names(text):
+        add("practitioner", start, end, {"name": name})
+    for ref, names in chart.names.items():
+        kind = ref.split("/", 1)[0]
+        if kind not in ("Location", "Organization"):
+            continue
+        for name in sorted(set(names), key=len, reverse=True):
+            key = fold(name).text
+            if len(key) < 4:
+                continue
+            for m in re.finditer(rf"(?<!\w){re.escape(key)}(?!\w)", low):
+                a, b = span(m.start(), m.end())
+                if not any(
+                    f.start <= a < f.end for f in facts if f.kind in ("location", "organization")
+                ):
+                    add(kind.lower(), a, b, {"ref": ref})
+    for ref, names in chart.organizations.items():
+        del ref, names  # read above with the locations
+    drugs = _drug_words(chart)
+    quantities = [q for q in find_quantities(text, folded)]
+    for m in re.finditer(r"[^\W\d_]+", low):
+        word = m.group()
+        if word not in drugs:
+            continue
+        a, b = span(m.start(), m.end())
+        sentence = _sentence_of(spans, a)
+        dose = next(
+            (
+                q
+                for q in quantities
+                if q.dimension == "mass" and b <= q.start <= b + 40 and q.start < sentence[1]
+            ),
+            None,
+        )
+        tail_end = min(sentence[1], (dose.end if dose else b) + 40)
+        per_day = times_a_day(text[b:tail_end])
+        fact = add("medication", a, b, {"drug": word, "dose": dose, "per_day": per_day})
+        if dose is not None:
+            # The dose is what ConText reads ("not 20 mg"): the span it judges.
+            fact.value["dose_span"] = (dose.start, dose.end)
+    _read_labs(text, low, span, spans, chart, add)
+    for a0, b0 in spans:
+        clause = low[folded_index(folded, a0) : folded_index(folded, b0)]
+        if _COVERAGE_RE.search(clause):
+            state = (
+                "ended"
+                if _ENDED_RE.search(clause)
+                else ("active" if _ACTIVE_RE.search(clause) else None)
+            )
+            if state:
+                named = _COVERAGE_RE.search(clause)
+                assert named is not None
+                fs = folded_index(folded, a0) + named.start()
+                a, b = span(fs, fs + len(named.group()))
+                add("coverage-status", a, b, {"state": state})
+        kept = _KEPT_RE.search(clause)
+        if kept and re.search(
+            r"\b(appointment|visit|booking|physical|follow-up|cita|consulta)\b", clause
+        ):
+            fs = folded_index(folded, a0) + kept.start()
+            a, b = span(fs, fs + len(kept.group()))
+            add("appointment-status", a, b, {"state": "kept", "sentence_text": clause})
+        for m in _DOCUMENT_CLAIM_RE.finditer(clause):
+            fs = folded_index(folded, a0) + m.start()
+            a, b = span(fs, fs + len(m.group()))
+            add("document-claim", a, b, {"verb": m.group(1), "noun": m.group(2)})
+        if _DOB_RE.search(clause):
+            for f in [f for f in facts if f.kind == "datetime" and a0 <= f.start < b0]:
+                f.value["dob"] = True
+        for m in _MRN_RE.finditer(clause):
+            fs = folded_index(folded, a0) + m.start(1)
+            a, b = span(fs, fs + len(m.group(1)))
+            add("mrn", a, b, {"value": text[a:b]})
+        for side in sides_in(clause):
+            said = re.search(
+                rf"(?<![\w])({side}|{side[0]}|{_SPANISH_SIDE[side]}\w*)(?![\w])",
+                clause,
+            )
+            if said:
+                fs = folded_index(folded, a0) + said.start()
+                a, b = span(fs, fs + len(said.group()))
+                add("side", a, b, {"side": side})
+    _read_instructions(text, low, folded, spans, drugs, add)
+    for phone in find_phones(text, folded):
+        if not phone.emergency:
+            add("phone", phone.start, phone.end, {"digits": phone.digits})
+    for money in find_money(text, folded):
+        add("money", money.start, money.end, {"value": money.value})
+    facts.sort(key=lambda f: f.start)
+    _contexts(text, facts)
+    return facts
+
+
+def folded_index(folded: Any, original: int) -> int:
+    """The folded index of an original index (the first folded char at or after it)."""
+    origin = folded.origin
+    lo, hi = 0, len(origin) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if origin[mid] < original:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _read_labs(
+    text: str, low: str, span: Any, spans: list[tuple[int, int]], chart: Chart, add: Any
+) -> None:
+    keys = sorted(lexicon.LAB_NAMES, key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w])(" + "|".join(re.escape(k) for k in keys) + r")(?![\w])")
+    mentions = [(m.start(), m.end(), m.group()) for m in pattern.finditer(low)]
+    if not mentions:
+        return
+    numbers = [(m.start(), m.end(), m.group()) for m in _NUMBER_RE.finditer(low)]
+    previous_end = -100
+    for s, e, key in mentions:
+        if key == "k" and not re.match(r"\s*(?:[:=]|\d|of|is|was)", low[e : e + 6]):
+            continue  # "k" alone is potassium only before its value
+        gap = low[previous_end:s] if previous_end >= 0 else ""
+        if 0 <= s - previous_end <= 25 and not _NUMBER_RE.search(gap):
+            previous_end = e
+            continue  # "HDL ("good") cholesterol 61": the first name takes the value
+        previous_end = e
+        nxt = next(((a, b, t) for a, b, t in numbers if e <= a <= e + 30), None)
+        if nxt is None:
+            continue
+        between = low[e : nxt[0]]
+        if re.search(r"[.;!?]", between) or _NOT_VALUE_RE.search(between):
+            continue
+        if _RANGE_AFTER_RE.match(low[nxt[1] : nxt[1] + 6]):
+            continue  # "INR 2.0–3.0": a range is a goal, not a result
+        number = parse_number(nxt[2].replace(",", "."))
+        if number is None:
+            continue
+        a, b = span(s, e)
+        na, nb = span(nxt[0], nxt[1])
+        add(
+            "lab",
+            a,
+            nb,
+            {
+                "test": lexicon.LAB_NAMES[key],
+                "number": number,
+                "name": text[a:b],
+                "value_span": (na, nb),
+            },
+        )
+
+
+def _read_instructions(
+    text: str, low: str, folded: Any, spans: list[tuple[int, int]], drugs: set[str], add: Any
+) -> None:
+    verbs = sorted({*lexicon.CHANGE_VERBS, *lexicon.TAKE_VERBS}, key=len, reverse=True)
+    verb_re = "|".join(re.escape(fold(v).text) for v in verbs)
+    regex = re.compile(rf"{lexicon_lead()}(?P<verb>{verb_re})\b(?P<rest>[^.;!?\n]{{0,80}})")
+    for m in regex.finditer(low):
+        rest = m.group("rest")
+        drug = next((w for w in re.findall(r"[^\W\d_]+", rest) if w in drugs), None)
+        noun = re.search(rf"\b({lexicon.MEDICINE_NOUNS})\b", rest)
+        if drug is None and noun is None:
+            continue
+        verb = m.group("verb")
+        fs, fe = m.start("verb"), m.end("rest")
+        a, b = folded.span(fs, fe)
+        add(
+            "instruction",
+            a,
+            b,
+            {
+                "verb": verb,
+                "drug": drug,
+                "as_ordered": bool(re.search(rf"\b({lexicon.AS_ORDERED})\b", rest)),
+                "doses": [q for q in find_quantities(text[a:b]) if q.dimension == "mass"],
+                "change": verb in {fold(v).text for v in lexicon.CHANGE_VERBS}
+                or bool(re.search(r"\b(half|double|extra|twice as|mitad|doble)\b", rest)),
+                "words": words_of(text[a:b]),
+            },
+        )
+
+
+def lexicon_lead() -> str:
+    return _INSTRUCTION_LEAD
+
+
+def _contexts(text: str, facts: list[Fact]) -> None:
+    judged = []
+    for fact in facts:
+        if fact.kind == "medication" and "dose_span" in fact.value:
+            judged.append(fact.value["dose_span"])
+        elif fact.kind == "lab":
+            judged.append(fact.value["value_span"])
+        else:
+            judged.append((fact.start, fact.end))
+    language = language_of(text)
+    for fact, context in zip(facts, contexts(text, judged, language), strict=True):
+        fact.context = context
+
+
+def number_equal(a: Decimal, b: Decimal) -> bool:
+    """Equal as written to the stated precision ("9.1" equals 9.10, "182" equals 182.0)."""
+    return a.normalize() == b.normalize() or abs(a - b) < Decimal("0.0001")
+
+
+_read_cache: dict[tuple[Any, ...], list[Fact]] = {}
+_read_lock = threading.Lock()
+_READ_CACHE_SIZE = 4096
+
+
+def read_cached(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list[Fact]:
+    """`read`, remembered: the scenario check grades hundreds of near misses whose texts
+    and vocabulary are the oracle's. What the reader depends on is the key: the text, the
+    chart's drugs and names, the zones and the day. The facts are copies (checks mark them)."""
+    key = (
+        text,
+        frozenset(w for o in chart.orders for w in o.drug),
+        tuple(sorted((r, tuple(n)) for r, n in chart.names.items())),
+        zones,
+        now.date(),
+    )
+    with _read_lock:
+        facts = _read_cache.get(key)
+    if facts is None:
+        facts = read(text, chart, zones, now)
+        with _read_lock:
+            if len(_read_cache) >= _READ_CACHE_SIZE:
+                _read_cache.pop(next(iter(_read_cache)))
+            _read_cache[key] = facts
+    return [replace(f, value=dict(f.value)) for f in facts]
