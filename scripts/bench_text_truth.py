@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.grading.truth import context as ctx  # noqa: E402
-from app.grading.truth import reader  # noqa: E402
-from tests.grading.truth.cases import cases  # noqa: E402
-from tests.grading.truth.world import truth  # noqa: E402
+from app.grading.truth import context as ctx
+from app.grading.truth import reader
+from tests.grading.truth.cases import cases
+from tests.grading.truth.world import truth
 
 
 def main() -> int:

@@ -60,7 +60,7 @@ def default_expectations(scenario: Scenario) -> list[Expectation]:
                 id=TEXT_TRUTH_ID,
                 type="text-truth",
                 label=TEXT_TRUTH_LABEL,
-                allowAdvice=scenario.strict.advice,
+                allow_advice=scenario.strict.advice,
             )
         )
     out += _default_asked(scenario, taken)

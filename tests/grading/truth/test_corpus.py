@@ -26,7 +26,7 @@ def test_every_kind_has_both_sides() -> None:
 
 def test_each_fact_is_shown_with_its_context() -> None:
     text = "Your dose is lisinopril 20 mg once a day (not 10 mg)."
-    result = truth(cases()[0].writes()[:1] + [_message(text)])
+    result = truth([*cases()[0].writes()[:1], _message(text)])
     facts = [f for c in result.evidence.clauses if "facts" in c for f in c["facts"]]
     contexts = {f["text"]: f["context"] for f in facts}
     assert contexts["lisinopril"] == "asserted"
