@@ -17,9 +17,11 @@ Readings are kept ambiguous rather than guessed, so a correct message is never r
 - a time without AM/PM ("10:30", "a las 10") may be 10:30 or 22:30 (`StatedTime.hours`);
 - a numeric date "8/12" may be 8 December or August 12 (`StatedDate.candidates`); a
   numeric date without a year counts only next to a time or a weekday, after a cue
-  ("on", "el", "for", "para", "from", "desde", "until", "dates:", "fecha:" …), or as the
-  next of a list or range whose first counts ("on 11/27 and 11/28", "del 27/11 al 28/11")
-  — so "1/2 tablet" and "1/2 to 3/4 tablet" are no dates;
+  ("on", "el", "for", "para", "until", "hasta", "dates:", "fecha:" …), as the next of a
+  list or range whose first counts ("on 11/27 and 11/28", "del 27/11 al 28/11"), or in a
+  list or range of two a few days apart ("missed work 11/27 and 11/28", "11/27-11/30":
+  the second 1 to 31 days after the first, not before a dose word) — so "1/2 tablet",
+  "1/2 to 3/4 tablet" and "1/2 to 1/4 tablet" are no dates;
 - "the 8th", "el martes 8" give a day with no month (`month is None`); "the 8th" alone
   needs the same cue as a bare numeric date ("the 2nd floor" is no date);
 - a day as an ordinal word reads before "of"/"de" and a month ("the fourth of
@@ -64,6 +66,7 @@ one). For a date-only value the date alone must be stated.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -400,8 +403,8 @@ _AT_HOUR_FOLLOW_RE = re.compile(
 )
 _GAP_BREAK_RE = re.compile(r"[.!?;\n]|(?<!\w)(?:or|and|but|instead|not|o|u|y|pero|no|ni)(?!\w)")
 _BARE_CUE_RE = re.compile(
-    r"(?:^|\W)(?:on|el|for|para|del|dia|by|until|hasta|from|desde|since|through|thru"
-    r"|dated?|dates|fechas?)\W*$"
+    r"(?:^|\W)(?:on|el|for|para|del|dia|by|until|hasta|since|through|thru|dated?|dates"
+    r"|fechas?)\W*$"
 )
 # Between two dates of one list or range: "on 11/27 and 11/28", "del 27/11 al 28/11".
 _DATE_LIST_RE = re.compile(
@@ -797,6 +800,7 @@ def _group(folded: Folded, original: str, mentions: list[_Mention]) -> list[Stat
         groups.append([mention])
     stated: list[Stated] = []
     counted_end = -1  # where the last date that counts ends: a list or range goes on
+    paired = _paired_days(folded.text, mentions)
     for group in groups:
         has_context = any(m.time is not None or m.weekday is not None for m in group)
         dates: list[StatedDate] = []
@@ -809,7 +813,7 @@ def _group(folded: Folded, original: str, mentions: list[_Mention]) -> list[Stat
                     joined = counted_end >= 0 and _DATE_LIST_RE.fullmatch(
                         folded.text, counted_end, m.start
                     )
-                    if not (_BARE_CUE_RE.search(before) or joined):
+                    if not (_BARE_CUE_RE.search(before) or joined or id(m) in paired):
                         continue
                 dates.append(m.date)
                 parts.append(("date", original[a:b]))
@@ -838,6 +842,46 @@ def _group(folded: Folded, original: str, mentions: list[_Mention]) -> list[Stat
             )
         )
     return stated
+
+
+_SLASH_RE = re.compile(r"(\d{1,2})/(\d{1,2})")
+_DOSE_RE = re.compile(
+    r"\s*(?:of\s+(?:an?|the)\s+|de\s+(?:una?\s+|la\s+)?)?(?:tablets?|tabs?|pills?|capsules?"
+    r"|caps?|cups?|tsp|tbsp|teaspoons?|tablespoons?|inch(?:es)?|mg|ml|doses?|tabletas?"
+    r"|pastillas?|comprimidos?|capsulas?|cucharadas?|cucharaditas?|tazas?|dosis)(?!\w)"
+)
+
+
+def _paired_days(text: str, mentions: list[_Mention]) -> set[int]:
+    """The bare numeric dates (by id) written as a list or range of a few days: "11/27 and
+    11/28", "11/27-11/30" — read month first or day first alike, the second 1 to 31 days
+    after the first. Fractions are not: "1/2 to 3/4 tablet", "1/4 and 1/2"."""
+    dates = [m for m in mentions if m.date is not None]
+    paired: set[int] = set()
+    for first, second in itertools.pairwise(dates):
+        a = _SLASH_RE.fullmatch(text, first.start, first.end)
+        b = _SLASH_RE.fullmatch(text, second.start, second.end)
+        if a is None or b is None or not _DATE_LIST_RE.fullmatch(text, first.end, second.start):
+            continue
+        if _DOSE_RE.match(text, second.end):
+            continue  # "from 1/2 to 1/4 tablet"
+        x, y = (int(v) for v in a.groups())
+        u, v = (int(w) for w in b.groups())
+        if _few_days_apart((x, y), (u, v)) or _few_days_apart((y, x), (v, u)):
+            paired.update((id(first), id(second)))
+    return paired
+
+
+def _few_days_apart(first: tuple[int, int], second: tuple[int, int]) -> bool:
+    """(month, day) `second` is 1 to 31 days after `first` (over a year's end too)."""
+    leap = 2024  # so 2/29 is a day
+    if not (_valid(leap, *first) and _valid(leap, *second)):
+        return False
+    start = date(leap, *first)
+    end = date(leap, *second)
+    if end < start:
+        end = end.replace(year=leap + 1) if second != (2, 29) else end
+    return 1 <= (end - start).days <= 31
 
 
 def _zoned_times(

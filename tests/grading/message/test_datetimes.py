@@ -90,6 +90,12 @@ def _parts(
         ("on 11/27 and 11/28", [([(None, 11, 27)], [], [], []), ([(None, 11, 28)], [], [], [])]),
         ("dates: 11/27-11/28", [([(None, 11, 27), (None, 11, 28)], [], [], [])]),
         ("del 27/11 al 28/11", [([(None, 11, 27), (None, 11, 28)], [], [], [])]),
+        (
+            "missed work 11/27 and 11/28",
+            [([(None, 11, 27)], [], [], []), ([(None, 11, 28)], [], [], [])],
+        ),
+        ("ill 11/27-11/30", [([(None, 11, 27), (None, 11, 30)], [], [], [])]),
+        ("12/30 - 1/2", [([(None, 12, 30), (None, 1, 2), (None, 2, 1)], [], [], [])]),
     ],
 )
 def test_find_datetimes(text: str, expected: object) -> None:
@@ -115,6 +121,10 @@ def test_find_datetimes(text: str, expected: object) -> None:
         "We have clinics at 3 locations.",
         "Your blood pressure was 120/80.",
         "Take 1/2 to 3/4 tablet",
+        "Take 1/2 to 1/4 tablet",
+        "Increase from 1/2 to 1 tablet",
+        "Tome 1/2 a 1/4 de tableta",
+        "We are open 24/7.",
         "You may second the motion.",
         "11/27",  # a bare numeric date needs a cue
     ],
