@@ -61,9 +61,31 @@ def default_expectations(scenario: Scenario) -> list[Expectation]:
                 type="text-truth",
                 label=TEXT_TRUTH_LABEL,
                 allow_advice=scenario.strict.advice,
+                vouched=_oracle_texts(scenario),
             )
         )
     out += _default_asked(scenario, taken)
+    return out
+
+
+def _oracle_texts(scenario: Scenario) -> list[str]:
+    """Every string the reference solution writes (its messages, Task texts, notes)."""
+    out: list[str] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, str):
+            if " " in value:
+                out.append(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if key not in ("reference", "system", "url", "id"):
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for call in scenario.oracle:
+        walk(call.body)
     return out
 
 

@@ -227,6 +227,9 @@ class TextTruthExpectation(ExpectationBase):
 
     type: Literal["text-truth"]
     allow_advice: bool = Field(default=False, alias="allowAdvice")
+    # The reference solution's own texts: what its author vouches for ("we are open on
+    # Saturday mornings") is a source, as what the system was shown is.
+    vouched: list[str] = Field(default_factory=list)
 
 
 class AnyOfExpectation(ExpectationBase):

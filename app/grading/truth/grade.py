@@ -613,14 +613,15 @@ class _Check:
                 and (w.via_run or w.run_id is not None)
                 and w.first_changed_at <= text.at
             ]
+            # Also sources: the run's own writes before the text, the directory's names,
+            # and what the reference solution's author vouches for.
             key = tuple(sorted(ref_of(w) for w in writes))
-            if key:
-                if key not in own:
-                    own[key] = SourceIndex.build(
-                        [w.resource for w in writes] + [self.chart.names], zones
-                    )
-                also = {(f.kind, f.start, f.end) for f in grounded(text.text, own[key], zones)}
-                facts = [f for f in facts if (f.kind, f.start, f.end) in also]
+            if key not in own:
+                own[key] = SourceIndex.build(
+                    [*self.e.vouched, *[w.resource for w in writes], self.chart.names], zones
+                )
+            also = {(f.kind, f.start, f.end) for f in grounded(text.text, own[key], zones)}
+            facts = [f for f in facts if (f.kind, f.start, f.end) in also]
             for f in facts:
                 fact = Fact(f.kind, f.text, f.start, f.end, (f.start, f.end))
                 self.facts[i].append(fact)
@@ -764,8 +765,9 @@ def grade_text_truth(e: TextTruthExpectation, snapshot: RunSnapshot) -> Expectat
     check.consistent()
     check.claims()
     sentences_, words = _source_sentences(snapshot, check.chart)
-    check.instructions(sentences_)
-    check.medications(words)
+    vouched, vouched_words = _sentence_sets(list(e.vouched))
+    check.instructions([*sentences_, *vouched])
+    check.medications(words | vouched_words)
     check.grounded()
     clauses: list[dict[str, Any]] = []
     for name in ("consistent", "claims", "instructions", "medications", "grounded"):
