@@ -884,6 +884,11 @@ def _few_days_apart(first: tuple[int, int], second: tuple[int, int]) -> bool:
     return 1 <= (end - start).days <= 31
 
 
+_LOCAL_TIME_RE = re.compile(
+    r"\s*\(?\s*(?:your (?:local )?time|local time|hora local|su hora|tu hora|(?:en )?su zona)"
+)
+
+
 def _zoned_times(
     folded: Folded, original: str, group: list[_Mention]
 ) -> tuple[tuple[StatedTime, ...], str | None, str | None]:
@@ -894,6 +899,13 @@ def _zoned_times(
     timed = [(m.time, m.zone_text) for m in group if m.time is not None]
     if not timed:
         return (), None, None
+    # "15:30 UTC (10:30 AM your time)": a time said in the reader's own clock takes no
+    # other time's zone.
+    local = [
+        m.time.zone is None and _LOCAL_TIME_RE.match(folded.text, m.end) is not None
+        for m in group
+        if m.time is not None
+    ]
     zones = [time.zone for time, _ in timed]
     own = [(time.zone, text) for time, text in timed if time.zone is not None]
     zone, zone_text = own[0] if own else (None, None)
@@ -904,7 +916,7 @@ def _zoned_times(
             zone, zone_text = before[0], original[a:b]
     times: list[StatedTime] = []
     for i, (time, _) in enumerate(timed):
-        if time.zone is None and zone is not None:
+        if time.zone is None and zone is not None and not local[i]:
             later = [z for z in zones[i + 1 :] if z is not None]
             earlier = [z for z in zones[:i] if z is not None]
             inherited = later[0] if later else earlier[-1] if earlier else zone

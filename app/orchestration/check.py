@@ -34,6 +34,7 @@ from app.orchestration.adversaries import derive_element_mutants, derive_free_al
 from app.orchestration.mutants import Mutant, derive_mutants, derive_variant_mutants
 from app.orchestration.rewrites import Rewrite, derive_rewrites
 from app.orchestration.simulation import Patient, Simulation, patient_of
+from app.orchestration.text_adversaries import derive_text_adversaries
 from app.runs import service as runs_service
 from app.scenarios.schema import OracleCall, Scenario
 from app.scenarios.service import LoadedScenario
@@ -370,7 +371,16 @@ async def _check_variant(
         # Mutants and rewrites differ from the oracle in a call or two: most clauses read
         # the same resources with the same variables, so their outcomes are shared.
         memo = ClauseMemo()
-        oracle_memory = grade(expectations, simulated.run(scenario.oracle), memo)
+        oracle_snapshot = simulated.run(scenario.oracle)
+        oracle_memory = grade(expectations, oracle_snapshot, memo)
+        # Text adversaries, from what text-truth read in the reference's own texts
+        # (`app.orchestration.text_adversaries`): near misses in words, and paraphrases.
+        if any(e.type == "text-truth" for e in expectations):
+            worded, paraphrases = derive_text_adversaries(scenario, before, oracle_snapshot)
+            mutants = [*mutants, *worded]
+            rewrites = [*rewrites, *paraphrases]
+            for kind in [m.kind for m in worded] + [r.kind for r in paraphrases]:
+                report.generated[kind] = report.generated.get(kind, 0) + 1
         report.disagreement = _disagreement(oracle_memory, verdict_json)
         if report.disagreement or real_mutants:
             report.executor = "real runs"
@@ -610,7 +620,8 @@ def render(reports: list[ScenarioReport]) -> str:
         lines.append(
             "generated adversaries: "
             + ", ".join(f"{n} {kind}" for kind, n in sorted(generated.items()))
-            + " (element and delete mutants must fail, free alternatives must pass)"
+            + " (element, delete and text mutants must fail; free alternatives and text"
+            " paraphrases and courtesies must pass)"
         )
     lines.append("")
     lines.append(f"{ok}/{len(reports)} scenarios pass the check")

@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -58,6 +58,7 @@ from app.kit.dates import (
     local_readings,
     parse_instant,
     scan_datetimes,
+    zone_of,
 )
 from app.kit.phrases import fold, quote
 
@@ -134,6 +135,9 @@ class SourceIndex:
     numbers: set[Decimal] = field(default_factory=set)
     quantities: list[Quantity] = field(default_factory=list)
     words: set[str] = field(default_factory=set)
+    # Every date-time the sources state with its zone, in UTC: a time the message states
+    # in a zone of its own ("10:00 AM Central") is grounded by the same instant only.
+    instants: set[datetime] = field(default_factory=set)
 
     @classmethod
     def build(cls, sources: Iterable[Source], zones: Sequence[str] = ()) -> SourceIndex:
@@ -165,6 +169,7 @@ class SourceIndex:
     def _add_instant(self, value: str, zones: tuple[str, ...]) -> None:
         parsed = parse_instant(value)
         if isinstance(parsed, datetime):
+            self.instants.add(parsed.astimezone(UTC))
             for _, local in local_readings(parsed, zones):
                 d = local.date()
                 self._add_point(
@@ -302,8 +307,42 @@ def _part_fact(stated: Stated, kind: str, message: str, detail: str, nth: int = 
     return Fact(kind, text, start, end, quote(message, start, end), detail)
 
 
+def _zoned_time_shown(stated: Stated, time: StatedTime, index: SourceIndex) -> bool:
+    """A time stated in a zone of its own: some source instant read in that zone has
+    this time, and the statement's date (or weekday) there, when it states one."""
+    tz = zone_of(time.zone or "UTC")
+    if tz is None:
+        return True  # a zone nobody can read is no evidence either way
+    for instant in index.instants:
+        local = instant.astimezone(tz)
+        if not time.matches(local.hour, local.minute):
+            continue
+        day = local.date()
+        if stated.dates and not any(
+            _ymd_compatible(c, (day.year, day.month, day.day))
+            for d in stated.dates
+            for c in d.candidates
+        ):
+            continue
+        if stated.weekdays and day.weekday() not in stated.weekdays:
+            continue
+        return True
+    return False
+
+
 def _check_stated(stated: Stated, message: str, index: SourceIndex) -> list[Fact]:
     failures: list[Fact] = []
+    # Each time's own zone (the reader gives a time the zone its statement writes for it).
+    zoned = [(nth, t) for nth, t in enumerate(stated.times) if t.zone is not None]
+    if zoned and index.instants:
+        # Read where the text says, not in every zone: "2 PM Eastern" for a 14:00 UTC
+        # slot states 19:00 UTC, which no source has.
+        for nth, time in zoned:
+            if not _zoned_time_shown(stated, time, index):
+                detail = f"no source has this time in {time.zone}"
+                failures.append(_part_fact(stated, "time", message, detail, nth))
+        if failures or len(zoned) == len(stated.times):
+            return failures
     if stated.dates:
         points = [p for d in stated.dates for p in index.date_points(d)]
         if not points:

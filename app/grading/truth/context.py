@@ -90,6 +90,11 @@ _EN_RULES: tuple[_Rule, ...] = (
     ("unless", "HYPOTHETICAL", "FORWARD", None, None),
     ("should you", "HYPOTHETICAL", "FORWARD", None, None),
     ("would you like", "HYPOTHETICAL", "FORWARD", None, None),
+    # "Riverside Family Health" names a clinic, not a relative.
+    ("family health", "PSEUDO", "PSEUDO", None, None),
+    ("family medicine", "PSEUDO", "PSEUDO", None, None),
+    ("family practice", "PSEUDO", "PSEUDO", None, None),
+    ("family doctor", "PSEUDO", "PSEUDO", None, None),
     ("another patient", "FAMILY", "BIDIRECTIONAL", None, None),
     ("other patient", "FAMILY", "BIDIRECTIONAL", None, None),
     (
@@ -290,8 +295,7 @@ def _build(language: str) -> Any:
     import spacy.tokens
     from medspacy.context import ConText, ConTextRule  # type: ignore[import-untyped]
 
-    nlp = spacy.blank(language)
-    nlp.add_pipe("sentencizer")
+    nlp = spacy.blank(language)  # sentences are ours (`sentences`), set on each doc
     rules = _EN_RULES if language == "en" else _ES_RULES
     context: ConText = nlp.add_pipe(
         "medspacy_context",
@@ -304,6 +308,24 @@ def _build(language: str) -> Any:
         ]
     )
     return nlp
+
+
+_ABBREV_RE = re.compile(r"(?:\b(?:Dr|Dra|Mr|Mrs|Ms|St|Sr|Sra|vs|No|approx)|\b[ap]\.m|\d)\.$", re.I)
+
+
+def sentences(text: str) -> list[tuple[int, int]]:
+    """Sentence spans: at . ! ? followed by a space and an upper-case letter (not after
+    "Dr." or "a.m."), at a line break, or at a dash that starts a signature."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    for m in re.finditer(r"[.!?]+(?=\s+[\"'“(¿¡A-ZÁÉÍÓÚÑ0-9])|\n+|\s[—–]\s", text):
+        if m.group().startswith(".") and _ABBREV_RE.search(text[max(0, m.start() - 6) : m.end()]):
+            continue
+        out.append((start, m.end()))
+        start = m.end()
+    if start < len(text):
+        out.append((start, len(text)))
+    return [(a, b) for a, b in out if text[a:b].strip()]
 
 
 def _question_spans(text: str) -> list[tuple[int, int]]:
@@ -326,10 +348,15 @@ def _contexts_cached(text: str, spans: tuple[tuple[int, int], ...], language: st
 
     with _lock:
         doc = nlp.make_doc(text)
-        for name, proc in nlp.pipeline:
-            if name == "medspacy_context":
-                continue
-            doc = proc(doc)
+        # Our sentences, not the sentencizer's: a line break or a signature's dash ends
+        # one too ("… Riverside Family Health\nPlease double …" is two).
+        starts = sorted(a for a, _ in sentences(text))
+        k = 0
+        for token in doc:
+            first = token.i == 0
+            while k < len(starts) and starts[k] <= token.idx:
+                first, k = True, k + 1
+            token.is_sent_start = first
         ents: list[Span] = []
         index: dict[int, int] = {}  # ent position -> spans position
         taken: set[int] = set()

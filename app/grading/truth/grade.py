@@ -59,8 +59,8 @@ from app.grading.scoring import capped, make_result
 from app.grading.snapshot import Evidence, ExpectationResult, RunSnapshot, is_simulated
 from app.grading.truth import lexicon
 from app.grading.truth.chart import Booking, Chart, Order, instant_of, words_of
-from app.grading.truth.context import ASSERTED, HISTORICAL, SUPERSEDED
-from app.grading.truth.reader import Fact, number_equal, read_cached, sentences
+from app.grading.truth.context import ASSERTED, HISTORICAL, SUPERSEDED, sentences
+from app.grading.truth.reader import Fact, number_equal, read_cached
 from app.kit.dates import zone_info
 from app.kit.phrases import fold
 from app.scenarios.schema import TextTruthExpectation
@@ -97,7 +97,8 @@ def texts_of(snapshot: RunSnapshot) -> list[Text]:
         before = changed.before or {}
         parts: list[tuple[str, str]] = []
         if kind == "Communication" and changed.created:
-            text = "\n".join(
+            # A message's parts are one text ("on (UTC):", the instant, the sign-off).
+            text = " ".join(
                 str(p["contentString"])
                 for p in body.get("payload") or []
                 if isinstance(p, dict) and isinstance(p.get("contentString"), str)
@@ -145,7 +146,7 @@ def texts_of(snapshot: RunSnapshot) -> list[Text]:
     return sorted(out, key=lambda t: (t.at, t.ref))
 
 
-class _Check:
+class TextCheck:
     def __init__(self, e: TextTruthExpectation, snapshot: RunSnapshot) -> None:
         self.e = e
         self.snapshot = snapshot
@@ -156,6 +157,7 @@ class _Check:
             read_cached(t.text, self.chart, self.zones, snapshot.now) for t in self.texts
         ]
         self.broken: dict[str, list[str]] = {}
+        self.source_words: set[str] = set()
         self.culprits: list[str] = []
         self.bookings = [
             b
@@ -507,6 +509,15 @@ class _Check:
             for w in words_of(fold(text[claim.start : claim.end] + tail).text)
             if w in lexicon.DRUGS or any(w in o.drug for o in self.chart.orders)
         }
+        if re.search(
+            r"\b(refill|prescription|receta|medicamento)", folded_tail + fold(claim.text).text
+        ) and not re.search(r"\b(request|solicitud|pedido|approval|review|aprobaci)", folded_tail):
+            # "sent your refill" says the prescription went out: a MedicationRequest does
+            # that, not a Task asking a doctor to (which "sent your refill request" is).
+            backing = [w for w in backing if w.resource_type == "MedicationRequest"]
+            if not backing:
+                self.fail("claims", i, fact, "no MedicationRequest was written before it")
+                return
         for w in backing:
             if all(
                 _names_target(w.resource, self.snapshot.aliases, refs) for _, refs in wants
@@ -759,8 +770,11 @@ def _source_sentences(snapshot: RunSnapshot, chart: Chart) -> tuple[list[frozens
     return own_sets, set(own_words)
 
 
-def grade_text_truth(e: TextTruthExpectation, snapshot: RunSnapshot) -> ExpectationResult:
-    check = _Check(e, snapshot)
+def run_checks(e: TextTruthExpectation, snapshot: RunSnapshot) -> TextCheck:
+    """Every text of the run read and every check run: `texts[i]`'s facts are
+    `facts[i]`, each marked with the check it met or broke (the scenario check's text
+    adversaries mutate what a check read)."""
+    check = TextCheck(e, snapshot)
     check.supersede()
     check.consistent()
     check.claims()
@@ -769,6 +783,12 @@ def grade_text_truth(e: TextTruthExpectation, snapshot: RunSnapshot) -> Expectat
     check.instructions([*sentences_, *vouched])
     check.medications(words | vouched_words)
     check.grounded()
+    check.source_words = words | vouched_words
+    return check
+
+
+def grade_text_truth(e: TextTruthExpectation, snapshot: RunSnapshot) -> ExpectationResult:
+    check = run_checks(e, snapshot)
     clauses: list[dict[str, Any]] = []
     for name in ("consistent", "claims", "instructions", "medications", "grounded"):
         broken = check.broken.get(name, [])

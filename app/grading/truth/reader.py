@@ -28,7 +28,7 @@ from app.grading.message.facts import _names as practitioner_names
 from app.grading.message.quantities import find_money, find_phones, find_quantities, parse_number
 from app.grading.truth import lexicon
 from app.grading.truth.chart import Chart, sides_in, times_a_day, words_of
-from app.grading.truth.context import contexts, language_of
+from app.grading.truth.context import contexts, language_of, sentences
 from app.kit import dates
 from app.kit.phrases import fold, quote
 
@@ -64,24 +64,6 @@ class Fact:
         return out
 
 
-_ABBREV_RE = re.compile(r"(?:\b(?:Dr|Dra|Mr|Mrs|Ms|St|Sr|Sra|vs|No|approx)|\b[ap]\.m|\d)\.$", re.I)
-
-
-def sentences(text: str) -> list[tuple[int, int]]:
-    """Sentence spans: at . ! ? followed by a space and an upper-case letter (not after
-    "Dr." or "a.m."), at a line break, or at a dash that starts a signature."""
-    out: list[tuple[int, int]] = []
-    start = 0
-    for m in re.finditer(r"[.!?]+(?=\s+[\"'“(¿¡A-ZÁÉÍÓÚÑ0-9])|\n+|\s[—–]\s", text):
-        if m.group().startswith(".") and _ABBREV_RE.search(text[max(0, m.start() - 6) : m.end()]):
-            continue
-        out.append((start, m.end()))
-        start = m.end()
-    if start < len(text):
-        out.append((start, len(text)))
-    return [(a, b) for a, b in out if text[a:b].strip()]
-
-
 def _sentence_of(spans: list[tuple[int, int]], at: int) -> tuple[int, int]:
     for a, b in spans:
         if a <= at < b:
@@ -97,9 +79,10 @@ def stated_instants(
     stated: dates.Stated, zones: tuple[str, ...], now: datetime
 ) -> tuple[list[datetime], list[date]]:
     """Every instant (date × time × zone) and every calendar date a statement may mean.
-    A stated zone is the only zone; otherwise UTC and the clinic's zones."""
-    zone = getattr(stated, "zone", None)
-    readings = (zone,) if zone else ("UTC", *zones)
+    A time's stated zone (its own, else the statement's: an IANA name or an offset) is the
+    only zone; otherwise UTC and the clinic's zones. Unlike `dates.stated_instants`, a
+    weekday alone means each such day of the three weeks around `now` (a booking "on
+    Tuesday at 9:00" is checked), and a date with no year this year, the next or the last."""
     days: list[date] = []
     for stated_date in stated.dates:
         for y, m, day in stated_date.candidates:
@@ -125,9 +108,11 @@ def stated_instants(
     instants: list[datetime] = []
     for d in days:
         for t in stated.times:
+            zone = t.zone  # the reader gives each time its statement's zone, where it has one
+            readings = (zone,) if zone else ("UTC", *zones)
             for hour in t.hours:
                 for name in readings:
-                    tz = dates.zone_info(name) if name != "UTC" else UTC
+                    tz = dates.zone_of(name) if name != "UTC" else UTC
                     if tz is None:
                         continue
                     try:
@@ -210,7 +195,7 @@ def read(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list
                 "dates": days,
                 "has_time": bool(stated.times),
                 "has_date": bool(stated.dates),
-                "zone": getattr(stated, "zone", None),
+                "zone": stated.zone,
             },
         )
     for name, start, end in practitioner_names(text):

@@ -117,3 +117,24 @@ def test_datetime_inside_text_is_read_in_the_zone() -> None:
         ],
     }
     assert grounded("Thursday, December 10 at 9:30 AM works.", [outcome], (NY,)) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "holds"),
+    [
+        # The slot is 15:30 UTC, 10:30 in New York that day.
+        ("Dr. Chen will see you Tuesday, December 8 at 10:30 AM Eastern.", True),
+        ("Dr. Chen will see you Tuesday, December 8 at 3:30 PM UTC.", True),
+        ("Dr. Chen will see you December 8 at 15:30 UTC (10:30 AM your time).", True),
+        ("Dr. Chen will see you Tuesday, December 8 at 3:30 PM Eastern.", False),
+        ("Dr. Chen will see you Tuesday, December 8 at 10:30 AM UTC.", False),
+        ("Dr. Chen will see you Tuesday, December 8 at 10:30 AM Central.", False),
+    ],
+)
+def test_a_stated_zone_is_read_as_that_zone(message: str, holds: bool) -> None:
+    """A time written with its zone is grounded by the same instant only: the wall clock of
+    another zone is no evidence ("3:30 PM Eastern" is 20:30 UTC)."""
+    failures = grounded(message, SOURCES, (NY,))
+    assert (failures == []) == holds, failures
+    if not holds:
+        assert failures[0].kind == "time" and "no source has this time in" in failures[0].detail
