@@ -563,7 +563,8 @@ async def _shown(conn: Conn, run: RunRow, snapshot: RunSnapshot, until: datetime
     ):
         path = row["path"]
         if row["method"] == "GET" or "/$" in path or path.endswith("/_search"):
-            shown.append(_parsed(row["response"]))  # cut at the cap: read as text
+            # Kept whole up to the cap, a longer Bundle as its resources, else cut text.
+            shown.append(_parsed(row["response"]))
     return shown
 
 

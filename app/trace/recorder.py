@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.kit.clock import utcnow
@@ -50,8 +51,14 @@ COLUMNS = (
 # What is kept of a call's response body: what the system under test was shown, for the
 # message checks' `grounded` (a two-week `$find` of every practitioner fits; 32 KiB cut
 # such an answer after its first days, so later times were "never shown"). A longer body
-# is cut there; `response_bytes` keeps its full size.
+# is cut there, but for a Bundle (below); `response_bytes` keeps its full size.
 RESPONSE_CAP = 262_144
+# A longer Bundle (a month of Slots) is kept as data instead of cut as text: its resources,
+# in order, up to BUNDLE_ENTRIES of them (and BUNDLE_CAP bytes of JSON), so every time it
+# offered was shown; it is read in full while it streams, up to BUFFER_CAP bytes.
+BUNDLE_ENTRIES = 2000
+BUNDLE_CAP = 2_097_152
+BUFFER_CAP = 8_388_608
 _JSON_TYPES = (b"application/json", b"application/fhir+json", b"application/problem+json")
 # Requests under these path prefixes are recorded.
 RECORDED_PREFIXES = ("/api/fhir/r4", "/api/eligibility", "/api/testing/runs/")
@@ -261,7 +268,7 @@ class _Body:
         if not self.wanted or not chunk:
             return
         self.size += len(chunk)
-        room = RESPONSE_CAP - self.kept_bytes
+        room = BUFFER_CAP - self.kept_bytes
         if room > 0:
             piece = chunk[:room]
             self.chunks.append(piece)
@@ -270,5 +277,39 @@ class _Body:
     def kept(self) -> tuple[str | None, int | None]:
         if not self.wanted:
             return None, None
+        raw = b"".join(self.chunks)
+        if len(raw) > RESPONSE_CAP:
+            bundle = _bounded_bundle(raw) if self.size == len(raw) else None
+            if bundle is not None:
+                return bundle, self.size
+            raw = raw[:RESPONSE_CAP]
         # A cut may split a character: what remains of it is replaced, never an error.
-        return _text(b"".join(self.chunks).decode("utf-8", "replace")), self.size
+        return _text(raw.decode("utf-8", "replace")), self.size
+
+
+def _bounded_bundle(raw: bytes) -> str | None:
+    """A Bundle longer than the cap, kept as data: its resources in order, up to
+    BUNDLE_ENTRIES and BUNDLE_CAP bytes, `total` and `type` kept, the rest (links, search
+    modes, narratives) left out. None for anything else (cut as text then)."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(body, dict) or body.get("resourceType") != "Bundle":
+        return None
+    kept: list[dict[str, Any]] = []
+    size = 0
+    for entry in body.get("entry") or []:
+        resource = entry.get("resource") if isinstance(entry, dict) else None
+        if not isinstance(resource, dict):
+            continue
+        resource = {k: v for k, v in resource.items() if k not in ("text", "meta")}
+        piece = len(orjson.dumps(resource))
+        if len(kept) >= BUNDLE_ENTRIES or size + piece > BUNDLE_CAP:
+            break
+        kept.append({"resource": resource})
+        size += piece
+    out = {"resourceType": "Bundle", "type": body.get("type"), "entry": kept}
+    if "total" in body:
+        out["total"] = body["total"]
+    return _text(orjson.dumps(out).decode())

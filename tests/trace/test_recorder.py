@@ -109,3 +109,44 @@ async def test_calls_keep_what_the_system_was_shown(tenant: TenantHandle, db: Da
     assert any(r["response_bytes"] == len(read.content) for r in sizes)
     asked = [r["request"] for r in sizes if r["path"].endswith("/Appointment/$find")]
     assert asked and "valueReference" in asked[0]
+
+
+def test_a_bundle_longer_than_the_cap_is_kept_as_data_not_cut() -> None:
+    """A month of Slots is more than RESPONSE_CAP bytes: kept as its resources (every
+    time it offered), not as a text cut after the first days."""
+    import orjson
+
+    from app.trace.recorder import RESPONSE_CAP, _Body
+
+    slots = [
+        {
+            "fullUrl": f"http://x/Slot/s{i}",
+            "resource": {
+                "resourceType": "Slot",
+                "id": f"s{i}",
+                "start": f"2026-12-{1 + i // 48:02d}T{(i % 48) // 2:02d}:{30 * (i % 2):02d}:00Z",
+                "status": "free",
+                "text": {"status": "generated", "div": "<div>" + "x" * 400 + "</div>"},
+            },
+            "search": {"mode": "match"},
+        }
+        for i in range(1400)
+    ]
+    raw = orjson.dumps(
+        {"resourceType": "Bundle", "type": "searchset", "total": 1400, "entry": slots}
+    )
+    assert len(raw) > RESPONSE_CAP
+    body = _Body(wanted=True)
+    for i in range(0, len(raw), 65536):
+        body.add(raw[i : i + 65536])
+    text, size = body.kept()
+    assert size == len(raw) and text is not None
+    kept = orjson.loads(text)
+    assert kept["total"] == 1400 and len(kept["entry"]) == 1400
+    assert kept["entry"][-1]["resource"]["start"] == slots[-1]["resource"]["start"]
+    assert "text" not in kept["entry"][0]["resource"]  # narratives are left out
+    # Anything else still cut at the cap, as text.
+    other = _Body(wanted=True)
+    other.add(b'{"resourceType": "Basic", "code": {"text": "' + b"y" * RESPONSE_CAP + b'"}}')
+    cut, _ = other.kept()
+    assert cut is not None and len(cut) == RESPONSE_CAP

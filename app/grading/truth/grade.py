@@ -69,6 +69,18 @@ MAX_NAMED = 5
 PRACTITIONER_TYPES = ("Practitioner/", "PractitionerRole/")
 _BOOKING_RE = re.compile(rf"\b({lexicon.BOOKING_WORDS})")
 _CANCEL_RE = re.compile(rf"\b({lexicon.CANCEL_WORDS})")
+_OFFER_RE = re.compile(
+    r"\b(available|availability|openings?|open (?:slots?|times?)|options?|choose|pick|prefer"
+    r"|would (?:you like|.{0,20}work)|works? (?:best |better )?for you|disponibles?"
+    r"|opciones|prefiere|le conviene)\b"
+)
+_ARRIVAL_RE = re.compile(
+    r"\b(arrive|arrival|check[- ]in|be here|get here|llegue|llegar)\b[^.!?]{0,24}$"
+)
+_NOT_START_RE = re.compile(
+    r"\b(by|until|before|after|arrive|arrival|check[- ]in|ends?|done|finish(?:es)?|through"
+    r"|hasta|antes de|llegue)\s*(?:at\s*)?$"
+)
 _WITH_RE = re.compile(r"\b(with|con|see|sees|ver a|verá a)(?:\s+(?:la|el))?\s*$")
 _AT_RE = re.compile(r"\b(at|in|en|a)(?:\s+(?:our|the|la|el|nuestra|nuestro))?\s*$")
 
@@ -256,7 +268,23 @@ class TextCheck:
         sentence = self.sentence(i, fact)
         if not _BOOKING_RE.search(sentence) or not self.bookings:
             return
+        if _OFFER_RE.search(sentence):
+            return  # times offered ("available: … or …") state no booking
+        lead = fold(self.texts[i].text[max(fact.sentence[0], fact.start - 16) : fact.start]).text
+        if _NOT_START_RE.search(lead):
+            return  # "arrive by 8:45", "done by 10:30": not when it starts
         instants = set(fact.value["instants"])
+        starts = {b.start for b in self.bookings if b.start}
+        others = [
+            f
+            for f in facts
+            if f is not fact
+            and f.kind == "datetime"
+            and fact.sentence == f.sentence
+            and set(f.value["instants"]) & starts
+        ]
+        if others and not instants & starts:
+            return  # another time of the sentence is the booking's ("… at 9:00 (check in 8:45)")
         cancel = _CANCEL_RE.search(sentence) is not None
         if fact.context == HISTORICAL or cancel:
             pool = [b for b in self.bookings if b.start in instants]
@@ -499,7 +527,8 @@ class TextCheck:
             if not ref.startswith((*PRACTITIONER_TYPES, "Organization/")):
                 continue
             if any(
-                re.search(rf"\b{re.escape(fold(n).text)}\b", folded_tail)
+                # "Dr. Chen's nurse" names someone else: a possessive is no object.
+                re.search(rf"\b{re.escape(fold(n).text)}\b(?!'s)", folded_tail)
                 for n in names
                 if len(n) > 3
             ):
@@ -634,6 +663,9 @@ class TextCheck:
             also = {(f.kind, f.start, f.end) for f in grounded(text.text, own[key], zones)}
             facts = [f for f in facts if (f.kind, f.start, f.end) in also]
             for f in facts:
+                lead = fold(text.text[max(0, f.start - 40) : f.start]).text
+                if f.kind == "time" and _ARRIVAL_RE.search(lead):
+                    continue  # "arrive by 8:45": worked out from the booking, not a claim
                 fact = Fact(f.kind, f.text, f.start, f.end, (f.start, f.end))
                 self.facts[i].append(fact)
                 self.fail("grounded", i, fact, f.detail)

@@ -253,7 +253,7 @@ LAB_NAMES: dict[str, tuple[str, ...]] = {
 
 BOOKING_WORDS = (
     r"book|booked|booking|scheduled|schedule|appointment|appt|visit|confirmed|confirm"
-    r"|see you|reserved|rescheduled|moved|new time|slot|check-up|checkup|physical"
+    r"|see you|reserved|rescheduled|moved|new time|check-up|checkup|physical"
     r"|follow-up|follow up|cita|consulta|reservad|agendad|programad|visita"
 )
 CANCEL_WORDS = r"cancel|cancelled|canceled|cancellation|cancelad|anulad"
@@ -295,6 +295,9 @@ CHANGE_VERBS = (
     "tome la mitad",
 )
 TAKE_VERBS = ("take", "taking", "keep taking", "continue", "tome", "siga tomando", "continúe")
+# Change verbs that need a named drug: "use the portal", "try to take your pills at the
+# same time", "start the visit" advise nothing about a medicine.
+NEEDS_DRUG = frozenset({"use", "try", "start", "add", "switch", "empiece", "comience", "pruebe"})
 MEDICINE_NOUNS = (
     r"pill|pills|tablet|tablets|dose|doses|medicine|medicines|medication|medications|capsule"
     r"|capsules|pastilla|pastillas|dosis|medicamento|medicamentos|tableta|tabletas|comprimido"

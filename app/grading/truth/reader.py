@@ -228,7 +228,13 @@ def read(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list
             (
                 q
                 for q in quantities
-                if q.dimension == "mass" and b <= q.start <= b + 40 and q.start < sentence[1]
+                if q.dimension == "mass"
+                and b <= q.start <= b + 40
+                and q.start < sentence[1]
+                # "warfarin and lisinopril 20 mg": the dose is the nearer drug's
+                and not any(
+                    w in drugs for w in re.findall(r"[^\W\d_]+", fold(text[b : q.start]).text)
+                )
             ),
             None,
         )
@@ -358,9 +364,9 @@ def _read_instructions(
         rest = m.group("rest")
         drug = next((w for w in re.findall(r"[^\W\d_]+", rest) if w in drugs), None)
         noun = re.search(rf"\b({lexicon.MEDICINE_NOUNS})\b", rest)
-        if drug is None and noun is None:
-            continue
         verb = m.group("verb")
+        if drug is None and (noun is None or verb in lexicon.NEEDS_DRUG):
+            continue
         fs, fe = m.start("verb"), m.end("rest")
         a, b = folded.span(fs, fe)
         add(

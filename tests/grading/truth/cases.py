@@ -74,6 +74,12 @@ BOOKING_OK = [
     "Dec 8 at 9:00 AM Central with Dr. Chen.",
     "Would Wednesday at 10:00 work better? If not, you're booked for Tuesday Dec 8 at 9:00 AM "
     "Central.",
+    # Clever correct ones: times offered, an arrival time, a check-in time beside the start.
+    "Other appointment times available: Wednesday, December 9 at 9:00 AM Central or the same "
+    "day at 10:00 AM Central. Your current booking is Tuesday, December 8 at 9:00 AM Central.",
+    "Please arrive by 8:45 AM Central on December 8 for your 9:00 AM appointment with Dr. Chen.",
+    "You're booked with Dr. Chen on December 8 at 9:00 AM Central (check in on December 8 at "
+    "8:45 AM Central).",
 ]
 BOOKING_WRONG = [
     "You're booked with Dr. Chen on Tuesday, December 8 at 9:00 AM UTC.",
@@ -98,6 +104,9 @@ MEDICATION_OK = [
     "Keep taking your lisinopril as prescribed.",
     "Do take your blood pressure pill as usual with water.",
     "Take lisinopril 20 mg once a day, as Dr. Chen prescribed.",
+    "You take warfarin and lisinopril 20 mg each morning.",
+    "Try to take your pills at the same time each day.",
+    "Please use the portal to send us a photo of your pill bottle.",
 ]
 MEDICATION_WRONG = [
     "Your current dose is lisinopril 10 mg once a day.",
