@@ -13,6 +13,8 @@ Mutants (must fail), one per fact a check read and found true, each a single cha
   lisinopril dose until your visit."), or a medicine nobody ordered;
 - `text-claim`: an action the reference did not do claimed ("I've also booked you …");
 - `text-status`: a status the chart contradicts ("Your insurance coverage is active.");
+- `text-urgency`: a wait stated where the reference marked the matter urgent ("We'll call
+  you back next week.");
 - `text-follow-up`: a later message correcting the booked time to a wrong one.
 
 Paraphrases (must pass): each booked time the reference states, restated in the clinic's
@@ -35,7 +37,7 @@ from app.grading.message.claims import Write, claims, unbacked
 from app.grading.snapshot import RunSnapshot
 from app.grading.truth.chart import Chart
 from app.grading.truth.context import ASSERTED, language_of
-from app.grading.truth.grade import Text, TextCheck, run_checks
+from app.grading.truth.grade import URGENT, Text, TextCheck, run_checks
 from app.grading.truth.reader import Fact
 from app.kit.dates import zone_info
 from app.orchestration.mutants import Mutant, describe
@@ -408,6 +410,21 @@ class _Maker:
                 index,
                 call,
                 _changing(call, where, text, f"{text}\n{claim}"),
+            )
+        if any(
+            c.resource is not None and c.resource.get("priority") in URGENT
+            for c in self.snapshot.changed
+            if c.via_run or c.run_id is not None
+        ):
+            line = (
+                "Le llamaremos la próxima semana." if spanish else "We'll call you back next week."
+            )
+            self.mutant(
+                "text-urgency",
+                f"“{line}” added",
+                index,
+                call,
+                _changing(call, where, text, f"{text}\n{line}"),
             )
         if self.chart.coverages and not any(self.chart.coverages.values()):
             line = "Su seguro está activo." if spanish else "Your insurance coverage is active."

@@ -20,7 +20,7 @@ async def test_the_run_page_lists_each_fact_with_its_context_and_check(
     run = await start(tenant, SCENARIO)
     text = (
         "We will call you back today. I've booked you a follow-up visit. "
-        "If it gets worse, call 911."
+        "If it gets worse, call 911. Questions? Call us at 555-0100."
     )
     async with httpx.AsyncClient(base_url=run["fhirBase"], headers=tenant.headers) as fhir:
         assert (await fhir.post("/Task", json=task_for(run))).status_code == 201

@@ -66,6 +66,7 @@ from app.kit.phrases import fold
 from app.scenarios.schema import TextTruthExpectation
 
 MAX_NAMED = 5
+URGENT = frozenset({"urgent", "asap", "stat"})
 PRACTITIONER_TYPES = ("Practitioner/", "PractitionerRole/")
 _BOOKING_RE = re.compile(rf"\b({lexicon.BOOKING_WORDS})")
 _CANCEL_RE = re.compile(rf"\b({lexicon.CANCEL_WORDS})")
@@ -255,6 +256,8 @@ class TextCheck:
                     self._mrn(i, fact)
                 elif fact.kind == "side":
                     self._side(i, fact)
+                elif fact.kind == "delay":
+                    self._delay(i, fact)
 
     def _datetime(self, i: int, fact: Fact, facts: list[Fact]) -> None:
         if fact.value.get("dob"):
@@ -471,6 +474,27 @@ class TextCheck:
             self.ok("consistent", fact, "the patient's identifier")
         else:
             self.fail("consistent", i, fact, "not an identifier of the patient")
+
+    def _delay(self, i: int, fact: Fact) -> None:
+        """ "We'll call you next week" after the run itself marked the matter urgent."""
+        urgent = [
+            ref_of(c)
+            for c in self.snapshot.changed
+            if c.resource is not None
+            and (c.via_run or c.run_id is not None)
+            and c.resource.get("priority") in URGENT
+            and c.first_changed_at <= self.texts[i].at
+        ]
+        if urgent:
+            self.fail("consistent", i, fact, f"{urgent[0]} is {self._priority(urgent[0])}")
+        else:
+            self.ok("consistent", fact)
+
+    def _priority(self, ref: str) -> str:
+        for c in self.snapshot.changed:
+            if ref_of(c) == ref and c.resource is not None:
+                return str(c.resource.get("priority"))
+        return "urgent"
 
     def _side(self, i: int, fact: Fact) -> None:
         text = self.texts[i]

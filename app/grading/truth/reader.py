@@ -143,6 +143,16 @@ _KEPT_RE = re.compile(
     r"|in place|appointment|visit)\b|\bsigue (en pie|programad[oa]|reservad[oa])\b"
     r"|\bse mantiene\b"
 )
+# A wait stated for a call back or a visit: wrong when the run itself marked it urgent.
+_DELAY_RE = re.compile(
+    r"\b(next week|in a (?:few|couple of) (?:days|weeks)|in \d+ (?:days|weeks)|next month"
+    r"|within (?:\d+|a few|two|three)(?:\s*(?:-|–|to)\s*\d+)? (?:business |working )?(?:days|weeks)"
+    r"|la (?:próxima|proxima) semana|en unos días|en unos dias|el próximo mes)\b"
+)
+_CONTACT_RE = re.compile(
+    r"\b(call|calls|contact|reach|hear from|see you|appointment|visit|follow[- ]up|get back"
+    r"|llam\w*|cita|contact\w*|visita)\b"
+)
 _DOB_RE = re.compile(
     r"\b(dob|d\.o\.b|date of birth|born|birth date|fecha de nacimiento|nacid[oa])\b"
 )
@@ -259,6 +269,11 @@ def read(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list
                 fs = folded_index(folded, a0) + named.start()
                 a, b = span(fs, fs + len(named.group()))
                 add("coverage-status", a, b, {"state": state})
+        delay = _DELAY_RE.search(clause)
+        if delay and _CONTACT_RE.search(clause):
+            fs = folded_index(folded, a0) + delay.start()
+            a, b = span(fs, fs + len(delay.group()))
+            add("delay", a, b, {"text": delay.group()})
         kept = _KEPT_RE.search(clause)
         if kept and re.search(
             r"\b(appointment|visit|booking|physical|follow-up|cita|consulta)\b", clause

@@ -24,6 +24,7 @@ from tests.grading.truth.world import (
     order_note,
     refill_task,
     staff_task,
+    urgent_task,
 )
 
 
@@ -46,6 +47,10 @@ def _moved(text: str) -> Callable[[], list[ChangedResource]]:
 
 def _noted(text: str) -> Callable[[], list[ChangedResource]]:
     return lambda: [order_note(text)]
+
+
+def _urgent(text: str) -> Callable[[], list[ChangedResource]]:
+    return lambda: [urgent_task(), message(text)]
 
 
 def _plain(text: str) -> Callable[[], list[ChangedResource]]:
@@ -142,6 +147,14 @@ STATUS_WRONG = [
     "Your coverage is active, so you're all set.",
     "Your insurance is still valid.",
 ]
+URGENT_OK = [
+    "We've sent your message to Dr. Chen as urgent: she will call you within the hour.",
+    "Dr. Chen's nurse will call you today. If it gets worse, call 911.",
+]
+URGENT_WRONG = [
+    "Thanks for letting us know. Dr. Chen will call you back next week.",
+    "We will contact you within 2-3 business days.",
+]
 CLAIM_OK: list[tuple[str, Callable[[], list[ChangedResource]]]] = [
     (
         "I've sent your lisinopril refill request to Dr. Chen for approval.",
@@ -229,6 +242,10 @@ def cases() -> list[Case]:
     out += [Case("lab", t, False, _plain(t)) for t in LAB_WRONG]
     out += [Case("status", t, True, _plain(t)) for t in STATUS_OK]
     out += [Case("status", t, False, _plain(t)) for t in STATUS_WRONG]
+    out += [Case("urgency", t, True, _urgent(t)) for t in URGENT_OK]
+    out += [Case("urgency", t, False, _urgent(t)) for t in URGENT_WRONG]
+    # The same waits are fine where nothing was marked urgent.
+    out += [Case("urgency", t, True, _plain(t)) for t in URGENT_WRONG]
     out += [Case("claim", t, True, w) for t, w in CLAIM_OK]
     out += [Case("claim", t, False, w) for t, w in CLAIM_WRONG]
     out += [Case("last-word", t, True, w) for t, w in LAST_WORD_OK]

@@ -207,6 +207,20 @@ def message(text: str, minute: float = 3, to: str = PATIENT) -> ChangedResource:
     )
 
 
+def urgent_task(minute: float = 2) -> ChangedResource:
+    body = {
+        "resourceType": "Task",
+        "id": "task-urgent",
+        "status": "requested",
+        "intent": "order",
+        "priority": "urgent",
+        "for": {"reference": PATIENT},
+        "owner": {"reference": CHEN},
+        "description": "Chest pain since this morning: please call her back within the hour.",
+    }
+    return _changed(body, minute)
+
+
 def staff_task(text: str, minute: float = 3) -> ChangedResource:
     return _changed(
         {
