@@ -18,8 +18,9 @@ Mutants (must fail), one per fact a check read and found true, each a single cha
 - `text-follow-up`: a later message correcting the booked time to a wrong one.
 
 Paraphrases (must pass): each booked time the reference states, restated in the clinic's
-zone with its name, in 24-hour UTC, and as "Dec. 8th at 3:00 p.m. UTC"; and each patient
-message with a courtesy line before it.
+zone with its name, in 24-hour UTC, as "Dec. 8th at 3:00 p.m. UTC" and in Spanish ("el
+martes 8 de diciembre a las 15:00 (UTC)"); and each patient message with a courtesy line
+before it.
 
 Made from the reference's end state read in memory (`oracle_snapshot`), each as a change
 of the expanded body of the call that wrote the text, so they apply to any scenario.
@@ -53,6 +54,21 @@ ZONE_NAMES = {
     "America/Denver": "Mountain",
     "America/Los_Angeles": "Pacific",
 }
+_WEEKDAYS_ES = ("lunes", "martes", "miércoles", "jueves", "viernes", "sábado", "domingo")
+_MONTHS_ES = [
+    "enero",
+    "febrero",
+    "marzo",
+    "abril",
+    "mayo",
+    "junio",
+    "julio",
+    "agosto",
+    "septiembre",
+    "octubre",
+    "noviembre",
+    "diciembre",
+]
 # Medicines a mutant may advise that a chart rarely holds (the first not in the sources).
 UNORDERED = ("naproxen", "prednisone", "tramadol", "ciprofloxacin")
 
@@ -298,6 +314,8 @@ class _Maker:
         forms = [
             f"{utc.day} {utc:%B %Y}, {utc:%H:%M} UTC",
             f"{utc:%b}. {_ordinal(utc.day)} at {utc:%-I:%M} {meridiem} UTC",
+            f"el {_WEEKDAYS_ES[utc.weekday()]} {utc.day} de {_MONTHS_ES[utc.month - 1]} a las "
+            f"{utc:%H:%M} (UTC)",
         ]
         if self.clinic is not None and self.clinic in ZONE_NAMES:
             tz = zone_info(self.clinic)
@@ -363,9 +381,10 @@ class _Maker:
             if old not in text:
                 continue
             flipped = text.replace(old, new, 1)
-            added = [c for c in claims(flipped) if c not in claims(text)]
-            fresh = [c for c in added if c.text not in {x.text for x in claims(text)}]
-            if fresh and unbacked(fresh, self._writes()):
+            before = {c.text for c in claims(text)}
+            # The reference says it was not done: the same words saying it was are wrong
+            # by the reference's own account, whatever was written.
+            if any(c.text not in before for c in claims(flipped)):
                 self.mutant(
                     "text-negation",
                     f"“{old}” → “{new}”",

@@ -98,6 +98,7 @@ class Booking:
     actors: frozenset[str]  # practitioner refs (aliases resolved), locations
     patient: str | None
     words: frozenset[str]  # of its description, service type, reason
+    end: datetime | None = None
 
     @property
     def active(self) -> bool:
@@ -186,6 +187,7 @@ class Chart:
                     frozenset(actors),
                     patient,
                     frozenset(w for t in texts for w in words_of(t)),
+                    instant_of(body.get("end")),
                 )
             )
         elif kind in ("MedicationRequest", "MedicationStatement"):

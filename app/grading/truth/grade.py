@@ -61,11 +61,13 @@ from app.grading.truth import lexicon
 from app.grading.truth.chart import Booking, Chart, Order, instant_of, words_of
 from app.grading.truth.context import ASSERTED, HISTORICAL, SUPERSEDED, sentences
 from app.grading.truth.reader import Fact, number_equal, read_cached
-from app.kit.dates import zone_info
+from app.kit.dates import zone_info, zone_of
 from app.kit.phrases import fold
 from app.scenarios.schema import TextTruthExpectation
 
 MAX_NAMED = 5
+# The clauses of `text-truth`, in the order its evidence lists them.
+CHECKS = ("consistent", "claims", "instructions", "medications", "events", "grounded")
 URGENT = frozenset({"urgent", "asap", "stat"})
 PRACTITIONER_TYPES = ("Practitioner/", "PractitionerRole/")
 _BOOKING_RE = re.compile(rf"\b({lexicon.BOOKING_WORDS})")
@@ -74,6 +76,13 @@ _OFFER_RE = re.compile(
     r"\b(available|availability|openings?|open (?:slots?|times?)|options?|choose|pick|prefer"
     r"|would (?:you like|.{0,20}work)|works? (?:best |better )?for you|disponibles?"
     r"|opciones|prefiere|le conviene)\b"
+)
+# "You'll be done by 10:30", "the visit ends at 10:30": a claim of when it ends (not a
+# patient's constraint written on a booking, "out by 11:00").
+_END_RE = re.compile(
+    r"\b(?:you(?:'ll| will)? be (?:done|finished|out)|(?:visit|appointment|it) (?:ends?|will end"
+    r"|is over|should end)|(?:la cita|la consulta) (?:termina|terminará|terminara))"
+    r"\s+(?:by|at|around|a las|hacia las)\s*$"
 )
 _ARRIVAL_RE = re.compile(
     r"\b(arrive|arrival|check[- ]in|be here|get here|llegue|llegar)\b[^.!?]{0,24}$"
@@ -258,6 +267,8 @@ class TextCheck:
                     self._side(i, fact)
                 elif fact.kind == "delay":
                     self._delay(i, fact)
+                elif fact.kind == "duration":
+                    self._duration(i, fact)
 
     def _datetime(self, i: int, fact: Fact, facts: list[Fact]) -> None:
         if fact.value.get("dob"):
@@ -265,6 +276,14 @@ class TextCheck:
                 self._dob(i, fact)
             return
         if fact.context not in (ASSERTED, HISTORICAL) or not fact.value["has_time"]:
+            return
+        lead = fold(self.texts[i].text[max(fact.sentence[0], fact.start - 20) : fact.start]).text
+        if (
+            fact.context == ASSERTED
+            and self.texts[i].audience == "patient"
+            and _END_RE.search(lead)
+        ):
+            self._end_time(i, fact)
             return
         if not (fact.value["has_date"] or fact.value["instants"]):
             return
@@ -475,6 +494,54 @@ class TextCheck:
         else:
             self.fail("consistent", i, fact, "not an identifier of the patient")
 
+    def _timed_bookings(self) -> list[Booking]:
+        return [b for b in self.bookings if b.active and b.start and b.end]
+
+    def _duration(self, i: int, fact: Fact) -> None:
+        """ "a 30-minute visit": the length of a booking of the patient."""
+        timed = self._timed_bookings()
+        if not timed:
+            return
+        lengths = {int((b.end - b.start).total_seconds() // 60) for b in timed if b.end and b.start}
+        if fact.value["minutes"] in lengths:
+            self.ok("consistent", fact, "the booking's length")
+        else:
+            said = ", ".join(f"{n} minutes" for n in sorted(lengths))
+            self.fail("consistent", i, fact, f"the booking lasts {said}")
+
+    def _end_time(self, i: int, fact: Fact) -> None:
+        """ "You'll be done by 10:30": the end of a booking, read in UTC or a clinic zone
+        (or the zone the text states)."""
+        timed = self._timed_bookings()
+        if not timed:
+            return
+        ends: set[tuple[int, int]] = set()
+        for b in timed:
+            assert b.end is not None
+            ends.add((b.end.astimezone(UTC).hour, b.end.astimezone(UTC).minute))
+            for name in self.zones:
+                tz = zone_info(name)
+                if tz is not None:
+                    local = b.end.astimezone(tz)
+                    ends.add((local.hour, local.minute))
+        for hours, minute, zone in fact.value["times"]:
+            if zone is not None:
+                stated = zone_of(zone)
+                if stated is None:
+                    continue
+                zoned = {
+                    (b.end.astimezone(stated).hour, b.end.astimezone(stated).minute)
+                    for b in timed
+                    if b.end
+                }
+                if any((h, minute) in zoned for h in hours):
+                    continue
+            elif any((h, minute) in ends for h in hours):
+                continue
+            self.fail("consistent", i, fact, "not when the booking ends")
+            return
+        self.ok("consistent", fact, "the booking's end")
+
     def _delay(self, i: int, fact: Fact) -> None:
         """ "We'll call you next week" after the run itself marked the matter urgent."""
         urgent = [
@@ -483,8 +550,7 @@ class TextCheck:
             if c.resource is not None
             and (c.via_run or c.run_id is not None)
             and c.resource.get("priority") in URGENT
-            and c.first_changed_at <= self.texts[i].at
-        ]
+        ]  # the end state: urgent whether marked before the message or after it
         if urgent:
             self.fail("consistent", i, fact, f"{urgent[0]} is {self._priority(urgent[0])}")
         else:
@@ -546,6 +612,11 @@ class TextCheck:
             self.fail("claims", i, fact, f"no {claim.action} write before the text")
             return
         folded_tail = fold(tail).text
+        # The claim's own clause: "we have sent a refill; Dr. Chen will review your request"
+        # sends a refill, whatever the next clause asks.
+        clause = (
+            fold(claim.text).text + re.split(r"[;,]| but | and then ", folded_tail, maxsplit=1)[0]
+        )
         wants: list[tuple[str, set[str]]] = []
         for ref, names in self.chart.names.items():
             if not ref.startswith((*PRACTITIONER_TYPES, "Organization/")):
@@ -562,9 +633,9 @@ class TextCheck:
             for w in words_of(fold(text[claim.start : claim.end] + tail).text)
             if w in lexicon.DRUGS or any(w in o.drug for o in self.chart.orders)
         }
-        if re.search(
-            r"\b(refill|prescription|receta|medicamento)", folded_tail + fold(claim.text).text
-        ) and not re.search(r"\b(request|solicitud|pedido|approval|review|aprobaci)", folded_tail):
+        if re.search(r"\b(refill|prescription|receta|medicamento)", clause) and not re.search(
+            r"\b(request|solicitud|pedido|approval|review|aprobaci)", clause
+        ):
             # "sent your refill" says the prescription went out: a MedicationRequest does
             # that, not a Task asking a doctor to (which "sent your refill request" is).
             backing = [w for w in backing if w.resource_type == "MedicationRequest"]
@@ -656,6 +727,20 @@ class TextCheck:
                 self.fail(
                     "medications", i, fact, "no such medicine on the chart or in what was shown"
                 )
+
+    # -- events named -----------------------------------------------------------------
+
+    def events(self, source_words: set[str]) -> None:
+        """A clinical event a text states ("a fall", "admitted", "seizure") happened in
+        what the system was shown: a note must not invent one."""
+        for i, _text in enumerate(self.texts):
+            for fact in self.facts[i]:
+                if fact.kind != "event" or fact.context != ASSERTED:
+                    continue
+                if set(fact.value["words"]) & source_words:
+                    self.ok("events", fact, "in what was shown")
+                else:
+                    self.fail("events", i, fact, "no such event in the chart or what was shown")
 
     # -- grounded ---------------------------------------------------------------------
 
@@ -838,6 +923,7 @@ def run_checks(e: TextTruthExpectation, snapshot: RunSnapshot) -> TextCheck:
     vouched, vouched_words = _sentence_sets(list(e.vouched))
     check.instructions([*sentences_, *vouched])
     check.medications(words | vouched_words)
+    check.events(words | vouched_words)
     check.grounded()
     check.source_words = words | vouched_words
     return check
@@ -846,7 +932,7 @@ def run_checks(e: TextTruthExpectation, snapshot: RunSnapshot) -> TextCheck:
 def grade_text_truth(e: TextTruthExpectation, snapshot: RunSnapshot) -> ExpectationResult:
     check = run_checks(e, snapshot)
     clauses: list[dict[str, Any]] = []
-    for name in ("consistent", "claims", "instructions", "medications", "grounded"):
+    for name in CHECKS:
         broken = check.broken.get(name, [])
         shown = "; ".join(broken[:MAX_NAMED]) + (
             f" and {len(broken) - MAX_NAMED} more" if len(broken) > MAX_NAMED else ""
@@ -871,7 +957,7 @@ def grade_text_truth(e: TextTruthExpectation, snapshot: RunSnapshot) -> Expectat
     refs = sorted({t.ref for t in check.texts})
     evidence = Evidence(matches=capped(refs), clauses=clauses)
     scope = f"{len(check.texts)} text(s) the system wrote"
-    failing = [c for c in clauses[:5] if not c["holds"]]
+    failing = [c for c in clauses[: len(CHECKS)] if not c["holds"]]
     if not failing:
         return make_result(
             e,

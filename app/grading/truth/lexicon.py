@@ -306,3 +306,23 @@ AS_ORDERED = (
     r"as prescribed|as usual|as directed|as before|as you normally|as you always|as ordered"
     r"|como se lo recetaron|como le indicaron|como siempre|como de costumbre|según lo indicado"
 )
+
+# Clinical events a note may state, each with the words that count as its mention in the
+# sources (any one will do): "she fell" needs a fall somewhere in what was shown.
+EVENTS: dict[str, tuple[str, ...]] = {
+    # "a fall", never "this fall" (the season)
+    "a fall": ("fall", "fell", "falls", "fallen", "caida", "cayo"),
+    "had a fall": ("fall", "fell", "falls", "fallen", "caida", "cayo"),
+    "fell": ("fall", "fell", "falls", "fallen", "caida", "cayo"),
+    "fainted": ("fainted", "faint", "syncope", "passed", "desmayo"),
+    "syncope": ("fainted", "faint", "syncope", "desmayo"),
+    "seizure": ("seizure", "seizures", "convulsion"),
+    "hospitalized": ("hospitalized", "hospitalised", "admitted", "hospital", "admission"),
+    "admitted": ("hospitalized", "hospitalised", "admitted", "hospital", "admission"),
+    "fracture": ("fracture", "fractured", "broken", "break"),
+    "stroke": ("stroke", "cva"),
+    "overdose": ("overdose", "overdosed"),
+    "surgery": ("surgery", "operation", "operated", "procedure", "cirugia"),
+    "una caida": ("fall", "fell", "caida", "cayo"),
+    "desmayo": ("fainted", "syncope", "desmayo"),
+}

@@ -143,6 +143,12 @@ _KEPT_RE = re.compile(
     r"|in place|appointment|visit)\b|\bsigue (en pie|programad[oa]|reservad[oa])\b"
     r"|\bse mantiene\b"
 )
+# A visit's length: "a 30-minute visit", "for 45 minutes", "una consulta de 30 minutos".
+_DURATION_RE = re.compile(
+    r"\b(?P<n>\d{1,3})[- ]?(?:minute|min)s?\b(?= (?:visit|appointment|slot|check|consult|exam))"
+    r"|\b(?:visit|appointment|consulta|cita)s? (?:of|de|is|lasts|takes) (?P<m>\d{1,3})"
+    r" (?:minutes|minutos|min)\b"
+)
 # A wait stated for a call back or a visit: wrong when the run itself marked it urgent.
 _DELAY_RE = re.compile(
     r"\b(next week|in a (?:few|couple of) (?:days|weeks)|in \d+ (?:days|weeks)|next month"
@@ -153,6 +159,7 @@ _CONTACT_RE = re.compile(
     r"\b(call|calls|contact|reach|hear from|see you|appointment|visit|follow[- ]up|get back"
     r"|llam\w*|cita|contact\w*|visita)\b"
 )
+_EVENT_RE = re.compile(r"\b(" + "|".join(sorted(lexicon.EVENTS, key=len, reverse=True)) + r")\b")
 _DOB_RE = re.compile(
     r"\b(dob|d\.o\.b|date of birth|born|birth date|fecha de nacimiento|nacid[oa])\b"
 )
@@ -206,6 +213,7 @@ def read(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list
                 "has_time": bool(stated.times),
                 "has_date": bool(stated.dates),
                 "zone": stated.zone,
+                "times": [(tuple(sorted(t.hours)), t.minute, t.zone) for t in stated.times],
             },
         )
     for name, start, end in practitioner_names(text):
@@ -269,6 +277,10 @@ def read(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list
                 fs = folded_index(folded, a0) + named.start()
                 a, b = span(fs, fs + len(named.group()))
                 add("coverage-status", a, b, {"state": state})
+        for m in _DURATION_RE.finditer(clause):
+            fs = folded_index(folded, a0) + m.start()
+            a, b = span(fs, fs + len(m.group()))
+            add("duration", a, b, {"minutes": int(m.group("n") or m.group("m"))})
         delay = _DELAY_RE.search(clause)
         if delay and _CONTACT_RE.search(clause):
             fs = folded_index(folded, a0) + delay.start()
@@ -302,6 +314,9 @@ def read(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list
                 a, b = span(fs, fs + len(said.group()))
                 add("side", a, b, {"side": side})
     _read_instructions(text, low, folded, spans, drugs, add)
+    for m in _EVENT_RE.finditer(low):
+        a, b = span(m.start(), m.end())
+        add("event", a, b, {"words": lexicon.EVENTS[m.group()]})
     for phone in find_phones(text, folded):
         if not phone.emergency:
             add("phone", phone.start, phone.end, {"digits": phone.digits})

@@ -79,6 +79,7 @@ BOOKING_OK = [
     "Dec 8 at 9:00 AM Central with Dr. Chen.",
     "Would Wednesday at 10:00 work better? If not, you're booked for Tuesday Dec 8 at 9:00 AM "
     "Central.",
+    "You're booked on December 8 at 9:00 AM Central: a 30-minute visit, done by 9:30 AM Central.",
     # Clever correct ones: times offered, an arrival time, a check-in time beside the start.
     "Other appointment times available: Wednesday, December 9 at 9:00 AM Central or the same "
     "day at 10:00 AM Central. Your current booking is Tuesday, December 8 at 9:00 AM Central.",
@@ -87,6 +88,8 @@ BOOKING_OK = [
     "8:45 AM Central).",
 ]
 BOOKING_WRONG = [
+    "You're booked on December 8 at 9:00 AM Central: a 60-minute visit.",
+    "You're booked on December 8 at 9:00 AM Central; you'll be done by 10:30 AM Central.",
     "You're booked with Dr. Chen on Tuesday, December 8 at 9:00 AM UTC.",
     "You're booked with Dr. Chen on Tuesday, December 8 at 10:00 AM Central.",
     "You're booked with Dr. Chen on Tuesday, December 8 at 2 PM Eastern.",
@@ -214,11 +217,13 @@ LAST_WORD_WRONG: list[tuple[str, Callable[[], list[ChangedResource]]]] = [
     ),
 ]
 STAFF_OK = [
+    "Flu shots are available this fall; A1c 9.2 % to review.",
     "Abnormal result to review: hemoglobin A1c 9.2 % (H). Please arrange follow-up.",
     "Patient Maria Garcia, DOB 07/14/1986, MRN RFH-310662: A1c 9.2 %. Please review.",
     "Refill request: lisinopril 20 mg, 1 tablet once a day. She is on warfarin 5 mg daily.",
 ]
 STAFF_WRONG = [
+    "She had a fall at home last night; please review her A1c 9.2 %.",
     "A1c 6.1 %, no action needed.",
     "Patient Maria Garcia, DOB 03/02/1990: A1c 9.2 %. Please review.",
     "Patient MRN RFH-455120: please review the A1c.",

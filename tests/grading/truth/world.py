@@ -43,6 +43,9 @@ def _appointment(id: str, status: str, start: str, who: str, where: str) -> dict
         "id": id,
         "status": status,
         "start": start,
+        "end": (datetime.fromisoformat(start.replace("Z", "+00:00")) + timedelta(minutes=30))
+        .isoformat()
+        .replace("+00:00", "Z"),
         "description": "Blood pressure follow-up",
         "participant": [
             {"actor": {"reference": PATIENT}, "status": "accepted"},
