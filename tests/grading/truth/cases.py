@@ -192,6 +192,13 @@ CLAIM_WRONG: list[tuple[str, Callable[[], list[ChangedResource]]]] = [
         lambda: [refill_task(), message("I've posted your signed work note to the portal.")],
     ),
     (
+        "We have sent a refill; Dr. Chen will review your request.",
+        lambda: [
+            refill_task(),
+            message("We have sent a refill; Dr. Chen will review your request."),
+        ],
+    ),
+    (
         "Your refill has been sent to Walgreens.",
         lambda: [refill_task(), message("Your refill has been sent to Walgreens.")],
     ),
