@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 
@@ -118,7 +119,7 @@ def test_a_bundle_longer_than_the_cap_is_kept_as_data_not_cut() -> None:
 
     from app.trace.recorder import RESPONSE_CAP, _Body
 
-    slots = [
+    slots: list[dict[str, Any]] = [
         {
             "fullUrl": f"http://x/Slot/s{i}",
             "resource": {
