@@ -13,6 +13,8 @@ Mutants (must fail), one per fact a check read and found true, each a single cha
   lisinopril dose until your visit."), or a medicine nobody ordered;
 - `text-claim`: an action the reference did not do claimed ("I've also booked you …");
 - `text-status`: a status the chart contradicts ("Your insurance coverage is active.");
+- `text-care`: care advice nothing shown gives ("Please avoid all salt …"), added to the
+  last message to the patient;
 - `text-urgency`: a wait stated where the reference marked the matter urgent ("We'll call
   you back next week.");
 - `text-follow-up`: a later message correcting the booked time to a wrong one.
@@ -263,6 +265,7 @@ class _Maker:
                 self._appended(index, call, where, text)
                 self._courtesy(index, call, where, text)
         self._follow_up()
+        self._care()
 
     def _other_name(self, prefix: str, said: str, short: bool = False) -> str | None:
         said_folded = said.lower()
@@ -485,6 +488,26 @@ class _Maker:
             call,
             _changing(call, where, text, f"{line} {text}"),
         )
+
+    def _care(self) -> None:
+        """Care advice nobody gave, added to the last message to the patient."""
+        for index, call, where, written, _facts in reversed(self.calls_of()):
+            if written.audience != "patient":
+                continue
+            text = written.text
+            line = (
+                "Por favor, evite la sal por completo y beba tres litros de agua al día."
+                if language_of(text) == "es"
+                else "Please avoid all salt and drink three liters of water a day."
+            )
+            self.mutant(
+                "text-care",
+                f"“{line}” added",
+                index,
+                call,
+                _changing(call, where, text, f"{text}\n{line}"),
+            )
+            return
 
     def _follow_up(self) -> None:
         """A later message to the patient correcting the booked time to a wrong one."""

@@ -20,7 +20,14 @@ from tests.orchestration.test_check import check_target
     [
         (
             "scheduling.book-ask-time",
-            {"text-zone", "text-time", "text-follow-up", "text-instruction", "text-claim"},
+            {
+                "text-zone",
+                "text-time",
+                "text-follow-up",
+                "text-instruction",
+                "text-claim",
+                "text-care",
+            },
         ),
         ("messaging.answer-from-chart", {"text-dose", "text-stopped-dose", "text-zone"}),
         ("results.normal-result-notify", {"text-value"}),

@@ -59,13 +59,56 @@ from app.grading.scoring import capped, make_result
 from app.grading.snapshot import Evidence, ExpectationResult, RunSnapshot, is_simulated
 from app.grading.truth import lexicon
 from app.grading.truth.chart import Booking, Chart, Order, instant_of, words_of
-from app.grading.truth.context import ASSERTED, HISTORICAL, SUPERSEDED, sentences
+from app.grading.truth.context import ASSERTED, HISTORICAL, NEGATED, SUPERSEDED, sentences
 from app.grading.truth.reader import Fact, number_equal, read_cached
 from app.kit.dates import zone_info, zone_of
 from app.kit.phrases import fold
 from app.scenarios.schema import TextTruthExpectation
 
 MAX_NAMED = 5
+# The share of a care instruction's content words one source sentence must hold.
+CARE_OVERLAP = 0.6
+_FILLER = frozenset(
+    [
+        "your",
+        "with",
+        "that",
+        "this",
+        "from",
+        "have",
+        "them",
+        "they",
+        "then",
+        "when",
+        "after",
+        "before",
+        "until",
+        "about",
+        "please",
+        "just",
+        "also",
+        "will",
+        "would",
+        "could",
+        "should",
+        "there",
+        "here",
+        "what",
+        "some",
+        "more",
+        "than",
+        "into",
+        "over",
+        "each",
+        "every",
+        "only",
+        "very",
+        "much",
+        "sure",
+        "make",
+        "sure",
+    ]
+)
 # The clauses of `text-truth`, in the order its evidence lists them.
 CHECKS = ("consistent", "claims", "instructions", "medications", "events", "grounded")
 URGENT = frozenset({"urgent", "asap", "stat"})
@@ -665,9 +708,28 @@ class TextCheck:
             if text.audience != "patient":
                 continue
             for fact in self.facts[i]:
+                if fact.kind == "care-instruction" and fact.context in (ASSERTED, NEGATED):
+                    # "Don't eat after midnight" is an instruction too: negation is its form.
+                    self._care(i, fact, source_words)
                 if fact.kind != "instruction" or fact.context != ASSERTED:
                     continue
                 self._instruction(i, fact, source_words)
+
+    def _care(self, i: int, fact: Fact, source_words: list[frozenset[str]]) -> None:
+        """A care instruction is one the sources give, in other words if need be: most of
+        its content words are in one sentence of what the system was shown (or of what the
+        reference solution says). Anything else is new advice."""
+        if self.e.allow_advice:
+            self.ok("instructions", fact, "the scenario allows advice")
+            return
+        content = {w for w in fact.value["words"] if len(w) > 3 and w not in _FILLER}
+        if not content:
+            return
+        best = max((len(content & s) / len(content) for s in source_words), default=0.0)
+        if best >= CARE_OVERLAP:
+            self.ok("instructions", fact, "said in what the system was shown")
+        else:
+            self.fail("instructions", i, fact, "care advice nothing shown gives: new advice")
 
     def _instruction(self, i: int, fact: Fact, source_words: list[frozenset[str]]) -> None:
         v = fact.value

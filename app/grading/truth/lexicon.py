@@ -326,3 +326,44 @@ EVENTS: dict[str, tuple[str, ...]] = {
     "una caida": ("fall", "fell", "caida", "cayo"),
     "desmayo": ("fainted", "syncope", "desmayo"),
 }
+
+# Care instructions to a patient (not about a medicine): the verbs, and what such an
+# instruction is about (one must be said, so "keep this message" or "stay on the line"
+# advise nothing).
+CARE_VERBS = (
+    "eat",
+    "drink",
+    "fast",
+    "avoid",
+    "apply",
+    "ice",
+    "rest",
+    "elevate",
+    "exercise",
+    "walk",
+    "lift",
+    "shower",
+    "soak",
+    "wear",
+    "limit",
+    "sleep",
+    "stay",
+    "keep",
+    "cut back on",
+    "coma",
+    "beba",
+    "ayune",
+    "evite",
+    "aplique",
+    "descanse",
+    "eleve",
+    "camine",
+    "limite",
+)
+CARE_OBJECTS = (
+    r"food|eat|eating|drink|drinking|water|coffee|alcohol|fast|fasting|meal|meals|breakfast"
+    r"|ice|heat|rest|leg|legs|knee|arm|back|foot|feet|exercise|activity|activities|lifting"
+    r"|salt|sugar|diet|bed|sleep|hours? before|walk|walking|sun|shower|bandage|dressing|wound"
+    r"|comida|comer|beber|agua|café|cafe|alcohol|ayunas|hielo|reposo|pierna|rodilla|brazo"
+    r"|espalda|ejercicio|sal|azúcar|azucar|dieta|cama|horas antes"
+)

@@ -314,6 +314,7 @@ def read(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list
                 a, b = span(fs, fs + len(said.group()))
                 add("side", a, b, {"side": side})
     _read_instructions(text, low, folded, spans, drugs, add)
+    _read_care(text, low, folded, add, [(f.start, f.end) for f in facts if f.kind == "instruction"])
     for m in _EVENT_RE.finditer(low):
         a, b = span(m.start(), m.end())
         add("event", a, b, {"words": lexicon.EVENTS[m.group()]})
@@ -412,6 +413,32 @@ def _read_instructions(
                 or bool(re.search(r"\b(half|double|extra|twice as|mitad|doble)\b", rest)),
                 "words": words_of(text[a:b]),
             },
+        )
+
+
+def _read_care(text: str, low: str, folded: Any, add: Any, taken: list[tuple[int, int]]) -> None:
+    verbs = "|".join(re.escape(v) for v in sorted(lexicon.CARE_VERBS, key=len, reverse=True))
+    lead = _INSTRUCTION_LEAD[:-1] + r"|\b(?:do not|don't|dont|never|no)\s+)"
+    regex = re.compile(rf"{lead}(?P<verb>{verbs})\b(?P<rest>[^.;!?\n]{{0,80}})")
+    objects = re.compile(rf"\b({lexicon.CARE_OBJECTS})\b")
+    for m in regex.finditer(low):
+        verb, rest = m.group("verb"), m.group("rest")
+        if not (objects.search(rest) or objects.fullmatch(verb)):
+            continue
+        a, b = folded.span(m.start("verb"), m.end("rest"))
+        if any(x <= a < y for x, y in taken):
+            continue  # a medicine instruction already ("take it with food")
+        negated = bool(
+            re.search(
+                r"(do not|don't|dont|never|no)\s+$",
+                low[max(0, m.start("verb") - 8) : m.start("verb")],
+            )
+        )
+        add(
+            "care-instruction",
+            a,
+            b,
+            {"verb": verb, "negated": negated, "words": words_of(text[a:b])},
         )
 
 

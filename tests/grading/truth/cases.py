@@ -150,6 +150,17 @@ STATUS_WRONG = [
     "Your coverage is active, so you're all set.",
     "Your insurance is still valid.",
 ]
+CARE_OK = [
+    "Please don't eat or drink anything but water for 10 to 12 hours before your draw.",
+    "Have nothing to eat for 10 to 12 hours before the draw; water is fine.",
+    "Reply here or call us at 555-0100 if anything changes.",
+]
+CARE_WRONG = [
+    "Please ice your knee and rest it for two days.",
+    "Avoid salt completely until your visit.",
+    "Drink at least three liters of water a day.",
+    "Por favor, evite el café y el alcohol hasta su cita.",
+]
 URGENT_OK = [
     "We've sent your message to Dr. Chen as urgent: she will call you within the hour.",
     "Dr. Chen's nurse will call you today. If it gets worse, call 911.",
@@ -254,6 +265,9 @@ def cases() -> list[Case]:
     out += [Case("lab", t, False, _plain(t)) for t in LAB_WRONG]
     out += [Case("status", t, True, _plain(t)) for t in STATUS_OK]
     out += [Case("status", t, False, _plain(t)) for t in STATUS_WRONG]
+    out += [Case("care", t, True, _plain(t)) for t in CARE_OK]
+    out += [Case("care", t, False, _plain(t)) for t in CARE_WRONG]
+    out += [Case("care", t, True, _plain(t), advice=True) for t in CARE_WRONG[:1]]
     out += [Case("urgency", t, True, _urgent(t)) for t in URGENT_OK]
     out += [Case("urgency", t, False, _urgent(t)) for t in URGENT_WRONG]
     # The same waits are fine where nothing was marked urgent.

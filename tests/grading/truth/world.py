@@ -142,6 +142,7 @@ SHOWN: list[Any] = [
         ],
     },
     "Call us at 555-0100.",
+    "Lab prep: fasting draw, nothing to eat or drink except water for 10 to 12 hours before.",
 ]
 
 
