@@ -113,6 +113,7 @@ class Order:
     doses: tuple[Quantity, ...]
     per_day: frozenset[Decimal]  # times a day its dosage states
     text: str  # its dosage instructions as written
+    routes: frozenset[str] = frozenset()  # "oral", "injection", "topical", "inhaled" …
 
     @property
     def active(self) -> bool:
@@ -287,6 +288,34 @@ _PER_DAY = (
 )
 
 
+_ROUTES = (
+    (re.compile(r"\b(by mouth|oral|orally|swallow|por via oral|por boca|via oral)\b"), "oral"),
+    (
+        re.compile(
+            r"\b(injection|inject|injected|subcutaneous|subcutaneously|intramuscular"
+            r"|shot|inyeccion|inyectad[oa]|subcutanea)\b"  # not "sc", "im": words too
+        ),
+        "injection",
+    ),
+    (
+        re.compile(r"\b(topical|topically|to the skin|on the skin|cream|ointment|en la piel)\b"),
+        "topical",
+    ),
+    (re.compile(r"\b(inhaled|inhale|inhaler|puffs?|inhalad[oa]|inhalador)\b"), "inhaled"),
+    (
+        re.compile(r"\b(under the tongue|sublingual|sublingually|debajo de la lengua)\b"),
+        "sublingual",
+    ),
+    (re.compile(r"\b(rectal|rectally|suppository|supositorio)\b"), "rectal"),
+)
+
+
+def routes_in(text: str) -> set[str]:
+    """The routes a dosage text (or a sentence about a medicine) states."""
+    folded = fold(text).text
+    return {name for regex, name in _ROUTES if regex.search(folded)}
+
+
 def times_a_day(text: str) -> set[Decimal]:
     folded = fold(text).text
     return {n for regex, n in _PER_DAY if regex.search(folded)}
@@ -300,6 +329,7 @@ def _order(ref: str, body: dict[str, Any]) -> Order:
     drug = frozenset(w for n in names for w in words_of(n) if w not in STOP_WORDS and len(w) > 2)
     doses: list[Quantity] = []
     per_day: set[Decimal] = set()
+    routes: set[str] = set()
     texts: list[str] = []
     dosages = body.get("dosageInstruction") or body.get("dosage") or []
     for dosage in dosages:
@@ -308,6 +338,7 @@ def _order(ref: str, body: dict[str, Any]) -> Order:
         text = " ".join(str(x) for x in (dosage.get("text"), dosage.get("patientInstruction")) if x)
         texts.append(text)
         per_day |= times_a_day(text)
+        routes |= routes_in(" ".join([text, *_concept_texts(dosage.get("route"))]))
         for dr in dosage.get("doseAndRate") or []:
             q = dr.get("doseQuantity") or {}
             number = parse_number(str(q.get("value"))) if "value" in q else None
@@ -337,6 +368,7 @@ def _order(ref: str, body: dict[str, Any]) -> Order:
         tuple(doses),
         frozenset(per_day),
         " ".join(texts),
+        frozenset(routes),
     )
 
 

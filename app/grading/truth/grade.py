@@ -415,6 +415,17 @@ class TextCheck:
         orders = self._orders_for(fact.value["drug"])
         active = [o for o in orders if o.active]
         dose = fact.value["dose"]
+        routes = fact.value.get("routes") or set()
+        known_routes = {r for o in active for r in o.routes}
+        if active and routes and known_routes and not routes & known_routes:
+            self.fail(
+                "consistent",
+                i,
+                fact,
+                f"the active order is {', '.join(sorted(known_routes))}, "
+                f"not {', '.join(sorted(routes))}",
+            )
+            return
         if not active or dose is None:
             return
         same = [o for o in active if any(dose.same(d) for d in o.doses)]

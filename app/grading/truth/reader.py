@@ -27,7 +27,7 @@ from typing import Any
 from app.grading.message.facts import _names as practitioner_names
 from app.grading.message.quantities import find_money, find_phones, find_quantities, parse_number
 from app.grading.truth import lexicon
-from app.grading.truth.chart import Chart, sides_in, times_a_day, words_of
+from app.grading.truth.chart import Chart, routes_in, sides_in, times_a_day, words_of
 from app.grading.truth.context import contexts, language_of, sentences
 from app.kit import dates
 from app.kit.phrases import fold, quote
@@ -258,7 +258,10 @@ def read(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list
         )
         tail_end = min(sentence[1], (dose.end if dose else b) + 40)
         per_day = times_a_day(text[b:tail_end])
-        fact = add("medication", a, b, {"drug": word, "dose": dose, "per_day": per_day})
+        route = routes_in(text[b:tail_end])
+        fact = add(
+            "medication", a, b, {"drug": word, "dose": dose, "per_day": per_day, "routes": route}
+        )
         if dose is not None:
             # The dose is what ConText reads ("not 20 mg"): the span it judges.
             fact.value["dose_span"] = (dose.start, dose.end)

@@ -113,10 +113,12 @@ MEDICATION_OK = [
     "Do take your blood pressure pill as usual with water.",
     "Take lisinopril 20 mg once a day, as Dr. Chen prescribed.",
     "You take warfarin and lisinopril 20 mg each morning.",
+    "Take lisinopril 20 mg by mouth once a day.",
     "Try to take your pills at the same time each day.",
     "Please use the portal to send us a photo of your pill bottle.",
 ]
 MEDICATION_WRONG = [
+    "Your lisinopril 20 mg is a shot once a day.",
     "Your current dose is lisinopril 10 mg once a day.",
     "Your dose is lisinopril 10 mg once a day (not 20 mg).",
     "Your lisinopril dose is 40 mg.",
