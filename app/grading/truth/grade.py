@@ -59,13 +59,46 @@ from app.grading.scoring import capped, make_result
 from app.grading.snapshot import Evidence, ExpectationResult, RunSnapshot, is_simulated
 from app.grading.truth import lexicon
 from app.grading.truth.chart import Booking, Chart, Order, instant_of, words_of
-from app.grading.truth.context import ASSERTED, HISTORICAL, NEGATED, SUPERSEDED, sentences
+from app.grading.truth.context import (
+    ASSERTED,
+    HISTORICAL,
+    NEGATED,
+    SUPERSEDED,
+    language_of,
+    sentences,
+)
 from app.grading.truth.reader import Fact, number_equal, read_cached
 from app.kit.dates import zone_info, zone_of
 from app.kit.phrases import fold
 from app.scenarios.schema import TextTruthExpectation
 
 MAX_NAMED = 5
+# What makes a source sentence a care sentence (its numbers then vouch for a care
+# instruction in other words).
+_CARE_WORDS = frozenset(
+    [
+        "eat",
+        "eating",
+        "drink",
+        "drinking",
+        "water",
+        "food",
+        "fast",
+        "fasting",
+        "hours",
+        "coffee",
+        "alcohol",
+        "meal",
+        "rest",
+        "ice",
+        "comer",
+        "beber",
+        "agua",
+        "ayunas",
+        "horas",
+        "comida",
+    ]
+)
 # The share of a care instruction's content words one source sentence must hold.
 CARE_OVERLAP = 0.6
 _FILLER = frozenset(
@@ -739,8 +772,27 @@ class TextCheck:
         best = max((len(content & s) / len(content) for s in source_words), default=0.0)
         if best >= CARE_OVERLAP:
             self.ok("instructions", fact, "said in what the system was shown")
-        else:
-            self.fail("instructions", i, fact, "care advice nothing shown gives: new advice")
+            return
+        # In other words or another language: the same numbers as a care sentence of the
+        # sources ("no coma ni beba … durante 10 a 12 horas" for "nothing to eat or drink
+        # … for 10 to 12 hours").
+        text = self.texts[i].text[fact.start : fact.end]
+        numbers = {f"#{n}" for n in re.findall(r"\d+", text)}
+        if numbers and any(numbers <= s and s & _CARE_WORDS for s in source_words):
+            self.ok("instructions", fact, "the numbers of a care sentence that was shown")
+            return
+        if numbers and any(
+            s & _CARE_WORDS and any(w.startswith("#") for w in s) for s in source_words
+        ):
+            # The sources give a care instruction with its numbers, and these are others.
+            self.fail("instructions", i, fact, "not the numbers the care instructions shown give")
+            return
+        if language_of(self.texts[i].text) != "en":
+            # Word overlap reads English sources; a reply in Spanish to them is not judged
+            # here rather than failed (a false failure is the worst verdict).
+            fact.check, fact.detail = "instructions", "not judged: not in the sources' language"
+            return
+        self.fail("instructions", i, fact, "care advice nothing shown gives: new advice")
 
     def _instruction(self, i: int, fact: Fact, source_words: list[frozenset[str]]) -> None:
         v = fact.value
@@ -939,9 +991,11 @@ def _blobs(value: Any, out: list[str]) -> list[str]:
 
 @lru_cache(maxsize=8192)
 def _blob_sentences(blob: str) -> tuple[frozenset[str], ...]:
+    """Each sentence's words, and its numbers as "#10" (a care instruction restated in
+    other words keeps them)."""
     out = []
-    for sentence in re.split(r"[.!?\n;]", blob):
-        ws = frozenset(words_of(sentence))
+    for sentence in re.split(r"(?<!\d)[.!?](?!\d)|[\n;]", blob):
+        ws = frozenset(words_of(sentence)) | {f"#{n}" for n in re.findall(r"\d+", sentence)}
         if ws:
             out.append(ws)
     return tuple(out)

@@ -153,6 +153,7 @@ STATUS_WRONG = [
     "Your insurance is still valid.",
 ]
 CARE_OK = [
+    "No coma ni beba nada excepto agua durante 10 a 12 horas antes de la extracción.",
     "Please don't eat or drink anything but water for 10 to 12 hours before your draw.",
     "Have nothing to eat for 10 to 12 hours before the draw; water is fine.",
     "Reply here or call us at 555-0100 if anything changes.",
@@ -161,7 +162,7 @@ CARE_WRONG = [
     "Please ice your knee and rest it for two days.",
     "Avoid salt completely until your visit.",
     "Drink at least three liters of water a day.",
-    "Por favor, evite el café y el alcohol hasta su cita.",
+    "Por favor, no coma nada durante 4 horas antes de la extracción.",
 ]
 URGENT_OK = [
     "We've sent your message to Dr. Chen as urgent: she will call you within the hour.",
