@@ -126,6 +126,23 @@ MONTHS: dict[str, int] = {
     "diciembre": 12,
     "dic": 12,
 }
+# The Spanish names as written (with their accents), Monday and January first: for texts
+# this project writes (the scenario check's paraphrases), not for reading.
+SPANISH_WEEKDAYS = ("lunes", "martes", "miércoles", "jueves", "viernes", "sábado", "domingo")
+SPANISH_MONTHS = (
+    "enero",
+    "febrero",
+    "marzo",
+    "abril",
+    "mayo",
+    "junio",
+    "julio",
+    "agosto",
+    "septiembre",
+    "octubre",
+    "noviembre",
+    "diciembre",
+)
 WEEKDAYS: dict[str, int] = {
     "monday": 0,
     "tuesday": 1,

@@ -64,7 +64,7 @@ _LITERAL_RE = re.compile(r"'([^']*)'")
 _TIME_PATHS = ("start", "occurrence", "effective")
 
 
-def _refs_with_saves(scenario: Scenario, before: RunSnapshot) -> dict[str, str]:
+def refs_with_saves(scenario: Scenario, before: RunSnapshot) -> dict[str, str]:
     """The fixture's references, and a stand-in for each resource an oracle call saves
     (`saveAs`), so a body naming one can be expanded to try values on."""
     refs = dict(before.fixture)
@@ -341,7 +341,7 @@ def derive_element_mutants(scenario: Scenario, before: RunSnapshot) -> list[Muta
     """The `element` and `delete` mutants of a scenario, from the run's starting point."""
     oracle = tuple(scenario.oracle)
     fixture_refs = sorted(before.fixture.values())
-    refs = _refs_with_saves(scenario, before)
+    refs = refs_with_saves(scenario, before)
     fp = FhirPathContext.from_snapshot(before)
     out: list[Mutant] = []
     for index, call in enumerate(oracle):
@@ -493,7 +493,7 @@ def derive_free_alternatives(
     rewrites: list[Rewrite] = []
     unmet: list[str] = []
     oracle = tuple(scenario.oracle)
-    refs = _refs_with_saves(scenario, before)
+    refs = refs_with_saves(scenario, before)
     choices, inferred = free_choices(scenario)
     for choice in choices:
         made = False

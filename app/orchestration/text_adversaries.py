@@ -30,6 +30,7 @@ of the expanded body of the call that wrote the text, so they apply to any scena
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -40,9 +41,10 @@ from app.grading.message.claims import Write, claims, unbacked
 from app.grading.snapshot import RunSnapshot
 from app.grading.truth.chart import Chart
 from app.grading.truth.context import ASSERTED, language_of
-from app.grading.truth.grade import URGENT, Text, TextCheck, run_checks
+from app.grading.truth.grade import Text, TextCheck, body_texts, run_checks
 from app.grading.truth.reader import Fact
-from app.kit.dates import zone_info
+from app.kit.dates import SPANISH_MONTHS, SPANISH_WEEKDAYS, zone_info
+from app.orchestration.adversaries import refs_with_saves
 from app.orchestration.mutants import Mutant, describe
 from app.orchestration.rewrites import Rewrite
 from app.scenarios.expansion import ExpansionError, expand_value
@@ -56,53 +58,27 @@ ZONE_NAMES = {
     "America/Denver": "Mountain",
     "America/Los_Angeles": "Pacific",
 }
-_WEEKDAYS_ES = ("lunes", "martes", "miércoles", "jueves", "viernes", "sábado", "domingo")
-_MONTHS_ES = [
-    "enero",
-    "febrero",
-    "marzo",
-    "abril",
-    "mayo",
-    "junio",
-    "julio",
-    "agosto",
-    "septiembre",
-    "octubre",
-    "noviembre",
-    "diciembre",
-]
 # Medicines a mutant may advise that a chart rarely holds (the first not in the sources).
 UNORDERED = ("naproxen", "prednisone", "tramadol", "ciprofloxacin")
 
 
-def _text_of(body: dict[str, Any]) -> list[tuple[str, str]]:
-    """(element, text) pairs a body carries, as `texts_of` reads them."""
-    out: list[tuple[str, str]] = []
-    if body.get("resourceType") == "Communication":
-        text = " ".join(
-            str(p["contentString"])
-            for p in body.get("payload") or []
-            if isinstance(p, dict) and isinstance(p.get("contentString"), str)
-        )
-        if text:
-            out.append(("payload", text))
-        return out
-    for key in ("description", "comment", "patientInstruction"):
-        if isinstance(body.get(key), str):
-            out.append((key, body[key]))
-    for note in body.get("note") or []:
-        if isinstance(note, dict) and isinstance(note.get("text"), str):
-            out.append(("note", note["text"]))
-    return out
-
-
 def _replace(body: dict[str, Any], where: str, old: str, new: str) -> None:
+    """Put `new` where `body_texts` read `old`."""
     if where == "payload":
         body["payload"] = [{"contentString": new}]
     elif where == "note":
         for note in body.get("note") or []:
             if isinstance(note, dict) and note.get("text") == old:
                 note["text"] = new
+    elif where == "content":
+        for content in body.get("content") or []:
+            attachment = (content or {}).get("attachment") or {}
+            if attachment.get("data"):
+                attachment["data"] = base64.b64encode(new.encode()).decode()
+    elif where == "patientInstruction" and body.get(where) != old:
+        for dosage in body.get("dosageInstruction") or []:
+            if isinstance(dosage, dict) and dosage.get(where) == old:
+                dosage[where] = new
     else:
         body[where] = new
 
@@ -149,18 +125,15 @@ class _Maker:
         self.chart: Chart = self.check.chart
         self.mutants: list[Mutant] = []
         self.rewrites: list[Rewrite] = []
-        refs = dict(before.fixture)
-        for call in scenario.oracle:
-            if call.save_as is not None:
-                kind = call.path.strip("/").split("/", 1)[0]
-                refs.setdefault(call.save_as, f"{kind}/replay-saved-{call.save_as}")
-        self.refs = refs
+        self.refs = refs_with_saves(scenario, before)
         clinic = [z for z in before.zones if z != "UTC" and zone_info(z) is not None]
         self.clinic = clinic[0] if clinic else None
+        self.written = self._calls_of()
 
     # -- which oracle call wrote each text -------------------------------------------
 
-    def calls_of(self) -> list[tuple[int, OracleCall, str, Text, list[Fact]]]:
+    def _calls_of(self) -> list[tuple[int, OracleCall, str, Text, list[Fact]]]:
+        """Each reference text with the oracle call that wrote it (read once)."""
         out = []
         seen: set[int] = set()
         for index, call in enumerate(self.oracle):
@@ -170,7 +143,7 @@ class _Maker:
                 body = expand_value(call.body, self.refs, self.before.started_at)
             except ExpansionError:
                 continue
-            for where, text in _text_of(body):
+            for where, text in body_texts(body):
                 for i, written in enumerate(self.check.texts):
                     if i in seen or written.text != text or written.where != where:
                         continue
@@ -208,7 +181,7 @@ class _Maker:
     # -- per fact -------------------------------------------------------------------
 
     def make(self) -> None:
-        for index, call, where, written, facts in self.calls_of():
+        for index, call, where, written, facts in self.written:
             text = written.text
             for fact in facts:
                 if fact.holds is not True or fact.context != ASSERTED:
@@ -260,7 +233,7 @@ class _Maker:
                         call,
                         _changing(call, where, text, text[:a] + new + text[b:]),
                     )
-            self._negation(index, call, where, text, written)
+            self._negation(index, call, where, text)
             if written.audience == "patient":
                 self._appended(index, call, where, text)
                 self._courtesy(index, call, where, text)
@@ -317,8 +290,8 @@ class _Maker:
         forms = [
             f"{utc.day} {utc:%B %Y}, {utc:%H:%M} UTC",
             f"{utc:%b}. {_ordinal(utc.day)} at {utc:%-I:%M} {meridiem} UTC",
-            f"el {_WEEKDAYS_ES[utc.weekday()]} {utc.day} de {_MONTHS_ES[utc.month - 1]} a las "
-            f"{utc:%H:%M} (UTC)",
+            f"el {SPANISH_WEEKDAYS[utc.weekday()]} {utc.day} de "
+            f"{SPANISH_MONTHS[utc.month - 1]} a las {utc:%H:%M} (UTC)",
         ]
         if self.clinic is not None and self.clinic in ZONE_NAMES:
             tz = zone_info(self.clinic)
@@ -373,7 +346,7 @@ class _Maker:
             if c.via_run or c.run_id is not None
         ]
 
-    def _negation(self, index: int, call: OracleCall, where: str, text: str, written: Text) -> None:
+    def _negation(self, index: int, call: OracleCall, where: str, text: str) -> None:
         for old, new in (
             ("haven't", "have"),
             ("have not", "have"),
@@ -433,11 +406,7 @@ class _Maker:
                 call,
                 _changing(call, where, text, f"{text}\n{claim}"),
             )
-        if any(
-            c.resource is not None and c.resource.get("priority") in URGENT
-            for c in self.snapshot.changed
-            if c.via_run or c.run_id is not None
-        ):
+        if self.check.urgent:
             line = (
                 "Le llamaremos la próxima semana." if spanish else "We'll call you back next week."
             )
@@ -491,7 +460,7 @@ class _Maker:
 
     def _care(self) -> None:
         """Care advice nobody gave, added to the last message to the patient."""
-        for index, call, where, written, _facts in reversed(self.calls_of()):
+        for index, call, where, written, _facts in reversed(self.written):
             if written.audience != "patient":
                 continue
             text = written.text
@@ -511,7 +480,7 @@ class _Maker:
 
     def _follow_up(self) -> None:
         """A later message to the patient correcting the booked time to a wrong one."""
-        for _index, call, where, written, facts in reversed(self.calls_of()):
+        for _index, call, where, written, facts in reversed(self.written):
             if (
                 written.audience != "patient"
                 or where != "payload"

@@ -23,7 +23,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from app.grading.message.quantities import Quantity, parse_number, quantity
+from app.grading.message.quantities import Quantity, find_quantities, parse_number, quantity
 from app.grading.resource import ref_of
 from app.grading.snapshot import RunSnapshot
 from app.kit.phrases import fold
@@ -355,8 +355,6 @@ def _order(ref: str, body: dict[str, Any]) -> Order:
                 per_day.add(Decimal(str(freq)) / Decimal(str(period)) * Decimal(str(per_unit)))
         per_day |= times_a_day(" ".join(_concept_texts((dosage.get("timing") or {}).get("code"))))
     # The strength in the drug's name ("lisinopril 20 mg tablet") is a dose too: one tablet.
-    from app.grading.message.quantities import find_quantities
-
     for n in names:
         doses.extend(q for q in find_quantities(n) if q.dimension == "mass")
     for text in texts:

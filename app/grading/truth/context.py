@@ -329,15 +329,9 @@ def sentences(text: str) -> list[tuple[int, int]]:
 
 
 def _question_spans(text: str) -> list[tuple[int, int]]:
-    """Sentences that ask ("… work for you?", "¿Le viene bien…?")."""
-    out: list[tuple[int, int]] = []
-    start = 0
-    for m in re.finditer(r"[.!?\n]+", text):
-        if "?" in m.group():
-            out.append((start, m.end()))
-        start = m.end()
-    for m in re.finditer(r"¿[^?]*\?", text):
-        out.append((m.start(), m.end()))
+    """Our sentences that ask ("… work for you?"), and a Spanish "¿…?" inside one."""
+    out = [(a, b) for a, b in sentences(text) if text[a:b].rstrip().endswith("?")]
+    out += [(m.start(), m.end()) for m in re.finditer(r"¿[^?]*\?", text)]
     return out
 
 

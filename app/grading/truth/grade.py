@@ -47,7 +47,7 @@ import base64
 import re
 import threading
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -180,6 +180,51 @@ class Text:
     where: str  # the element read: "payload", "description", "note" …
 
 
+# The resource types whose text fields are written for staff (a Communication's audience
+# is its recipient).
+STAFF_TEXT_TYPES = frozenset(
+    {"Task", "ServiceRequest", "MedicationRequest", "Appointment", "DocumentReference"}
+)
+
+
+def body_texts(body: dict[str, Any], before: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+    """(element, text) for each text a resource carries: a Communication's payload as one
+    text (its parts joined: "on (UTC):", the instant, the sign-off), `description`,
+    `comment`, `patientInstruction`, each `note`, a dosage's `patientInstruction`, and a
+    DocumentReference's text attachments. With `before` (the version before the run's
+    write), only the text that write added: what was there already was the chart's."""
+    if body.get("resourceType") == "Communication":
+        text = " ".join(
+            str(p["contentString"])
+            for p in body.get("payload") or []
+            if isinstance(p, dict) and isinstance(p.get("contentString"), str)
+        )
+        return [("payload", text)] if text and before is None else []
+    old = before or {}
+    parts: list[tuple[str, str]] = []
+    for key in ("description", "comment", "patientInstruction"):
+        if isinstance(body.get(key), str) and body[key] != old.get(key):
+            parts.append((key, body[key]))
+    old_notes = {str(n.get("text")) for n in old.get("note") or [] if isinstance(n, dict)}
+    for note in body.get("note") or []:
+        if isinstance(note, dict) and note.get("text") and str(note["text"]) not in old_notes:
+            parts.append(("note", str(note["text"])))
+    if body.get("dosageInstruction") != old.get("dosageInstruction"):
+        for dosage in body.get("dosageInstruction") or []:
+            if isinstance(dosage, dict) and dosage.get("patientInstruction"):
+                parts.append(("patientInstruction", str(dosage["patientInstruction"])))
+    if body.get("resourceType") == "DocumentReference" and before is None:
+        for content in body.get("content") or []:
+            attachment = (content or {}).get("attachment") or {}
+            data = attachment.get("data")
+            if str(attachment.get("contentType", "")).startswith("text/") and data:
+                try:
+                    parts.append(("content", base64.b64decode(data).decode("utf-8", "replace")))
+                except ValueError:
+                    continue
+    return parts
+
+
 def texts_of(snapshot: RunSnapshot) -> list[Text]:
     out: list[Text] = []
     for changed in snapshot.changed:
@@ -191,56 +236,19 @@ def texts_of(snapshot: RunSnapshot) -> list[Text]:
         ref = ref_of(changed)
         kind = changed.resource_type
         at = changed.first_changed_at if changed.created else changed.last_changed_at
-        # An update is read only for what it changed: text already there was the chart's.
-        before = changed.before or {}
-        parts: list[tuple[str, str]] = []
-        if kind == "Communication" and changed.created:
-            # A message's parts are one text ("on (UTC):", the instant, the sign-off).
-            text = " ".join(
-                str(p["contentString"])
-                for p in body.get("payload") or []
-                if isinstance(p, dict) and isinstance(p.get("contentString"), str)
-            )
+        before = None if changed.created else (changed.before or {})
+        if kind == "Communication":
             recipients = {
                 str(r.get("reference", ""))
                 for r in body.get("recipient") or []
                 if isinstance(r, dict)
             }
             audience = "patient" if recipients & snapshot.patient_refs else "staff"
-            if text:
-                out.append(Text(ref, at, text, audience, "payload"))
+        elif kind in STAFF_TEXT_TYPES:
+            audience = "staff"
+        else:
             continue
-        for key in ("description", "comment", "patientInstruction"):
-            if isinstance(body.get(key), str) and body[key] != before.get(key):
-                parts.append((key, body[key]))
-        old_notes = {str(n.get("text")) for n in before.get("note") or [] if isinstance(n, dict)}
-        for note in body.get("note") or []:
-            if isinstance(note, dict) and note.get("text") and str(note["text"]) not in old_notes:
-                parts.append(("note", str(note["text"])))
-        for dosage in body.get("dosageInstruction") or []:
-            changed_dosage = body.get("dosageInstruction") != before.get("dosageInstruction")
-            if isinstance(dosage, dict) and dosage.get("patientInstruction") and changed_dosage:
-                parts.append(("patientInstruction", str(dosage["patientInstruction"])))
-        if kind == "DocumentReference" and changed.created:
-            for content in body.get("content") or []:
-                attachment = (content or {}).get("attachment") or {}
-                if str(attachment.get("contentType", "")).startswith("text/") and attachment.get(
-                    "data"
-                ):
-                    try:
-                        decoded = base64.b64decode(attachment["data"]).decode("utf-8", "replace")
-                    except ValueError:
-                        continue
-                    parts.append(("content", decoded))
-        for where, text in parts:
-            if kind in (
-                "Task",
-                "ServiceRequest",
-                "MedicationRequest",
-                "Appointment",
-                "DocumentReference",
-            ):
-                out.append(Text(ref, at, text, "staff", where))
+        out += [Text(ref, at, text, audience, where) for where, text in body_texts(body, before)]
     return sorted(out, key=lambda t: (t.at, t.ref))
 
 
@@ -261,6 +269,14 @@ class TextCheck:
             b
             for b in self.chart.bookings
             if b.patient is None or b.patient in snapshot.patient_refs
+        ]
+        # What the run marked urgent, as the end state has it (before a message or after).
+        self.urgent: list[tuple[str, str]] = [
+            (ref_of(c), str(c.resource["priority"]))
+            for c in snapshot.changed
+            if c.resource is not None
+            and (c.via_run or c.run_id is not None)
+            and c.resource.get("priority") in URGENT
         ]
         # Every start a booking of these patients had (before the run's move of it too).
         self.ever_starts: set[datetime] = {b.start for b in self.bookings if b.start}
@@ -397,8 +413,7 @@ class TextCheck:
                 self._booking_names(i, fact, facts, pool)
                 return
             active = sorted(
-                (b for b in self.bookings if b.active and b.start),
-                key=lambda b: b.start or fact_at(),
+                (b for b in self.bookings if b.active and b.start), key=lambda b: str(b.start)
             )
             if not active:
                 return  # nothing booked to contradict: what was said is `grounded`'s
@@ -631,23 +646,11 @@ class TextCheck:
 
     def _delay(self, i: int, fact: Fact) -> None:
         """ "We'll call you next week" after the run itself marked the matter urgent."""
-        urgent = [
-            ref_of(c)
-            for c in self.snapshot.changed
-            if c.resource is not None
-            and (c.via_run or c.run_id is not None)
-            and c.resource.get("priority") in URGENT
-        ]  # the end state: urgent whether marked before the message or after it
-        if urgent:
-            self.fail("consistent", i, fact, f"{urgent[0]} is {self._priority(urgent[0])}")
+        if self.urgent:
+            ref, priority = self.urgent[0]
+            self.fail("consistent", i, fact, f"{ref} is {priority}")
         else:
             self.ok("consistent", fact)
-
-    def _priority(self, ref: str) -> str:
-        for c in self.snapshot.changed:
-            if ref_of(c) == ref and c.resource is not None:
-                return str(c.resource.get("priority"))
-        return "urgent"
 
     def _side(self, i: int, fact: Fact) -> None:
         text = self.texts[i]
@@ -927,10 +930,6 @@ def _per_day(values: set[Any]) -> str:
     return " or ".join(f"{v.normalize()} a day" for v in sorted(values))
 
 
-def fact_at() -> datetime:
-    return datetime.max.replace(tzinfo=None) - timedelta(days=1)
-
-
 def _names_target(body: dict[str, Any] | None, aliases: dict[str, str], refs: set[str]) -> bool:
     if body is None:
         return False
@@ -1010,7 +1009,7 @@ def _sentence_sets(values: Any) -> tuple[list[frozenset[str]], frozenset[str]]:
     return sets, frozenset().union(*sets) if sets else frozenset()
 
 
-def _source_sentences(snapshot: RunSnapshot, chart: Chart) -> tuple[list[frozenset[str]], set[str]]:
+def _source_sentences(snapshot: RunSnapshot) -> tuple[list[frozenset[str]], set[str]]:
     """The word sets of every sentence the system was shown (and of the chart as it reads
     now), and every word of them. What was shown is one list per snapshot that the
     check's near misses share: read once (keyed by identity, as `_source_index` is)."""
@@ -1034,7 +1033,6 @@ def _source_sentences(snapshot: RunSnapshot, chart: Chart) -> tuple[list[frozens
         befores.get(ref) or snapshot.current.get(symbol) for symbol, ref in snapshot.fixture.items()
     ]
     own_sets, own_words = _sentence_sets([b for b in fixture if b])
-    del chart
     return own_sets, set(own_words)
 
 
@@ -1046,7 +1044,7 @@ def run_checks(e: TextTruthExpectation, snapshot: RunSnapshot) -> TextCheck:
     check.supersede()
     check.consistent()
     check.claims()
-    sentences_, words = _source_sentences(snapshot, check.chart)
+    sentences_, words = _source_sentences(snapshot)
     vouched, vouched_words = _sentence_sets(list(e.vouched))
     check.instructions([*sentences_, *vouched])
     check.medications(words | vouched_words)

@@ -232,8 +232,6 @@ def read(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list
                     f.start <= a < f.end for f in facts if f.kind in ("location", "organization")
                 ):
                     add(kind.lower(), a, b, {"ref": ref})
-    for ref, names in chart.organizations.items():
-        del ref, names  # read above with the locations
     drugs = _drug_words(chart)
     quantities = [q for q in find_quantities(text, folded)]
     for m in re.finditer(r"[^\W\d_]+", low):
@@ -393,7 +391,7 @@ def _read_instructions(
 ) -> None:
     verbs = sorted({*lexicon.CHANGE_VERBS, *lexicon.TAKE_VERBS}, key=len, reverse=True)
     verb_re = "|".join(re.escape(fold(v).text) for v in verbs)
-    regex = re.compile(rf"{lexicon_lead()}(?P<verb>{verb_re})\b(?P<rest>[^.;!?\n]{{0,80}})")
+    regex = re.compile(rf"{_INSTRUCTION_LEAD}(?P<verb>{verb_re})\b(?P<rest>[^.;!?\n]{{0,80}})")
     for m in regex.finditer(low):
         rest = m.group("rest")
         drug = next((w for w in re.findall(r"[^\W\d_]+", rest) if w in drugs), None)
@@ -443,10 +441,6 @@ def _read_care(text: str, low: str, folded: Any, add: Any, taken: list[tuple[int
             b,
             {"verb": verb, "negated": negated, "words": words_of(text[a:b])},
         )
-
-
-def lexicon_lead() -> str:
-    return _INSTRUCTION_LEAD
 
 
 def _contexts(text: str, facts: list[Fact]) -> None:

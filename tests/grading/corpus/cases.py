@@ -20,6 +20,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from app.grading.message.claims import Write
+from app.kit.dates import SPANISH_MONTHS, SPANISH_WEEKDAYS
 
 WEEKDAYS_EN = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 MONTHS_EN = (
@@ -36,21 +37,8 @@ MONTHS_EN = (
     "November",
     "December",
 )
-WEEKDAYS_ES = ("lunes", "martes", "miércoles", "jueves", "viernes", "sábado", "domingo")
-MONTHS_ES = (
-    "enero",
-    "febrero",
-    "marzo",
-    "abril",
-    "mayo",
-    "junio",
-    "julio",
-    "agosto",
-    "septiembre",
-    "octubre",
-    "noviembre",
-    "diciembre",
-)
+WEEKDAYS_ES = SPANISH_WEEKDAYS
+MONTHS_ES = SPANISH_MONTHS
 HOUR_WORDS = (
     "twelve",
     "one",

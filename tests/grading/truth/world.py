@@ -182,19 +182,24 @@ def cancellation() -> ChangedResource:
     return _changed(FIXTURE["cancelled"], 1.5, created=False, before=before)
 
 
+def _task(
+    id: str, description: str, minute: float, owner: str = CHEN, priority: str = "routine"
+) -> ChangedResource:
+    body = {
+        "resourceType": "Task",
+        "id": id,
+        "status": "requested",
+        "intent": "order",
+        "priority": priority,
+        "for": {"reference": PATIENT},
+        "owner": {"reference": owner},
+        "description": description,
+    }
+    return _changed(body, minute)
+
+
 def refill_task(owner: str = CHEN, drug: str = "lisinopril") -> ChangedResource:
-    return _changed(
-        {
-            "resourceType": "Task",
-            "id": "task-refill",
-            "status": "requested",
-            "intent": "order",
-            "for": {"reference": PATIENT},
-            "owner": {"reference": owner},
-            "description": f"Refill request: {drug} 20 mg, 1 tablet once a day",
-        },
-        2.5,
-    )
+    return _task("task-refill", f"Refill request: {drug} 20 mg, 1 tablet once a day", 2.5, owner)
 
 
 def message(text: str, minute: float = 3, to: str = PATIENT) -> ChangedResource:
@@ -212,32 +217,12 @@ def message(text: str, minute: float = 3, to: str = PATIENT) -> ChangedResource:
 
 
 def urgent_task(minute: float = 2) -> ChangedResource:
-    body = {
-        "resourceType": "Task",
-        "id": "task-urgent",
-        "status": "requested",
-        "intent": "order",
-        "priority": "urgent",
-        "for": {"reference": PATIENT},
-        "owner": {"reference": CHEN},
-        "description": "Chest pain since this morning: please call her back within the hour.",
-    }
-    return _changed(body, minute)
+    text = "Chest pain since this morning: please call her back within the hour."
+    return _task("task-urgent", text, minute, priority="urgent")
 
 
 def staff_task(text: str, minute: float = 3) -> ChangedResource:
-    return _changed(
-        {
-            "resourceType": "Task",
-            "id": f"task-{minute}",
-            "status": "requested",
-            "intent": "order",
-            "for": {"reference": PATIENT},
-            "owner": {"reference": CHEN},
-            "description": text,
-        },
-        minute,
-    )
+    return _task(f"task-{minute}", text, minute)
 
 
 def order_note(text: str) -> ChangedResource:
