@@ -1036,6 +1036,14 @@ def _source_sentences(snapshot: RunSnapshot) -> tuple[list[frozenset[str]], set[
     return own_sets, set(own_words)
 
 
+def _held(name: str, check: TextCheck) -> str:
+    """What a clause that holds read: "3 fact(s) agree", or that there was nothing."""
+    if not check.texts:
+        return "no text written"
+    n = sum(1 for facts in check.facts for f in facts if f.check == name and f.holds)
+    return f"{n} fact(s) agree" if n else "nothing of this kind stated"
+
+
 def run_checks(e: TextTruthExpectation, snapshot: RunSnapshot) -> TextCheck:
     """Every text of the run read and every check run: `texts[i]`'s facts are
     `facts[i]`, each marked with the check it met or broke (the scenario check's text
@@ -1066,10 +1074,12 @@ def grade_text_truth(e: TextTruthExpectation, snapshot: RunSnapshot) -> Expectat
             {
                 "where": name,
                 "holds": not broken,
-                "value": shown or ("no text written" if not check.texts else "holds"),
+                "value": shown or _held(name, check),
             }
         )
     for text, facts in zip(check.texts, check.facts, strict=True):
+        if not facts:
+            continue  # a text with nothing checkable ("We will call you.") lists nothing
         facts.sort(key=lambda f: f.start)
         clauses.append(
             {
