@@ -463,12 +463,16 @@ def _payload(tenant_id: uuid.UUID, row: asyncpg.Record) -> bytes:
     return orjson.dumps(payload)
 
 
+# Its own generator, not the `random` module's shared one (see tenants.repository).
+_jitter_rng = random.Random()
+
+
 def _backoff(retry_seconds: list[float], attempt: int) -> float | None:
     """Wait before the next attempt after `attempt` failed ones; None when exhausted."""
     if attempt > len(retry_seconds):
         return None
     base = retry_seconds[attempt - 1]
-    return base * random.uniform(1 - JITTER, 1 + JITTER)
+    return base * _jitter_rng.uniform(1 - JITTER, 1 + JITTER)
 
 
 # The event's resource version, for the payload (the FHIR store owns the SQL).
