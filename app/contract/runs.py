@@ -27,6 +27,13 @@ class Evidence(ApiModel):
         description="Each condition on the closest candidate: {where, holds, value | error}",
     )
     note: str | None = Field(default=None, exclude_if=is_empty)
+    diff: list[dict[str, Any]] = Field(
+        default_factory=list,
+        exclude_if=is_empty,
+        description="matches-reference: per resource {kind: collateral | missing | differs"
+        " | same, ref, resourceType, title, reasons, paths, expected, actual, free}, the"
+        " reference solution's end state beside the run's, collateral and missing first",
+    )
 
 
 class ExpectationResult(ApiModel):

@@ -503,6 +503,61 @@ class _Finding:
     where: str
     value: str = ""
     closest: str | None = None
+    entry: dict[str, Any] | None = None  # its row of the end-state diff (`_entry`)
+
+
+# What the run page shows of a resource: not its bookkeeping nor its narrative.
+_NOT_SHOWN = ("meta", "text")
+MAX_DIFF_ENTRIES = 24
+
+
+def _shown(resource: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if resource is None:
+        return None
+    return {k: v for k, v in resource.items() if k not in _NOT_SHOWN}
+
+
+def _path_of(reason: str) -> str:
+    """The element a difference names: "status: reference booked, run proposed" ->
+    "status"; "free start: … does not hold" -> "start"; "note changed" -> "note"."""
+    head = reason.split(":", 1)[0].strip()
+    head = head.removeprefix("free ").removesuffix(" changed")
+    return head.split(".", 1)[0].split("[", 1)[0]
+
+
+def _entry(
+    kind: str,
+    title: str,
+    resource_type: str,
+    ref: str | None,
+    expected: Mapping[str, Any] | None,
+    actual: Mapping[str, Any] | None,
+    reasons: list[str],
+    *,
+    free: tuple[_Context, list[FreeChoice], FhirPathContext] | None = None,
+    before: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One resource of the end-state diff: the reference's end state beside the run's,
+    the elements that differ, and the free choices the run made with their constraints."""
+    choices: list[dict[str, Any]] = []
+    if free is not None and expected is not None and actual is not None:
+        ctx, frees, fp = free
+        if _free_for(frees, resource_type):
+            _resource_diffs(
+                resource_type, expected, actual, ctx, frees, fp, before=before, choices=choices
+            )
+    paths = list(dict.fromkeys(_path_of(r) for r in reasons))
+    return {
+        "kind": kind,
+        "title": title,
+        "resourceType": resource_type,
+        "ref": ref,
+        "reasons": reasons[:MAX_DIFFS],
+        "paths": paths,
+        "expected": _shown(expected),
+        "actual": _shown(actual),
+        "free": choices,
+    }
 
 
 def _free_for(free: list[FreeChoice], resource_type: str) -> list[FreeChoice]:
@@ -518,10 +573,13 @@ def _resource_diffs(
     fp: FhirPathContext,
     *,
     before: Mapping[str, Any] | None = None,
+    choices: list[dict[str, Any]] | None = None,
 ) -> list[str]:
     """The consequential differences of `actual` from `expected`. `before`: the version
     before the run of a resource that existed then; each element it has is held even
-    where the reference leaves it out (changing it is a deviation, adding is not)."""
+    where the reference leaves it out (changing it is a deviation, adding is not).
+    `choices`, when given, receives each free choice the run made otherwise than the
+    reference, with its constraints and whether each held."""
     frees = _free_for(free, resource_type)
     elements = elements_of(resource_type, dict(expected or {}), dict(actual or {}))
     by_path = {e.path: e for e in elements}
@@ -545,10 +603,14 @@ def _resource_diffs(
             out.append(why)
     if actual is not None:
         for choice in chosen:
+            met = []
             for where in choice.where:
                 clause = fp.check(where, actual)
+                met.append({"where": where, "holds": bool(clause.holds)})
                 if not clause.holds:
                     out.append(f"free {choice.path}: {where} does not hold")
+            if choices is not None:
+                choices.append({"path": choice.path, "where": met})
     return out
 
 
@@ -717,8 +779,18 @@ def grade_reference(
             if a is not None and not _slot_follows(a, appointments):
                 paths = changed_paths(a.before, a.resource) if a.resource and a.before else []
                 what = "deleted" if a.resource is None else "updated"
+                title = f"{what} {ref}"
+                entry = _entry(
+                    "collateral",
+                    title,
+                    resource_type,
+                    ref,
+                    a.before,
+                    a.resource,
+                    [f"{p} changed" for p in paths[:MAX_DIFFS]] or ["deleted"],
+                )
                 findings.append(
-                    _Finding("collateral", f"{what} {ref}", ", ".join(paths[:MAX_DIFFS]), ref)
+                    _Finding("collateral", title, ", ".join(paths[:MAX_DIFFS]), ref, entry)
                 )
             continue
         before = (a.before if a is not None else None) or (e.before if e else None)
@@ -746,12 +818,16 @@ def grade_reference(
 
     _replacements(olds, pairs, ctx, free, fp, matches)
     for old in olds:
-        _report_old(old, findings, matches)
+        _report_old(old, findings, matches, (ctx, free, fp))
     for resource_type, e_, a_ in pairs:
         _report_created(resource_type, e_, a_, actual_new, ctx, free, fp, findings, matches)
     for c in actual_new:
         if c.resource_type in DERIVED_TYPES:
-            findings.append(_Finding("collateral", f"created {_ref(c)}", "", _ref(c)))
+            title = f"created {_ref(c)}"
+            entry = _entry(
+                "collateral", title, c.resource_type, _ref(c), None, c.resource, ["created"]
+            )
+            findings.append(_Finding("collateral", title, "", _ref(c), entry))
     _conversation(expectation, expected, expected_new, actual_new, ctx, findings, matches)
 
     return _result(expectation, findings, matches, len(expected), len(actual))
@@ -794,38 +870,61 @@ def _replacements(
             break
 
 
-def _report_old(old: _Old, findings: list[_Finding], matches: list[str]) -> None:
+def _report_old(
+    old: _Old,
+    findings: list[_Finding],
+    matches: list[str],
+    free: tuple[_Context, list[FreeChoice], FhirPathContext],
+) -> None:
     ref, e, a = old.ref, old.expected, old.actual
     if e is None and a is None:
         return
+    resource_type = ref.split("/", 1)[0]
+
+    def entry(kind: str, title: str, reasons: list[str]) -> dict[str, Any]:
+        return _entry(
+            kind,
+            title,
+            resource_type,
+            ref,
+            old.want,
+            old.got,
+            reasons,
+            free=free,
+            before=old.before,
+        )
+
     if old.want is None and old.got is None:
         matches.append(f"{ref} deleted, as in the reference")
         return
     if old.got is None:
-        findings.append(_Finding("collateral", f"deleted {ref}", "the reference keeps it", ref))
-        return
-    if old.want is None:
+        title = f"deleted {ref}"
         findings.append(
-            _Finding("missing", f"{ref}: the reference deletes it, the run does not", "", ref)
+            _Finding(
+                "collateral", title, "the reference keeps it", ref, entry("collateral", title, [])
+            )
         )
         return
+    if old.want is None:
+        title = f"{ref}: the reference deletes it, the run does not"
+        findings.append(_Finding("missing", title, "", ref, entry("missing", title, [])))
+        return
     if not old.diffs:
-        matches.append(f"{ref} as the reference leaves it")
+        title = f"{ref} as the reference leaves it"
+        matches.append(title)
+        findings.append(_Finding("same", title, "", ref, entry("same", title, [])))
         return
     shown = "; ".join(old.diffs[:MAX_DIFFS])
     if e is None:
         paths = changed_paths(old.before, old.got) if old.before is not None else []
         if paths:
             shown += f" (changed: {', '.join(paths[:MAX_DIFFS])})"
-        findings.append(
-            _Finding("collateral", f"updated {ref}, which the reference leaves alone", shown, ref)
-        )
+        kind, title = "collateral", f"updated {ref}, which the reference leaves alone"
     elif a is None:
-        findings.append(
-            _Finding("missing", f"{ref} not changed as the reference changes it", shown, ref)
-        )
+        kind, title = "missing", f"{ref} not changed as the reference changes it"
     else:
-        findings.append(_Finding("differs", f"{ref} differs from the reference", shown, ref))
+        kind, title = "differs", f"{ref} differs from the reference"
+    findings.append(_Finding(kind, title, shown, ref, entry(kind, title, old.diffs)))
 
 
 def _report_created(
@@ -841,36 +940,35 @@ def _report_created(
 ) -> None:
     if e is not None and a is not None:
         diffs = _resource_diffs(resource_type, e.resource, a.resource, ctx, free, fp)
-        if diffs:
-            findings.append(
-                _Finding(
-                    "differs",
-                    f"created {_ref(a)} differs from the reference's {resource_type}",
-                    "; ".join(diffs[:MAX_DIFFS]),
-                    _ref(a),
-                )
-            )
-        else:
-            matches.append(f"created {_ref(a)} ≡ the reference's {resource_type}")
+        kind = "differs" if diffs else "same"
+        title = (
+            f"created {_ref(a)} differs from the reference's {resource_type}"
+            if diffs
+            else f"created {_ref(a)} ≡ the reference's {resource_type}"
+        )
+        entry = _entry(
+            kind, title, resource_type, _ref(a), e.resource, a.resource, diffs, free=(ctx, free, fp)
+        )
+        if not diffs:
+            matches.append(title)
+        findings.append(_Finding(kind, title, "; ".join(diffs[:MAX_DIFFS]), _ref(a), entry))
     elif e is not None:
         closest = candidates[0] if candidates else None
+        title = f"the reference creates a {resource_type}; the run has no partner for it"
+        entry = _entry("missing", title, resource_type, None, e.resource, None, [])
         findings.append(
             _Finding(
                 "missing",
-                f"the reference creates a {resource_type}; the run has no partner for it",
+                title,
                 _summary(e.resource),
                 _ref(closest) if closest else None,
+                entry,
             )
         )
     elif a is not None:
-        findings.append(
-            _Finding(
-                "collateral",
-                f"created {_ref(a)}, which the reference does not",
-                _summary(a.resource),
-                _ref(a),
-            )
-        )
+        title = f"created {_ref(a)}, which the reference does not"
+        entry = _entry("collateral", title, resource_type, _ref(a), None, a.resource, [])
+        findings.append(_Finding("collateral", title, _summary(a.resource), _ref(a), entry))
 
 
 def _summary(resource: Mapping[str, Any] | None) -> str:
@@ -931,19 +1029,32 @@ def _conversation(
                 f"status {body.get('status')}, not sent ({', '.join(sorted(statuses))})"
             )
         if problems:
-            findings.append(_Finding("collateral", f"message {ref}", "; ".join(problems), ref))
+            title = f"message {ref}"
+            entry = _entry("collateral", title, c.resource_type, ref, None, body, problems)
+            findings.append(_Finding("collateral", title, "; ".join(problems), ref, entry))
         else:
             reached.update(to)
             matches.append(f"message {ref} to {', '.join(to)}")
     for recipient in sorted(recipients - reached):
-        findings.append(
-            _Finding(
-                "missing",
-                f"the reference writes to {recipient}; no message sent to them",
-                "",
-                _ref(sent[0]) if sent else None,
-            )
+        title = f"the reference writes to {recipient}; no message sent to them"
+        wrote = next(
+            (
+                c
+                for c in wanted
+                if recipient in {ctx.resolve(r) for r in _refs((c.resource or {}).get("recipient"))}
+            ),
+            None,
         )
+        entry = _entry(
+            "missing",
+            title,
+            wrote.resource_type if wrote else "Communication",
+            None,
+            wrote.resource if wrote else None,
+            None,
+            [],
+        )
+        findings.append(_Finding("missing", title, "", _ref(sent[0]) if sent else None, entry))
     bounds = expectation.messages
     if bounds is not None:
         count = len([c for c in sent if c.resource])
@@ -961,14 +1072,16 @@ def _result(
     n_expected: int,
     n_actual: int,
 ) -> ExpectationResult:
-    order = {"collateral": 0, "missing": 1, "differs": 2}
+    order = {"collateral": 0, "missing": 1, "differs": 2, "same": 3}
     findings.sort(key=lambda f: order[f.kind])
+    diff = [f.entry for f in findings if f.entry is not None][:MAX_DIFF_ENTRIES]
+    findings = [f for f in findings if f.kind != "same"]
     clauses: list[dict[str, Any]] = [
         {"where": f"{f.kind}: {f.where}", "holds": False, **({"value": f.value} if f.value else {})}
         for f in findings[:MAX_LISTED]
     ]
     clauses += [{"where": m, "holds": True} for m in matches[: max(0, MAX_LISTED - len(clauses))]]
-    evidence = Evidence(matches=capped(matches), clauses=clauses)
+    evidence = Evidence(matches=capped(matches), clauses=clauses, diff=diff)
     if not findings:
         detail = (
             f"the run's {n_actual} change(s) match the reference solution's {n_expected}"
@@ -977,7 +1090,7 @@ def _result(
         )
         return make_result(expectation, True, evidence, detail)
     evidence.closest = next((f.closest for f in findings if f.closest), None)
-    counts = {k: sum(1 for f in findings if f.kind == k) for k in order}
+    counts = {k: sum(1 for f in findings if f.kind == k) for k in order if k != "same"}
     parts = [f"{n} {k}" for k, n in counts.items() if n]
     first = findings[0]
     detail = (

@@ -128,10 +128,16 @@ class Evidence:
     closest: str | None = None
     clauses: list[dict[str, Any]] = field(default_factory=list)  # {where, holds, value?}
     note: str | None = None
+    # `matches-reference`: per resource, the reference's and the run's end state.
+    diff: list[dict[str, Any]] = field(default_factory=list)
 
     def as_contract(self) -> contract.Evidence:
         return contract.Evidence(
-            matches=self.matches, closest=self.closest, clauses=self.clauses, note=self.note
+            matches=self.matches,
+            closest=self.closest,
+            clauses=self.clauses,
+            note=self.note,
+            diff=self.diff,
         )
 
     def as_json(self) -> dict[str, Any]:
