@@ -30,8 +30,8 @@ import asyncpg
 from fastapi import Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
+from app.console import run_diff, views
 from app.console import run_views as rv
-from app.console import views
 from app.console.web import (
     CSRF_FIELD,
     PostedForm,
@@ -262,6 +262,8 @@ async def _run_context(request: Request, viewer: Viewer, run_id: str) -> dict[st
         "scenario": scenario,
         "patient": patient,
         "checks": [rv.check_of(r, live=live) for r in results],
+        "diff": run_diff.diff_entries(results),
+        "highlighted": run_diff.highlighted,
         "required_total": sum(1 for r in results if r.required),
         "required_holding": sum(1 for r in results if r.required and r.passed),
         "setup": setup,

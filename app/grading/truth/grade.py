@@ -142,6 +142,7 @@ _FILLER = frozenset(
         "sure",
     ]
 )
+SHOWN_TEXT_MAX = 6000  # characters of a text kept in the evidence
 # The clauses of `text-truth`, in the order its evidence lists them.
 CHECKS = ("consistent", "claims", "instructions", "medications", "events", "grounded")
 URGENT = frozenset({"urgent", "asap", "stat"})
@@ -1087,6 +1088,8 @@ def grade_text_truth(e: TextTruthExpectation, snapshot: RunSnapshot) -> Expectat
                 "holds": not any(f.holds is False for f in facts),
                 "value": f"{len(facts)} fact(s) read, to {text.audience}",
                 "facts": [f.shown(text.text) for f in facts],
+                # The text itself, so the run page marks each fact where it stands.
+                "text": text.text[:SHOWN_TEXT_MAX],
             }
         )
     refs = sorted({t.ref for t in check.texts})
