@@ -127,5 +127,5 @@ async def test_the_diff_page_in_a_browser(signed_in_page: Page, tenant: TenantHa
     await first.wait_for()
     assert "collateral" in (await first.get_attribute("class") or "")
     await first.locator("tr.diff-row.differs").first.wait_for()
-    await page.locator("#diff-h").scroll_into_view_if_needed()
+    await page.evaluate("document.getElementById('diff-h').scrollIntoView()")
     await shot(page, "run-diff", docs="console-run-diff")
