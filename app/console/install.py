@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from app.console import board, evals, pages, runs, scenarios
+from app.console import board, evals, pages, run_vs, runs, scenarios
 from app.console.web import STATIC, STATIC_PREFIX, Console
 from app.settings import Settings
 
@@ -17,6 +17,7 @@ ROUTERS: list[APIRouter] = [
     runs.router,
     evals.router,
     board.router,
+    run_vs.router,
 ]
 
 
