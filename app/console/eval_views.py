@@ -400,3 +400,24 @@ def verdict_of(c: Comparison) -> Verdict:
         headline = "Not bigger than the noise: this compare does not show a real change."
         kind = "idle"
     return Verdict(headline, kind, details)
+
+
+def run_pairs(baseline: list[EvalRun], current: list[EvalRun]) -> dict[tuple[str, str], str]:
+    """Per (scenario, persona) cell of a compare, the two runs to open side by side: the
+    baseline's passing run beside this eval's failing one where there are such, else the
+    first finished run of each (`/runs/{a}/vs/{b}`)."""
+
+    def pick(runs: list[EvalRun], key: tuple[str, str], prefer: str) -> str | None:
+        done = [r for r in runs if (r.scenario_id, r.persona) == key and r.run_id]
+        done = [r for r in done if r.status not in ("queued", "live")]
+        best = next((r for r in done if r.status == prefer), done[0] if done else None)
+        return best.run_id if best else None
+
+    out = {}
+    for key in {(r.scenario_id, r.persona) for r in current} & {
+        (r.scenario_id, r.persona) for r in baseline
+    }:
+        a, b = pick(baseline, key, "passed"), pick(current, key, "failed")
+        if a and b:
+            out[key] = f"/runs/{a}/vs/{b}"
+    return out

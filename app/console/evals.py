@@ -225,10 +225,13 @@ async def compare_page(
     choices, default = await service.baseline_choices(pool, viewer.tenant.id, eval_id)
     chosen = (baseline or "").strip() or default
     comparison = None
+    pairs: dict[tuple[str, str], str] = {}
     if chosen is not None:
         comparison = await service.compare_evals(
             pool, viewer.tenant.id, eval_id, chosen, alpha=0.05
         )
+        other = await service.eval_view(pool, viewer.tenant.id, chosen, root_url(request))
+        pairs = ev.run_pairs(other.runs, view.runs)
     return render(
         request,
         "evals/compare.html",
@@ -239,6 +242,7 @@ async def compare_page(
         prefix=ci.label_prefix(view.label),
         comparison=comparison,
         verdict=ev.verdict_of(comparison) if comparison else None,
+        pairs=pairs,
         cell_rate=ev.cell_rate,
         cell_label=ev.cell_label,
         attribution_note=ev.attribution_note,

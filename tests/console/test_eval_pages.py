@@ -217,6 +217,11 @@ async def test_compare_defaults_to_the_ci_baseline_and_says_bigger_than_the_nois
     # Whose change flipped each cell: the agent's (nothing else changed), counted.
     assert text.count('<span class="label attribution-agent"') == len(WORKFLOW)
     assert f"Flips by whose change: agent {len(WORKFLOW)}." in text
+    # Each regressed cell opens a passing baseline run beside a failing current one.
+    pairs = re.findall(r'<a href="(/runs/(run_\w+)/vs/(run_\w+))" class="small">', text)
+    assert len(pairs) == len(WORKFLOW), pairs
+    side = await console.get(pairs[0][0])
+    assert side.status_code == 200 and "differ" in side.text
     # The good eval has no earlier "main" eval: no default, and the page says so.
     first = await console.get(f"/evals/{good}/compare")
     assert "No baseline to compare with." in first.text
