@@ -21,7 +21,7 @@ from app.kit.urls import FHIR_PREFIX, run_view_base
 _REF = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})$")
 # A reference anywhere in a text ("Appointment/abc", "/Patient/p1/_history/2"; "GET /Slot
 # 200" holds none).
-_REF_IN_TEXT = re.compile(r"(?<![\w.-])([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})(?![\w])")
+_REF_IN_TEXT = re.compile(r"(?<![\w.-])(?<![\w.-]/)([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})(?![\w])")
 # Where a resource names its patient, in the order they are tried.
 _PATIENT_FIELDS = ("subject", "patient", "for", "beneficiary", "individual")
 SUMMARY_CHARS = 120

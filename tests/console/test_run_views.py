@@ -133,3 +133,11 @@ def test_trace_paths_are_shown_after_their_base() -> None:
     assert [r.base for r in rows] == ["run", "tenant"]
     assert 'href="/chart/Patient/p1?run=run_1"' in str(rows[0].path_html)
     assert str(rows[1].path_html) == "/Slot"
+
+
+def test_a_terminology_url_in_a_text_is_no_chart_link() -> None:
+    """The crawl found /chart/CodeSystem/appointment-cancellation-reason (404): the tail of
+    a system URL in a check's detail was linked as a resource."""
+    text = "system http://terminology.hl7.org/CodeSystem/appointment-cancellation-reason"
+    assert "<a " not in str(rv.ref_links(text))
+    assert 'href="/chart/Appointment/abc' in str(rv.ref_links("see Appointment/abc"))
