@@ -27,6 +27,7 @@ OWNER = {
     "api_key": "app/tenants",
     "usage_counter": "app/tenants",
     "signin_token": "app/tenants",
+    "console_session": "app/tenants",
     "scenario": "app/scenarios",
     "run": "app/runs",
     "run_ref": "app/runs",

@@ -34,8 +34,13 @@ RECENT_RUNS = 15
 RECENT_EVALS = 5
 
 
-def _set_session(request: Request, response: Response, holder: tenants_service.KeyHolder) -> None:
-    session = sessions.Session.new(holder.tenant.id, holder.key_id)
+async def _set_session(
+    request: Request, response: Response, holder: tenants_service.KeyHolder
+) -> None:
+    session = sessions.Session.new(holder.tenant.id)
+    await tenants_service.open_console_session(
+        pool_of(request), holder, session.id, sessions.SESSION_SECONDS
+    )
     response.set_cookie(
         sessions.SESSION_COOKIE,
         sessions.encode_session(console_of(request).signer, session),
@@ -103,7 +108,7 @@ async def login(
             status=401,
         )
     response = redirect(safe_next(next))
-    _set_session(request, response, holder)
+    await _set_session(request, response, holder)
     return response
 
 
@@ -120,7 +125,7 @@ async def login_link(request: Request, token: str) -> Response:
             status=410,
         )
     response = redirect("/")
-    _set_session(request, response, holder)
+    await _set_session(request, response, holder)
     return response
 
 
@@ -130,7 +135,11 @@ async def logout_form(request: Request, viewer: SignedIn) -> Response:
 
 
 @router.post("/logout")
-async def logout(request: Request, form: PostedForm) -> Response:
+async def logout(request: Request, viewer: SignedIn, form: PostedForm) -> Response:
+    # Ended on the server: the cookie, wherever it was copied to, names no session now.
+    await tenants_service.end_console_session(
+        pool_of(request), viewer.tenant.id, viewer.session.id
+    )
     response = redirect("/login")
     response.delete_cookie(sessions.SESSION_COOKIE, path="/")
     return response

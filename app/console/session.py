@@ -1,25 +1,29 @@
-"""Console sessions: a signed cookie naming the tenant and the key signed in with (never
-the key itself), and CSRF tokens bound to the session.
+"""Console sessions: a signed cookie naming the tenant and a server-side session row
+(never the key itself), and CSRF tokens bound to the session.
 
-The cookie is `base64url(json) "." base64url(hmac-sha256)` over the secret
-(`UNDERSTUDY_SECRET_KEY`, else generated once into the data directory, so every process
-sharing that directory and a restart keep sessions valid). Each request reads the key
-row again (`app.tenants.service.tenant_of_key_id`), so a revoked key ends its sessions at
-their next request. The CSRF token is an HMAC of the session's random nonce: a form
-posted from another site cannot know it, and it changes with every sign-in.
+Signing is itsdangerous's (`URLSafeTimedSerializer`, HMAC-SHA256, a salt per purpose so a
+value signed for one use, a login nonce, is never accepted for another, a session; the
+signature carries its time, so an old cookie expires without a stored date). The secret is
+`UNDERSTUDY_SECRET_KEY`, else generated once into the data directory, so every process
+sharing that directory and a restart keep sessions valid.
+
+A signed cookie alone cannot be taken back, so every sign-in also writes a
+`console_session` row and each request reads it with the key it was signed in with
+(`app.tenants.service.tenant_of_session`): sign-out deletes the row, so a copied cookie
+stops working at once, and a revoked key ends its sessions at their next request. The CSRF
+token is a signature of the session's random nonce: a form posted from another site cannot
+know it, and it changes with every sign-in.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import hmac
-import json
 import secrets
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+import itsdangerous
 
 from app.settings import Settings
 
@@ -31,6 +35,7 @@ SESSION_SECONDS = 7 * 86_400
 LOGIN_FORM_SECONDS = 3600
 SECRET_FILE = "console-secret"
 _MIN_SECRET_BYTES = 16
+_SALT = "understudy.console."
 
 
 def signing_secret(settings: Settings) -> bytes:
@@ -59,89 +64,73 @@ def _write_secret(path: Path) -> None:
         temporary.unlink()
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
 class Signer:
-    """Signs small JSON payloads with a purpose, so a value signed for one use (a login
-    nonce) is never accepted for another (a session)."""
+    """Timed, salted signatures of small JSON payloads and tokens, one salt per purpose."""
 
     def __init__(self, secret: bytes) -> None:
         self._secret = secret
 
-    def _mac(self, purpose: str, body: str) -> str:
-        digest = hmac.new(self._secret, f"{purpose}|{body}".encode(), hashlib.sha256).digest()
-        return _b64(digest)
+    def _serializer(self, purpose: str) -> itsdangerous.URLSafeTimedSerializer:
+        return itsdangerous.URLSafeTimedSerializer(
+            self._secret,
+            salt=_SALT + purpose,
+            signer_kwargs={"digest_method": hashlib.sha256},
+        )
+
+    def _token_signer(self, purpose: str) -> itsdangerous.Signer:
+        return itsdangerous.Signer(
+            self._secret, salt=_SALT + purpose + ".token", digest_method=hashlib.sha256
+        )
 
     def sign(self, purpose: str, payload: dict[str, object]) -> str:
-        body = _b64(json.dumps(payload, separators=(",", ":"), sort_keys=True).encode())
-        return f"{body}.{self._mac(purpose, body)}"
+        return self._serializer(purpose).dumps(payload)
 
-    def unsign(self, purpose: str, value: str | None) -> dict[str, object] | None:
-        if not value or value.count(".") != 1:
-            return None
-        body, mac = value.split(".")
-        if not hmac.compare_digest(mac, self._mac(purpose, body)):
+    def unsign(self, purpose: str, value: str | None, *, max_age: int) -> dict[str, object] | None:
+        """The payload while its signature is good and younger than max_age seconds."""
+        if not value:
             return None
         try:
-            payload = json.loads(_unb64(body))
-        except ValueError:
+            payload = self._serializer(purpose).loads(value, max_age=max_age)
+        except itsdangerous.BadData:
             return None
         return payload if isinstance(payload, dict) else None
 
     def token(self, purpose: str, nonce: str) -> str:
-        return self._mac(purpose, nonce)
+        return self._token_signer(purpose).get_signature(nonce).decode()
 
     def check_token(self, purpose: str, nonce: str, token: str | None) -> bool:
-        return bool(token) and hmac.compare_digest(str(token), self.token(purpose, nonce))
+        return bool(token) and self._token_signer(purpose).verify_signature(nonce, str(token))
 
 
 @dataclass(frozen=True, slots=True)
 class Session:
+    """What the cookie names: the tenant, the server-side session row and its nonce."""
+
     tenant_id: uuid.UUID
-    key_id: uuid.UUID
+    id: uuid.UUID
     nonce: str
-    issued_at: int
 
     @classmethod
-    def new(cls, tenant_id: uuid.UUID, key_id: uuid.UUID) -> Session:
-        return cls(tenant_id, key_id, secrets.token_urlsafe(16), int(time.time()))
+    def new(cls, tenant_id: uuid.UUID) -> Session:
+        return cls(tenant_id, uuid.uuid4(), secrets.token_urlsafe(16))
 
 
 def encode_session(signer: Signer, session: Session) -> str:
     return signer.sign(
-        "session",
-        {
-            "t": str(session.tenant_id),
-            "k": str(session.key_id),
-            "n": session.nonce,
-            "i": session.issued_at,
-        },
+        "session", {"t": str(session.tenant_id), "s": str(session.id), "n": session.nonce}
     )
 
 
-def decode_session(
-    signer: Signer, value: str | None, *, now: float | None = None
-) -> Session | None:
-    payload = signer.unsign("session", value)
+def decode_session(signer: Signer, value: str | None) -> Session | None:
+    payload = signer.unsign("session", value, max_age=SESSION_SECONDS)
     if payload is None:
         return None
     try:
-        session = Session(
-            uuid.UUID(str(payload["t"])),
-            uuid.UUID(str(payload["k"])),
-            str(payload["n"]),
-            int(str(payload["i"])),
+        return Session(
+            uuid.UUID(str(payload["t"])), uuid.UUID(str(payload["s"])), str(payload["n"])
         )
     except (KeyError, ValueError):
         return None
-    age = (time.time() if now is None else now) - session.issued_at
-    return session if 0 <= age <= SESSION_SECONDS else None
 
 
 def csrf_token(signer: Signer, session: Session) -> str:
@@ -155,14 +144,11 @@ def check_csrf(signer: Signer, session: Session, token: str | None) -> bool:
 def new_login_nonce(signer: Signer) -> tuple[str, str]:
     """A sign-in form's cookie value and the token its form carries."""
     nonce = secrets.token_urlsafe(16)
-    return signer.sign("login", {"n": nonce, "i": int(time.time())}), signer.token("login", nonce)
+    return signer.sign("login", {"n": nonce}), signer.token("login", nonce)
 
 
 def check_login_token(signer: Signer, cookie: str | None, token: str | None) -> bool:
-    payload = signer.unsign("login", cookie)
+    payload = signer.unsign("login", cookie, max_age=LOGIN_FORM_SECONDS)
     if payload is None:
-        return False
-    issued = payload.get("i")
-    if not isinstance(issued, int) or not 0 <= time.time() - issued <= LOGIN_FORM_SECONDS:
         return False
     return signer.check_token("login", str(payload.get("n", "")), token)

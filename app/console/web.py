@@ -121,14 +121,14 @@ class Viewer:
 
 
 async def viewer_of(request: Request) -> Viewer:
-    """The auth dependency of every page: the session cookie's tenant, while the key it
-    was signed in with is unrevoked."""
+    """The auth dependency of every page: the session cookie's tenant, while its session
+    is open on the server and the key it was signed in with is unrevoked."""
     console = console_of(request)
     session = sessions.decode_session(console.signer, request.cookies.get(sessions.SESSION_COOKIE))
     if session is None:
         raise SignInRequired
-    tenant = await tenants_service.tenant_of_key_id(
-        pool_of(request), session.tenant_id, session.key_id
+    tenant = await tenants_service.tenant_of_session(
+        pool_of(request), session.tenant_id, session.id
     )
     if tenant is None:
         raise SignInRequired

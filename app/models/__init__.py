@@ -6,13 +6,14 @@ from app.models.fhir import FhirDate, FhirHistory, FhirResource
 from app.models.llm import LlmCall, SimReplyLog
 from app.models.run import CustomScenario, Run, RunRef, UsageCounter
 from app.models.schedule import EvalSchedule, EvalScheduleFire
-from app.models.tenant import ApiKey, SigninToken, Tenant
+from app.models.tenant import ApiKey, ConsoleSession, SigninToken, Tenant
 from app.models.trace import TraceCall
 from app.models.webhook import WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookSubscription
 
 __all__ = [
     "ApiKey",
     "Base",
+    "ConsoleSession",
     "CustomScenario",
     "Eval",
     "EvalItem",

@@ -43,3 +43,18 @@ class SigninToken(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ConsoleSession(Base):
+    """A console sign-in: the key it signed in with and when it expires. The signed cookie
+    names it; sign-out deletes it, so a copied cookie stops working on the server too."""
+
+    __tablename__ = "console_session"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tenant.id", ondelete="CASCADE"), primary_key=True
+    )
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    key_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("api_key.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

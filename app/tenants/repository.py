@@ -122,15 +122,50 @@ async def key_of_hash(conn: Reader, key_hash: str) -> asyncpg.Record | None:
     )
 
 
-async def tenant_of_key_id(
-    conn: Reader, *, tenant_id: uuid.UUID, key_id: uuid.UUID
-) -> asyncpg.Record | None:
-    """The tenant (id, name, trace_enabled) when it still holds that key unrevoked."""
-    return await conn.fetchrow(
-        """SELECT t.id, t.name, t.trace_enabled FROM api_key k JOIN tenant t ON t.id = k.tenant_id
-        WHERE k.tenant_id = $1 AND k.id = $2 AND k.revoked_at IS NULL""",
+async def insert_console_session(
+    conn: Reader,
+    *,
+    tenant_id: uuid.UUID,
+    session_id: uuid.UUID,
+    key_id: uuid.UUID,
+    lifetime_seconds: float,
+) -> None:
+    # Expired sessions are of no further use: drop the tenant's as a new one is made.
+    await conn.execute(
+        "DELETE FROM console_session WHERE tenant_id = $1 AND expires_at < now()", tenant_id
+    )
+    await conn.execute(
+        """INSERT INTO console_session (tenant_id, id, key_id, expires_at)
+        VALUES ($1, $2, $3, now() + make_interval(secs => $4))""",
         tenant_id,
+        session_id,
         key_id,
+        lifetime_seconds,
+    )
+
+
+async def tenant_of_session(
+    conn: Reader, *, tenant_id: uuid.UUID, session_id: uuid.UUID
+) -> asyncpg.Record | None:
+    """The tenant (id, name, trace_enabled) while the session is open and the key it was
+    signed in with is unrevoked."""
+    return await conn.fetchrow(
+        """SELECT t.id, t.name, t.trace_enabled
+        FROM console_session s
+        JOIN api_key k ON k.tenant_id = s.tenant_id AND k.id = s.key_id
+        JOIN tenant t ON t.id = s.tenant_id
+        WHERE s.tenant_id = $1 AND s.id = $2 AND s.expires_at > now()
+          AND k.revoked_at IS NULL""",
+        tenant_id,
+        session_id,
+    )
+
+
+async def delete_console_session(
+    conn: Reader, *, tenant_id: uuid.UUID, session_id: uuid.UUID
+) -> None:
+    await conn.execute(
+        "DELETE FROM console_session WHERE tenant_id = $1 AND id = $2", tenant_id, session_id
     )
 
 

@@ -177,13 +177,35 @@ async def identify_key(pool: asyncpg.Pool, key: str) -> KeyHolder:
     return _holder(row)
 
 
-async def tenant_of_key_id(
-    pool: asyncpg.Pool, tenant_id: uuid.UUID, key_id: uuid.UUID
+async def open_console_session(
+    pool: asyncpg.Pool,
+    holder: KeyHolder,
+    session_id: uuid.UUID,
+    lifetime_seconds: float,
+) -> None:
+    """Record a console sign-in with the key it signed in with (its cookie names it)."""
+    await repository.insert_console_session(
+        pool,
+        tenant_id=holder.tenant.id,
+        session_id=session_id,
+        key_id=holder.key_id,
+        lifetime_seconds=lifetime_seconds,
+    )
+
+
+async def tenant_of_session(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, session_id: uuid.UUID
 ) -> TenantInfo | None:
-    """The tenant while it still holds that key unrevoked (read every time: no cache, so a
-    revoked key's sessions end at their next request)."""
-    row = await repository.tenant_of_key_id(pool, tenant_id=tenant_id, key_id=key_id)
+    """The tenant while the console session is open and its key unrevoked (read every
+    time: no cache, so sign-out and a revoked key end the session at its next request)."""
+    row = await repository.tenant_of_session(pool, tenant_id=tenant_id, session_id=session_id)
     return None if row is None else TenantInfo(row["id"], row["name"], row["trace_enabled"])
+
+
+async def end_console_session(
+    pool: asyncpg.Pool, tenant_id: uuid.UUID, session_id: uuid.UUID
+) -> None:
+    await repository.delete_console_session(pool, tenant_id=tenant_id, session_id=session_id)
 
 
 async def create_signin_token(tx: Tx, key: str) -> str:

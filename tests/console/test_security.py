@@ -4,6 +4,7 @@ tenancy and escaping."""
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from pathlib import Path
 
@@ -178,14 +179,36 @@ async def test_sign_out_ends_the_session(console: httpx.AsyncClient) -> None:
     assert (await console.get("/")).status_code == 303
 
 
+async def test_sign_out_ends_a_copied_cookie_on_the_server(
+    console: httpx.AsyncClient, tenant: TenantHandle, db: Database
+) -> None:
+    copied = console.cookies[sessions.SESSION_COOKIE]
+    async with httpx.AsyncClient(
+        base_url=tenant.server, cookies={sessions.SESSION_COOKIE: copied}
+    ) as thief:
+        assert (await thief.get("/")).status_code == 200
+        token = csrf_of((await console.get("/")).text)
+        assert (await console.post("/logout", data={"csrf": token})).status_code == 303
+        # The browser that signed out dropped its cookie; the copy is still signed and
+        # unexpired, yet names a session the server has ended.
+        assert (await thief.get("/")).status_code == 303
+    assert (
+        await db.pool.fetchval(
+            "SELECT count(*) FROM console_session WHERE tenant_id = $1", tenant.id
+        )
+    ) == 0
+
+
 async def test_a_tampered_cookie_is_no_session(console: httpx.AsyncClient) -> None:
     value = console.cookies[sessions.SESSION_COOKIE]
-    body, mac = value.split(".")
     other = str(uuid.uuid4())
     forged = sessions.Signer(b"not-the-secret-of-this-server").sign(
-        "session", {"t": other, "k": other, "n": "n", "i": 0}
+        "session", {"t": other, "s": other, "n": "n"}
     )
-    for bad in (body + "." + mac[::-1], forged):
+    # A login nonce is signed by the same secret for another purpose (salt): no session.
+    login_cookie, _ = sessions.new_login_nonce(sessions.Signer(b"x" * 32))
+    tampered = value[:5] + ("A" if value[5] != "A" else "B") + value[6:]
+    for bad in (tampered, forged, login_cookie, "", "a.b.c"):
         console.cookies.set(sessions.SESSION_COOKIE, bad)
         assert (await console.get("/")).status_code == 303
 
@@ -253,9 +276,21 @@ def test_the_secret_is_generated_once_into_the_data_dir(tmp_path: Path) -> None:
     assert sessions.signing_secret(settings.clone(secret_key="x" * 20)) == b"x" * 20
 
 
-def test_a_session_expires() -> None:
+def test_a_session_expires(monkeypatch: pytest.MonkeyPatch) -> None:
     signer = sessions.Signer(b"s" * 32)
-    session = sessions.Session(uuid.uuid4(), uuid.uuid4(), "nonce", 1_000)
+    session = sessions.Session(uuid.uuid4(), uuid.uuid4(), "nonce")
+    monkeypatch.setattr(time, "time", lambda: 1_000_000.0)
     value = sessions.encode_session(signer, session)
-    assert sessions.decode_session(signer, value, now=1_000 + 60) == session
-    assert sessions.decode_session(signer, value, now=1_000 + sessions.SESSION_SECONDS + 1) is None
+    monkeypatch.setattr(time, "time", lambda: 1_000_000.0 + 60)
+    assert sessions.decode_session(signer, value) == session
+    monkeypatch.setattr(time, "time", lambda: 1_000_000.0 + sessions.SESSION_SECONDS + 1)
+    assert sessions.decode_session(signer, value) is None
+
+
+def test_a_value_signed_for_one_purpose_is_refused_for_another() -> None:
+    signer = sessions.Signer(b"s" * 32)
+    value = signer.sign("login", {"n": "x"})
+    assert signer.unsign("login", value, max_age=60) == {"n": "x"}
+    assert signer.unsign("session", value, max_age=60) is None
+    assert signer.check_token("csrf", "nonce", signer.token("csrf", "nonce"))
+    assert not signer.check_token("csrf", "nonce", signer.token("login", "nonce"))
