@@ -56,6 +56,12 @@ def sqlalchemy_url(url: str) -> str:
     return urlunsplit(("postgresql+asyncpg", *parts[1:]))
 
 
+def like_prefix(text: str) -> str:
+    """A LIKE pattern matching values that start with `text` (its %, _ and \\ escaped; the
+    default escape character)."""
+    return text.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_") + "%"
+
+
 def asyncpg_dsn(url: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(("postgresql", *parts[1:]))

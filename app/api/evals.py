@@ -18,7 +18,7 @@ from app.api.deps import (
     root_url,
     scopes_of,
 )
-from app.contract.evals import Comparison, EvalList, EvalView
+from app.contract.evals import Comparison, EvalList, EvalStatus, EvalView
 from app.evals import service
 
 router = APIRouter(prefix="/api/testing/evals", tags=["Evals"])
@@ -89,9 +89,22 @@ async def list_evals(
     revision: Annotated[
         str | None, Query(description="Only evals of this revision (exact match)")
     ] = None,
+    status: Annotated[
+        EvalStatus | None,
+        Query(description="Only evals in this status"),
+    ] = None,
+    scenario_id: Annotated[
+        str | None, Query(alias="scenarioId", description="Only evals that run this scenario")
+    ] = None,
 ) -> EvalList:
     found = await service.list_evals(
-        pool_of(request), tenant.id, label_prefix, limit, revision=revision
+        pool_of(request),
+        tenant.id,
+        label_prefix,
+        limit,
+        revision=revision,
+        status=status,
+        scenario_id=scenario_id,
     )
     return EvalList(evals=found)
 

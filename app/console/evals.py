@@ -25,8 +25,11 @@ from app.console.web import (
     PostedForm,
     SignedIn,
     Viewer,
+    choice,
     console_of,
     console_router,
+    page_cursor,
+    pager,
     pool_of,
     redirect,
     render,
@@ -60,8 +63,34 @@ def _limits(request: Request) -> RunLimits:
 
 
 @router.get("/evals")
-async def evals_list(request: Request, viewer: SignedIn) -> Response:
-    found = await service.list_evals(pool_of(request), viewer.tenant.id, None, PAGE_SIZE)
+async def evals_list(
+    request: Request,
+    viewer: SignedIn,
+    label: Annotated[str | None, Query(max_length=200)] = None,
+    revision: Annotated[str | None, Query(max_length=200)] = None,
+    status: Annotated[str | None, Query(max_length=20)] = None,
+    scenario: Annotated[str | None, Query(max_length=200)] = None,
+    before: Annotated[str | None, Query(max_length=100)] = None,
+) -> Response:
+    filters = {
+        "label": (label or "").strip() or None,
+        "revision": (revision or "").strip() or None,
+        "status": choice(status, service.EVAL_STATUSES, "status"),
+        "scenario": (scenario or "").strip() or None,
+    }
+    rows = await service.list_evals(
+        pool_of(request),
+        viewer.tenant.id,
+        filters["label"],
+        PAGE_SIZE + 1,
+        revision=filters["revision"],
+        status=filters["status"],
+        scenario_id=filters["scenario"],
+        before=page_cursor(before),
+    )
+    found, more = rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
+    kept = {k: v for k, v in filters.items() if v}
+    last = (found[-1].created_at, found[-1].id) if more else None
     # The summary's pass rate is C/N over the valid runs: the list's counts say the same.
     rates = {e.id: ev.list_rate(e.counts) for e in found if e.status in ("completed", "cancelled")}
     schedules = await schedules_service.list_schedules(pool_of(request), viewer.tenant.id)
@@ -73,6 +102,10 @@ async def evals_list(request: Request, viewer: SignedIn) -> Response:
         rates=rates,
         percent=ev.percent,
         eval_state=ev.eval_state,
+        filters=filters,
+        statuses=service.EVAL_STATUSES,
+        pages=pager("/evals", kept, last, paged=bool(before)),
+        filtered=bool(kept),
     )
 
 

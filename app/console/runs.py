@@ -22,9 +22,7 @@ import asyncio
 import hashlib
 import logging
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Annotated, Any
-from urllib.parse import urlencode
 
 import asyncpg
 from fastapi import Query, Request
@@ -37,9 +35,12 @@ from app.console.web import (
     PostedForm,
     SignedIn,
     Viewer,
+    choice,
     console_of,
     console_router,
     form_text,
+    page_cursor,
+    pager,
     pool_of,
     redirect,
     render,
@@ -91,53 +92,43 @@ async def _flush_trace(request: Request) -> None:
 # --- the runs list ------------------------------------------------------------------------
 
 
-def _cursor(value: str | None) -> tuple[datetime, str] | None:
-    if not value:
-        return None
-    at, _, run_id = value.partition("|")
-    try:
-        return datetime.fromisoformat(at), run_id
-    except ValueError:
-        raise BadRequest("'before' is not a page cursor") from None
-
-
 @router.get("/runs")
 async def runs_list(
     request: Request,
     viewer: SignedIn,
     label: Annotated[str | None, Query(max_length=200)] = None,
+    revision: Annotated[str | None, Query(max_length=200)] = None,
     status: Annotated[str | None, Query(max_length=20)] = None,
     scenario: Annotated[str | None, Query(max_length=200)] = None,
     before: Annotated[str | None, Query(max_length=100)] = None,
 ) -> Response:
     filters = {
         "label": (label or "").strip() or None,
-        "status": status if status in STATUSES else None,
+        "revision": (revision or "").strip() or None,
+        "status": choice(status, STATUSES, "status"),
         "scenario": (scenario or "").strip() or None,
     }
     rows = await runs_service.list_runs(
         pool_of(request),
         viewer.tenant.id,
-        label=filters["label"],
+        label=None,
+        label_prefix=filters["label"],
         status=filters["status"],
         scenario_id=filters["scenario"],
+        revision=filters["revision"],
         limit=PAGE_SIZE + 1,
-        before=_cursor(before),
+        before=page_cursor(before),
     )
     page, more = rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
     kept = {k: v for k, v in filters.items() if v}
-    older = None
-    if more:
-        last = page[-1]
-        older = "/runs?" + urlencode({**kept, "before": f"{last.started_at.isoformat()}|{last.id}"})
+    last = (page[-1].started_at, page[-1].id) if more else None
     return render(
         request,
         "runs.html",
         runs=[views.run_line(r) for r in page],
         filters=filters,
         statuses=STATUSES,
-        older=older,
-        newest="/runs?" + urlencode(kept) if before else None,
+        pages=pager("/runs", kept, last, paged=bool(before)),
         filtered=bool(kept),
     )
 

@@ -15,9 +15,10 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import asyncpg
 import jinja2
@@ -29,7 +30,7 @@ from starlette.datastructures import FormData
 
 from app.console import session as sessions
 from app.console import views
-from app.errors import AppError
+from app.errors import AppError, BadRequest
 from app.kit import jsontext
 from app.settings import Settings
 from app.tenants import service as tenants_service
@@ -264,3 +265,44 @@ class ConsoleRoute(APIRoute):
 def console_router() -> APIRouter:
     """A router of console pages: outside the OpenAPI document, errors as pages."""
     return APIRouter(route_class=ConsoleRoute, include_in_schema=False)
+
+
+# --- paged, filtered lists (/runs, /evals) ------------------------------------------------
+
+
+def page_cursor(value: str | None) -> tuple[datetime, str] | None:
+    """`before=<when>|<id>`: the last row of the previous page (newest first)."""
+    if not value:
+        return None
+    at, _, row_id = value.partition("|")
+    try:
+        return datetime.fromisoformat(at), row_id
+    except ValueError:
+        raise BadRequest("'before' is not a page cursor") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Pager:
+    """Links to the older page (when there is one) and back to the newest (when paged)."""
+
+    older: str | None
+    newest: str | None
+
+
+def pager(
+    path: str, kept: dict[str, str], last: tuple[datetime, str] | None, *, paged: bool
+) -> Pager:
+    """`last`: the (when, id) of the page's last row when more rows follow."""
+    older = None
+    if last is not None:
+        older = f"{path}?" + urlencode({**kept, "before": f"{last[0].isoformat()}|{last[1]}"})
+    return Pager(older, f"{path}?" + urlencode(kept) if paged else None)
+
+
+def choice(value: str | None, allowed: tuple[str, ...] | list[str], field: str) -> str | None:
+    """A filter's chosen value: None for "any", a 400 naming the field when unknown."""
+    if not value:
+        return None
+    if value not in allowed:
+        raise BadRequest(f"'{field}' must be one of {', '.join(allowed)}, not '{value[:40]}'")
+    return value

@@ -203,6 +203,30 @@ async def items(conn: Reader, *, tenant_id: uuid.UUID, eval_id: str) -> list[asy
     )
 
 
+# An item's status as the lists count it: its run's (`run_status`), else its own state.
+_ITEM_STATUS_SQL = """CASE WHEN i.run_id IS NOT NULL THEN i.run_status
+    WHEN i.state = 'cancelled' THEN 'cancelled' ELSE 'queued' END"""
+
+
+def _items_where(condition: str) -> str:
+    return f"""EXISTS (SELECT 1 FROM eval_item i
+        WHERE i.tenant_id = e.tenant_id AND i.eval_id = e.id AND {condition})"""
+
+
+# An eval's status in SQL, as the service derives it from the counts (`_status_of`):
+# cancelled when cancelled; completed when no item is queued or live; queued when every
+# item is queued; running otherwise.
+_UNFINISHED = _items_where(f"{_ITEM_STATUS_SQL} IN ('queued', 'live')")
+EVAL_STATUS_SQL = {
+    "cancelled": "e.cancelled_at IS NOT NULL",
+    "completed": f"e.cancelled_at IS NULL AND NOT {_UNFINISHED}",
+    "queued": f"""e.cancelled_at IS NULL AND {_UNFINISHED}
+        AND NOT {_items_where(f"{_ITEM_STATUS_SQL} <> 'queued'")}""",
+    "running": f"""e.cancelled_at IS NULL AND {_UNFINISHED}
+        AND {_items_where(f"{_ITEM_STATUS_SQL} <> 'queued'")}""",
+}
+
+
 async def status_counts(
     conn: Reader, *, tenant_id: uuid.UUID, eval_ids: list[str]
 ) -> list[asyncpg.Record]:
@@ -210,9 +234,7 @@ async def status_counts(
     an item's status is its run's (`run_status`, which triggers keep equal to it: no run
     row is read), else cancelled or queued by its own state."""
     return await conn.fetch(
-        """SELECT i.eval_id, CASE WHEN i.run_id IS NOT NULL THEN i.run_status
-                WHEN i.state = 'cancelled' THEN 'cancelled' ELSE 'queued' END AS status,
-                count(*) AS n
+        f"""SELECT i.eval_id, {_ITEM_STATUS_SQL} AS status, count(*) AS n
         FROM eval_item i WHERE i.tenant_id = $1 AND i.eval_id = ANY($2::text[])
         GROUP BY 1, 2""",
         tenant_id,
@@ -228,19 +250,31 @@ async def evals(
     limit: int,
     revision: str | None = None,
     schedule_id: str | None = None,
+    status: str | None = None,
+    scenario_id: str | None = None,
+    before: tuple[datetime, str] | None = None,
 ) -> list[asyncpg.Record]:
-    """Newest first; `label_like` a LIKE prefix, already escaped; `revision` and
-    `schedule_id` exact."""
+    """Newest first; `label_like` a LIKE pattern; `revision`, `schedule_id` exact;
+    `status` one of EVAL_STATUS_SQL; `scenario_id` an eval that runs that scenario;
+    `before` the (created_at, id) of the last eval of the previous page."""
+    status_sql = EVAL_STATUS_SQL[status] if status else "TRUE"
     return await conn.fetch(
-        """SELECT * FROM eval WHERE tenant_id = $1 AND ($2::text IS NULL OR label LIKE $2 || '%')
-        AND ($4::text IS NULL OR revision = $4)
-        AND ($5::text IS NULL OR schedule_id = $5)
-        ORDER BY created_at DESC LIMIT $3""",
+        f"""SELECT e.* FROM eval e WHERE e.tenant_id = $1
+        AND ($2::text IS NULL OR e.label LIKE $2)
+        AND ($4::text IS NULL OR e.revision = $4)
+        AND ($5::text IS NULL OR e.schedule_id = $5)
+        AND ($6::text IS NULL OR {_items_where("i.scenario_id = $6")})
+        AND ($7::timestamptz IS NULL OR (e.created_at, e.id) < ($7, $8))
+        AND {status_sql}
+        ORDER BY e.created_at DESC, e.id DESC LIMIT $3""",
         tenant_id,
         label_like,
         limit,
         revision,
         schedule_id,
+        scenario_id,
+        before[0] if before else None,
+        before[1] if before else "",
     )
 
 

@@ -17,7 +17,8 @@ import string
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import get_args
 
 import asyncpg
 import orjson
@@ -31,6 +32,7 @@ from app.contract.evals import (
     EvalListItem,
     EvalRequestEcho,
     EvalRun,
+    EvalStatus,
     EvalSummary,
     EvalView,
     Excluded,
@@ -40,8 +42,8 @@ from app.contract.evals import (
     Rate,
 )
 from app.contract.runs import Provenance
-from app.db import Conn, Scopes, Tx
-from app.errors import AppError, Issue, Unprocessable
+from app.db import Conn, Scopes, Tx, like_prefix
+from app.errors import AppError, BadRequest, Issue, Unprocessable
 from app.evals import attribution, repository
 from app.evals.errors import EvalNotFound
 from app.evals.repository import Reader
@@ -540,6 +542,9 @@ async def eval_view(pool: Reader, tenant_id: uuid.UUID, eval_id: str, root: str)
     )
 
 
+EVAL_STATUSES: tuple[str, ...] = get_args(EvalStatus)
+
+
 async def list_evals(
     pool: Reader,
     tenant_id: uuid.UUID,
@@ -547,18 +552,25 @@ async def list_evals(
     limit: int,
     revision: str | None = None,
     schedule_id: str | None = None,
+    *,
+    status: str | None = None,
+    scenario_id: str | None = None,
+    before: tuple[datetime, str] | None = None,
 ) -> list[EvalListItem]:
+    """Newest first. `status` one of EVAL_STATUSES; `scenario_id`: evals that run it;
+    `before`: the (created_at, id) of the last eval of the previous page."""
+    if status is not None and status not in EVAL_STATUSES:
+        raise BadRequest(f"'status' must be one of {', '.join(EVAL_STATUSES)}")
     rows = await repository.evals(
         pool,
         tenant_id=tenant_id,
-        label_like=(
-            label_prefix.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
-            if label_prefix
-            else None
-        ),
+        label_like=like_prefix(label_prefix) if label_prefix else None,
         limit=limit,
         revision=revision,
         schedule_id=schedule_id,
+        status=status,
+        scenario_id=scenario_id,
+        before=before,
     )
     # Two statements whatever the page size: the evals, then every item's status counted
     # in SQL from the item rows alone (their run_status, kept by triggers): a page of fifty
@@ -680,8 +692,8 @@ async def baseline_choices(
     """The completed evals other than this one (newest first), and its default baseline
     (`default_baseline`)."""
     row = await _eval_row(pool, tenant_id, eval_id)
-    listed = await list_evals(pool, tenant_id, None, limit)
-    choices = [e for e in listed if e.status == "completed" and e.id != eval_id]
+    listed = await list_evals(pool, tenant_id, None, limit, status="completed")
+    choices = [e for e in listed if e.id != eval_id]
     default, _ = await default_baseline(pool, tenant_id, row, limit=limit)
     return choices, default
 

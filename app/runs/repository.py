@@ -81,14 +81,17 @@ async def runs(
     limit: int,
     before: tuple[datetime, str] | None = None,
     revision: str | None = None,
+    label_like: str | None = None,
 ) -> list[asyncpg.Record]:
-    """Newest first; `before` (started_at, id) of the last run of the previous page."""
+    """Newest first; `label` exact, `label_like` a LIKE pattern; `before` (started_at, id)
+    of the last run of the previous page."""
     return await conn.fetch(
         """SELECT * FROM run WHERE tenant_id = $1
         AND ($2::text IS NULL OR label = $2) AND ($3::text IS NULL OR status = $3)
         AND ($4::text IS NULL OR scenario_id = $4)
         AND ($6::timestamptz IS NULL OR (started_at, id) < ($6, $7))
         AND ($8::text IS NULL OR revision = $8)
+        AND ($9::text IS NULL OR label LIKE $9)
         ORDER BY started_at DESC, id DESC LIMIT $5""",
         tenant_id,
         label,
@@ -98,6 +101,7 @@ async def runs(
         before[0] if before else None,
         before[1] if before else "",
         revision,
+        label_like,
     )
 
 

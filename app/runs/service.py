@@ -34,7 +34,7 @@ from app.contract.runs import (
     TraceCall,
     Verdict,
 )
-from app.db import Conn, Scopes, Tx
+from app.db import Conn, Scopes, Tx, like_prefix
 from app.errors import AppError, BadRequest, Unprocessable
 from app.fhir import service as fhir_service
 from app.grading import snapshot as grading
@@ -206,12 +206,15 @@ async def list_runs(
     limit: int,
     before: tuple[datetime, str] | None = None,
     revision: str | None = None,
+    label_prefix: str | None = None,
 ) -> list[RunRow]:
-    """Newest first; `before`: the (started_at, id) of the last run of the previous page."""
+    """Newest first; `label` exact, `label_prefix` a prefix; `before`: the (started_at, id)
+    of the last run of the previous page."""
     rows = await repository.runs(
         pool,
         tenant_id=tenant_id,
         label=label,
+        label_like=like_prefix(label_prefix) if label_prefix else None,
         status=status,
         scenario_id=scenario_id,
         limit=limit,

@@ -8,7 +8,9 @@ import re
 import time
 
 import httpx
+import pytest
 
+from app.console import evals as console_evals
 from app.db import Database
 from tests.conftest import TenantHandle, make_tenant
 from tests.console.conftest import csrf_of, sign_in
@@ -229,7 +231,7 @@ async def test_compare_defaults_to_the_ci_baseline_and_says_bigger_than_the_nois
     chosen = await console.get(f"/evals/{good}/compare", params={"baseline": bad})
     assert "Better, and the rise is bigger than the noise." in chosen.text
     picked = await console.get(f"/evals/{bad}/compare", params={"baseline": unrelated})
-    assert "Worse" in picked.text and "Few runs" in picked.text
+    assert "Worse" in picked.text and "Underpowered comparison: " in picked.text
     bad_page = re.sub(r"\s+", " ", (await console.get(f"/evals/{bad}")).text)
     assert "Checks that failed most" in bad_page and "a run where it failed" in bad_page
 
@@ -303,3 +305,45 @@ async def test_excluded_runs_are_listed_with_why(
     assert why in page
     assert "<strong>0/1</strong> passed" in page
     assert "1 cancelled, 0 errored" in page
+
+
+async def test_the_evals_list_filters_and_pages(
+    tenant: TenantHandle, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(console_evals, "PAGE_SIZE", 2)
+    fresh = await make_tenant(db, tenant.server, prefix="evlist")
+    client = await sign_in(fresh.server, fresh.key)
+    try:
+        first = await _eval(fresh, label="nightly a", revision="r1")
+        second = await _eval(fresh, label="nightly b", revision="r2")
+        other = await _eval(fresh, label="other_1", scenarios=WORKFLOW[1:2])
+        async with api_client(fresh) as api:
+            assert (await api.post(f"/evals/{second}/cancel")).status_code == 200
+
+        def ids(html: str) -> set[str]:
+            return {e for e in (first, second, other) if f"/evals/{e}" in html}
+
+        newest = (await client.get("/evals")).text
+        assert ids(newest) == {other, second}  # newest first, two a page
+        older = re.search(r'<a href="([^"]+)" rel="next">Older', newest)
+        assert older, newest
+        page2 = (await client.get(older.group(1).replace("&amp;", "&"))).text
+        assert ids(page2) == {first} and "← Newest" in page2
+        assert ids((await client.get("/evals?label=nightly")).text) == {first, second}
+        # The label's LIKE characters are literal: "other_" is not "other" + any character.
+        assert ids((await client.get("/evals?label=other_")).text) == {other}
+        assert ids((await client.get("/evals?label=othe%25")).text) == set()
+        assert ids((await client.get("/evals?revision=r1")).text) == {first}
+        assert ids((await client.get("/evals?status=cancelled")).text) == {second}
+        assert ids((await client.get("/evals?status=running")).text) == {first, other}
+        assert ids((await client.get(f"/evals?scenario={WORKFLOW[1]}")).text) == {other}
+        nothing = await client.get("/evals?status=completed")
+        assert "No evals match these filters." in nothing.text
+        bad = await client.get("/evals?status=done")
+        assert bad.status_code == 400 and "&#39;status&#39; must be one of" in bad.text
+        async with api_client(fresh) as api:
+            listed = await api.get("/evals", params={"status": "cancelled"})
+            assert [e["id"] for e in listed.json()["evals"]] == [second]
+            assert (await api.get("/evals", params={"status": "done"})).status_code in (400, 422)
+    finally:
+        await client.aclose()

@@ -177,6 +177,19 @@ async def test_the_runs_list_filters_and_pages(
         second = (await client.get(older.group(1).replace("&amp;", "&"))).text
         assert ids[0] in second and ids[1] not in second and ids[2] not in second
         assert "← Newest" in second and "Older →" not in second
+        # The label matches from its start, its LIKE characters literally; revision exactly.
+        odd = await start(fresh, label="b%_x nightly", revision="abc123")
+        assert odd["id"] in (await client.get("/runs?label=b%25_")).text
+        assert ids[0] not in (await client.get("/runs?label=b%25_")).text
+        by_prefix = (await client.get("/runs?label=bat")).text
+        assert ids[2] in by_prefix and odd["id"] not in by_prefix
+        revised = (await client.get("/runs?revision=abc123")).text
+        assert odd["id"] in revised and ids[2] not in revised
+        assert "No runs match" in (await client.get("/runs?revision=abc")).text
+        bad = await client.get("/runs?status=nonsense")
+        assert bad.status_code == 400
+        assert "&#39;status&#39; must be one of" in bad.text
+        assert (await client.get("/runs?before=not-a-cursor")).status_code == 400
     finally:
         await client.aclose()
 
