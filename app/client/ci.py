@@ -508,7 +508,7 @@ def markdown(outcome: Outcome) -> str:
     view = outcome.view
     if view is not None:
         lines.append(
-            f"Eval [`{view.id}`]({outcome.url}/api/testing/evals/{view.id}) · "
+            f"Eval [`{view.id}`]({outcome.url}/evals/{view.id}) · "
             f"{view.mode} · {view.repeats} repeats · {view.total} runs · "
             f"{view.status}"
             + ("" if view.revision is None else f" · revision `{_md(view.revision)}`")
@@ -517,8 +517,14 @@ def markdown(outcome: Outcome) -> str:
     base = outcome.baseline
     if base is not None:
         lines.append(
-            f"Baseline: [`{base.id}`]({outcome.url}/api/testing/evals/{base.id}) "
-            f"`{base.label}` ({outcome.baseline_note})."
+            f"Baseline: [`{base.id}`]({outcome.url}/evals/{base.id}) "
+            f"`{base.label}` ({outcome.baseline_note})"
+            + (
+                ""
+                if view is None
+                else f" · [compare]({outcome.url}/evals/{view.id}/compare?baseline={base.id})"
+            )
+            + "."
         )
     elif outcome.baseline_note:
         lines.append(
@@ -590,7 +596,7 @@ def markdown(outcome: Outcome) -> str:
         ]
         for run in view.runs:
             run_id = run.run_id
-            link = f"[{run_id}]({outcome.url}/api/testing/runs/{run_id})" if run_id else "—"
+            link = f"[{run_id}]({outcome.url}/runs/{run_id})" if run_id else "—"
             checks = outcome.failed_checks.get(run_id or "", [])
             failed = "<br>".join(_md(f"{c.id}: {c.label}") for c in checks if c.required)
             status = f"{STATUS_MARK.get(run.status, '')} {run.status}".strip()
@@ -640,7 +646,7 @@ def junit_xml(outcome: Outcome) -> bytes:
             counts["skipped"] += 1
             ET.SubElement(case, "skipped", message=run.note or status)
         if run_id:
-            ET.SubElement(case, "system-out").text = f"{outcome.url}/api/testing/runs/{run_id}"
+            ET.SubElement(case, "system-out").text = f"{outcome.url}/runs/{run_id}"
     if view is None:
         counts["tests"] += 1
         counts["errors"] += 1

@@ -154,12 +154,6 @@ class EvalApi:
                 f"{method} {path} answered a body this client does not understand: {problems}"
             ) from None
 
-    def run_url(self, run_id: str) -> str:
-        return f"{self.url}/api/testing/runs/{run_id}"
-
-    def eval_url(self, eval_id: str) -> str:
-        return f"{self.url}/api/testing/evals/{eval_id}"
-
     async def create_eval(self, body: Mapping[str, Any]) -> EvalView:
         return await self._call("POST", "/evals", _EVAL, json=dict(body))
 

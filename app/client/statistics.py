@@ -472,6 +472,31 @@ def _counts(cell: Cell | None) -> str:
     return "-" if cell is None else f"{cell.c}/{cell.n}"
 
 
+def underpowered_note(
+    informative_cells: int, baseline_runs: int, current_runs: int, *, significant: bool
+) -> str:
+    """What is short (only what applies) and what it means for the verdict beside it: an
+    exact test keeps its false-alarm rate at any size, so few runs weaken a "no
+    regression", never a "significant regression"."""
+    short = []
+    if informative_cells < MIN_INFORMATIVE_CELLS:
+        short.append(
+            f"{informative_cells} informative cell{'s' * (informative_cells != 1)} "
+            f"(cells whose results differ; {MIN_INFORMATIVE_CELLS} wanted)"
+        )
+    for side, runs in (("baseline", baseline_runs), ("current", current_runs)):
+        if runs < MIN_VALID_RUNS_PER_SIDE:
+            short.append(f"{runs} valid {side} runs ({MIN_VALID_RUNS_PER_SIDE} wanted)")
+    meaning = (
+        "the significant regression stands (the exact test holds α at any size); only "
+        "a smaller drop could have gone unseen"
+        if significant
+        else 'so "no significant regression" is weak evidence: a real drop could go '
+        "unseen at these counts"
+    )
+    return f"underpowered comparison: {', '.join(short)}; {meaning}"
+
+
 def _overall_evidence(comparison: Comparison) -> str:
     o = comparison.overall
     text = (
@@ -519,10 +544,12 @@ def ci_gate(
             warnings.append(f"overall test: {comparison.overall.reason}")
         if comparison.underpowered:
             warnings.append(
-                "underpowered comparison: "
-                f"{comparison.overall.informative_cells} informative cells, "
-                f"{comparison.a_n} baseline / {comparison.b_n} current valid runs "
-                f"(need {MIN_INFORMATIVE_CELLS} cells and {MIN_VALID_RUNS_PER_SIDE} runs a side)"
+                underpowered_note(
+                    comparison.overall.informative_cells,
+                    comparison.a_n,
+                    comparison.b_n,
+                    significant=comparison.significant_regression,
+                )
             )
         if comparison.mde is not None:
             warnings.append(f"MDE = {comparison.mde:.3f}: {MDE_SENTENCE}")

@@ -384,10 +384,13 @@ def verdict_of(c: Comparison) -> Verdict:
             "with these run counts."
         )
     if c.underpowered:
-        details.append(
-            "Few runs: fewer than 3 cells with differing results or fewer than 20 valid runs "
-            "a side, so read this as indicative."
+        note = stats.underpowered_note(
+            test.informative_cells,
+            c.baseline_rate.runs,
+            c.current_rate.runs,
+            significant=c.significant_regression,
         )
+        details.append(note[0].upper() + note[1:] + ".")
     if not c.complete:
         details.append("One of the evals is still running: the numbers will change.")
     if c.exceeds_noise and c.delta < 0:

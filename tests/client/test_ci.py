@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from tests.conftest import TenantHandle
+from tests.console.conftest import sign_in
 from tests.evals.test_evals import WORKFLOW, api_client, do_the_work, started_runs
 from tests.threaded_server import free_port
 
@@ -133,7 +135,9 @@ async def test_first_run_without_baseline_then_unchanged(
     assert "No baseline" in summary and "gated on the pass rate alone" in summary
     runs = len(WORKFLOW) * int(REPEATS)
     assert f"{runs}/{runs} = 100.0%" in summary
-    assert f"{tenant.server}/api/testing/runs/run_" in summary
+    assert "/api/testing" not in summary  # links land on the console's pages
+    assert f"{tenant.server}/runs/run_" in summary
+    await _links_open_in_the_console(tenant, summary)
     assert step_summary.read_text() == summary  # appended to the (empty) step summary
     cases = junit_cases(first_xml)
     assert len(cases) == runs
@@ -159,9 +163,25 @@ async def test_first_run_without_baseline_then_unchanged(
     summary = second_md.read_text()
     assert f"Baseline: [`{listed[1]['id']}`]" in summary
     assert "no discordant evidence" in summary
+    compare = f"{tenant.server}/evals/{listed[0]['id']}/compare?baseline={listed[1]['id']}"
+    assert compare in summary
+    await _links_open_in_the_console(tenant, summary)
     for scenario in WORKFLOW:
         assert f"| {scenario} | baseline | same |" in summary
     assert step_summary.read_text().count("## ✅ Understudy eval") == 2
+
+
+async def _links_open_in_the_console(tenant: TenantHandle, summary: str) -> None:
+    """Every link of the summary answers 200 to a signed-in browser (not 401)."""
+    links = sorted(set(re.findall(r"\]\((http[^)\s]+)\)", summary)))
+    assert links
+    console = await sign_in(tenant.server, tenant.key)
+    try:
+        for link in links:
+            answer = await console.get(link)
+            assert answer.status_code == 200, (link, answer.status_code)
+    finally:
+        await console.aclose()
 
 
 async def test_broken_automation_regresses(tenant: TenantHandle, tmp_path: Path) -> None:
@@ -192,6 +212,12 @@ async def test_broken_automation_regresses(tenant: TenantHandle, tmp_path: Path)
     assert "❌ Understudy eval `pr-7 abc`: failed (exit 1)" in summary
     assert "**significant regression**" in summary
     assert "cannot be told from noise" in summary  # the MDE sentence
+    # Underpowered says what is short and that the regression stands regardless.
+    runs = len(WORKFLOW) * int(REPEATS)
+    assert (
+        f"underpowered comparison: {runs} valid baseline runs (20 wanted), {runs} valid "
+        "current runs (20 wanted); the significant regression stands"
+    ) in summary
     for scenario in WORKFLOW:
         assert f"| {scenario} | baseline | 🔻 regressed | 2/2 (100%) | 0/2 (0%) |" in summary
     assert "### Most-failed checks" in summary

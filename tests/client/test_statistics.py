@@ -26,6 +26,7 @@ from app.client.statistics import (
     pass_at_k,
     pass_hat_k,
     stratified_exact_test,
+    underpowered_note,
     wilson,
 )
 
@@ -659,3 +660,13 @@ def test_wilson_matches_the_formula_at_a_glance() -> None:
     assert result is not None
     p, ci = result
     assert math.isclose(p - ci.low, ci.high - p, abs_tol=1e-12)
+
+
+def test_underpowered_says_what_is_short_and_what_it_means_for_the_verdict() -> None:
+    regressed = underpowered_note(2, 40, 12, significant=True)
+    assert "2 informative cells" in regressed and "12 valid current runs" in regressed
+    assert "baseline" not in regressed  # 40 baseline runs are enough: not named
+    assert "the significant regression stands" in regressed
+    calm = underpowered_note(5, 8, 30, significant=False)
+    assert "informative" not in calm and "8 valid baseline runs (20 wanted)" in calm
+    assert '"no significant regression" is weak evidence' in calm
