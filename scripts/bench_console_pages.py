@@ -147,6 +147,9 @@ async def measure(base: str, key: str, n: int) -> dict[str, Any]:
                 "runs list": ["/runs"],
                 "runs list, filtered": ["/runs?status=failed&label=bench-0"],
                 "evals list": ["/evals"],
+                "evals list, filtered": [
+                    "/evals?label=bench-0&status=completed&scenario=bench.evals-list"
+                ],
                 "board": ["/board"],
             }
             twins = {
@@ -154,6 +157,10 @@ async def measure(base: str, key: str, n: int) -> dict[str, Any]:
                 "runs list": ["/api/testing/runs?limit=50"],
                 "runs list, filtered": ["/api/testing/runs?limit=50&status=failed"],
                 "evals list": ["/api/testing/evals?limit=50"],
+                "evals list, filtered": [
+                    "/api/testing/evals?limit=50&labelPrefix=bench-0&status=completed"
+                    "&scenarioId=bench.evals-list"
+                ],
                 "board": ["/api/testing/board"],
             }
             out: dict[str, Any] = {}
@@ -197,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
 
     def goal(name: str) -> float:
-        return GOALS_MS["runs list"] if name.startswith("runs list") else GOALS_MS[name]
+        return GOALS_MS[name.split(",")[0]]
 
     def table(r: dict[str, Any]) -> None:
         rows = []
