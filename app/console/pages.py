@@ -137,9 +137,7 @@ async def logout_form(request: Request, viewer: SignedIn) -> Response:
 @router.post("/logout")
 async def logout(request: Request, viewer: SignedIn, form: PostedForm) -> Response:
     # Ended on the server: the cookie, wherever it was copied to, names no session now.
-    await tenants_service.end_console_session(
-        pool_of(request), viewer.tenant.id, viewer.session.id
-    )
+    await tenants_service.end_console_session(pool_of(request), viewer.tenant.id, viewer.session.id)
     response = redirect("/login")
     response.delete_cookie(sessions.SESSION_COOKIE, path="/")
     return response
