@@ -1,4 +1,5 @@
-"""Text checked once at the edge: no NUL, no lone surrogate, no invalid UTF-8.
+"""Text checked once at the edge: no NUL or other control character FHIR forbids, no lone
+surrogate, no invalid UTF-8.
 
 PostgreSQL text and JSONB cannot hold U+0000, and a lone surrogate cannot be encoded
 to UTF-8 at all, so either one reaching a handler ends as a 500 somewhere deep in it.
@@ -33,7 +34,11 @@ from app.kit.text import BadText, check_form, decoded, describe, needs_decoding
 # answers problem+json or, on FHIR paths, an OperationOutcome.
 Render = Callable[[Request, int, list[Issue], str, dict[str, str] | None], Response]
 
-_SUSPICIOUS_BODY = re.compile(rb"\x00|\\u(?:0000|[dD][89a-fA-F])")
+# A raw control character (JSON forbids them inside strings; tab, LF and CR are also
+# whitespace between tokens), or an escape of one (\u0000-\u001f) or of a surrogate.
+_SUSPICIOUS_BODY = re.compile(
+    rb"[\x00-\x08\x0b\x0c\x0e-\x1f]|\\u(?:00[01][0-9a-fA-F]|[dD][89a-fA-F])"
+)
 # The longest match above, less one: what a match split over two chunks can leave behind.
 _BOUNDARY = 5
 _FORM = "application/x-www-form-urlencoded"

@@ -1,5 +1,6 @@
-"""NUL characters, lone surrogates and invalid UTF-8 are answered 400 at the edge,
-naming the field, on every surface (the API's own middleware, app/edge.py)."""
+"""NUL and the other control characters FHIR forbids, lone surrogates and invalid UTF-8
+are answered 400 at the edge, naming the field, on every surface (the API's own
+middleware, app/edge.py)."""
 
 from __future__ import annotations
 
@@ -145,6 +146,36 @@ async def test_fhir_answers_an_operation_outcome_naming_the_element(
     )
     assert form.status_code == 400
     assert form.json()["issue"][0]["expression"] == ["family"]
+
+
+@pytest.mark.parametrize("escape", [b"\\u001f", b"\\u0001", b"\\u000b", b"\x1f"])
+async def test_control_characters_fhir_forbids_are_refused_naming_the_element(
+    api: httpx.AsyncClient, escape: bytes
+) -> None:
+    """FHIR strings and codes may not hold characters below U+0020 but tab, LF and CR; our
+    search index keys are joined with U+001F, so one inside a code could forge a key."""
+    fhir = {"Content-Type": "application/fhir+json"}
+    body = (
+        b'{"resourceType": "Observation", "status": "final", "code": {"coding": '
+        b'[{"system": "http://loinc.org", "code": "2823-3' + escape + b'x"}]}}'
+    )
+    response = await api.post("/api/fhir/r4/Observation", content=body, headers=fhir)
+    assert response.status_code == 400, response.text
+    issue = response.json()["issue"][0]
+    assert issue["expression"] == ["code.coding.0.code"]
+    assert "control character" in issue["diagnostics"]
+    search = await api.get("/api/fhir/r4/Observation?code=2823-3%1Fx")
+    assert search.status_code == 400
+    assert search.json()["issue"][0]["expression"] == ["query.code"]
+
+
+async def test_tab_line_feed_and_carriage_return_are_text(api: httpx.AsyncClient) -> None:
+    body = b'{"resourceType": "Patient", "name": [{"text": "a\\tb\\nc\\r\\u0009d"}]}'
+    response = await api.post(
+        "/api/fhir/r4/Patient", content=body, headers={"Content-Type": "application/fhir+json"}
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["name"][0]["text"] == "a\tb\nc\r\td"
 
 
 async def test_header_with_nul(api: httpx.AsyncClient) -> None:

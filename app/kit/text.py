@@ -1,4 +1,7 @@
-"""Text PostgreSQL cannot store: NUL, lone surrogates, invalid UTF-8 once percent-decoded.
+"""Text we refuse: what PostgreSQL cannot store (NUL, lone surrogates, invalid UTF-8 once
+percent-decoded) and the control characters FHIR's primitive types forbid (every one below
+U+0020 but tab, line feed and carriage return: string, code, id, uri… may not hold them;
+our search index keys are joined with U+001F, so one inside a value could forge a key).
 
 Checked once at the edge of the API (app/edge.py) for paths, queries, headers and JSON
 bodies, and by the FHIR Bundle processor for the query strings its entries carry inside
@@ -10,7 +13,8 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote_to_bytes
 
-_BAD_CHAR = re.compile("[\x00\ud800-\udfff]")
+_BAD_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
+_NEEDS_DECODING = re.compile(rb"[%\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
 class BadText(Exception):
@@ -27,6 +31,8 @@ def describe(text: str) -> str | None:
     char = found.group()
     if char == "\x00":
         return "a NUL character (U+0000)"
+    if char < " ":
+        return f"a control character (U+{ord(char):04X}), which FHIR text may not hold"
     return f"a lone surrogate (U+{ord(char):04X})"
 
 
@@ -42,7 +48,7 @@ def decoded(raw: bytes, field: str, what: str) -> str:
 
 
 def needs_decoding(raw: bytes) -> bool:
-    return b"%" in raw or b"\x00" in raw or not raw.isascii()
+    return not raw.isascii() or _NEEDS_DECODING.search(raw) is not None
 
 
 def check_form(raw: bytes, prefix: str, what: str) -> None:
