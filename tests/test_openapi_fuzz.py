@@ -257,7 +257,8 @@ def test_openapi_surface(
         if isinstance(case.body, dict) and case.method in ("POST", "PUT") and resource_type:
             # A body about its path's type (a random pairing would almost never be): the
             # body's type, when it names one (the document's examples do), else the path's.
-            if case.method == "POST" and case.body.get("resourceType") in RESOURCE_TYPES:
+            named = case.body.get("resourceType")  # generated: any JSON value, a list too
+            if case.method == "POST" and isinstance(named, str) and named in RESOURCE_TYPES:
                 case.path_parameters["resource_type"] = case.body["resourceType"]
             else:
                 case.body["resourceType"] = resource_type
