@@ -122,7 +122,7 @@ async def _serve(settings: Settings, with_worker: bool) -> None:
     import uvicorn
 
     from app.main import create_app
-    from app.worker import build_worker, stop_worker
+    from app.worker import supervise
 
     class Server(uvicorn.Server):
         # We own SIGINT/SIGTERM so API and worker stop together and exit cleanly.
@@ -140,10 +140,11 @@ async def _serve(settings: Settings, with_worker: bool) -> None:
         access_log=False,
     )
     server = Server(config)
-    worker = build_worker(settings, handle_signals=False) if with_worker else None
+    stopping = asyncio.Event()
 
     def stop() -> None:
         server.should_exit = True
+        stopping.set()
 
     # Objects alive after start-up (imported models, routes) never need collecting; a
     # higher first-generation threshold keeps collection pauses out of request latency.
@@ -154,8 +155,10 @@ async def _serve(settings: Settings, with_worker: bool) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop)
     api = asyncio.create_task(server.serve(), name="api")
+    # The worker outlives a Redis or PostgreSQL outage (it waits and reconnects), so it
+    # ends only when asked to or on a real error, and the API with it.
     background = (
-        asyncio.create_task(worker.async_run(), name="worker") if worker is not None else None
+        asyncio.create_task(supervise(settings, stopping), name="worker") if with_worker else None
     )
     try:
         waiting: set[asyncio.Task[None]] = {api} | ({background} if background else set())
@@ -164,9 +167,10 @@ async def _serve(settings: Settings, with_worker: bool) -> None:
             task.result()
     finally:
         server.should_exit = True
+        stopping.set()
         await asyncio.gather(api, return_exceptions=True)
-        if worker is not None and background is not None:
-            await stop_worker(worker, background)
+        if background is not None:
+            await asyncio.gather(background, return_exceptions=True)
 
 
 def run_loop(main: Coroutine[Any, Any, None]) -> None:
@@ -220,17 +224,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_worker(args: argparse.Namespace) -> int:
-    from app.worker import build_worker
+async def _work(settings: Settings) -> None:
+    from app.worker import supervise
 
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    await supervise(settings, stopping)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
     settings = Settings()
     if args.log_level:
         settings = settings.clone(log_level=args.log_level)
     configure_logging(settings.log_level)
     settings, endpoints = _endpoints(settings)
     try:
-        worker = build_worker(settings)
-        worker.run()
+        run_loop(_work(settings))
     finally:
         close_endpoints(endpoints)
     return 0

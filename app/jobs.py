@@ -3,9 +3,11 @@ import arq.
 
 A unit of work (app/db.py's `Scopes.transaction`) collects its jobs and in-process cache
 drops in an `AfterCommit`; they are sent only once its transaction committed, so a job
-never sees uncommitted (or rolled back) data and a rollback sends nothing. What a crash
-between commit and send loses, the periodic sweeps (grading tick, delivery sweeper, eval
-promotion) pick up.
+never sees uncommitted (or rolled back) data and a rollback sends nothing. No job is the
+only record of its work: what it is for was committed with the transaction (the run's
+`changed_at`, a `webhook_delivery` row, a queued `eval_item`), and the worker's periodic
+sweeps (grading tick, delivery sweeper, eval promotion) are the relay that hands what a
+lost job (a crash between commit and send, Redis away) was for back to arq.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from arq import create_pool
 from arq.connections import ArqRedis, RedisSettings
 from arq.constants import in_progress_key_prefix, job_key_prefix
+from redis.exceptions import RedisError
+
+from app.outage import OutageLog
 
 log = logging.getLogger("understudy.jobs")
 
@@ -32,6 +36,13 @@ GRADE_DEBOUNCE_SECONDS = 0.5
 GRADE_LOOKBACK_WINDOWS = 10
 # Deliveries enqueued within this window share one drain job.
 DELIVERY_WINDOW_SECONDS = 0.02
+# A Redis command that takes longer has failed (Redis is away or stuck).
+REDIS_TIMEOUT_SECONDS = 2.0
+# After a failed send, how long sends are skipped before Redis is tried again.
+BREAKER_SECONDS = 1.0
+REDIS_ERRORS = (RedisError, OSError, TimeoutError)
+# At most this many skipped sends are remembered for resending (the sweeps cover the rest).
+MAX_SKIPPED = 10_000
 
 
 def redis_settings(url: str) -> RedisSettings:
@@ -47,28 +58,91 @@ def redis_settings(url: str) -> RedisSettings:
     )
 
 
+def redis_pool(url: str) -> ArqRedis:
+    """An arq Redis client that connects on first use (so a process starts while Redis
+    is away) and gives up on a command after REDIS_TIMEOUT_SECONDS (arq's own pool sets no
+    socket timeout: a Redis that stops answering would hang the caller)."""
+    settings = redis_settings(url)
+    return ArqRedis(
+        host=settings.host if isinstance(settings.host, str) else "127.0.0.1",
+        port=settings.port,
+        unix_socket_path=settings.unix_socket_path,
+        db=settings.database,
+        username=settings.username,
+        password=settings.password,
+        socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+        socket_timeout=REDIS_TIMEOUT_SECONDS,
+        encoding="utf8",
+    )
+
+
 async def connect_jobs(redis_url: str, queue_name: str) -> Jobs:
-    return Jobs(await create_pool(redis_settings(redis_url)), queue_name)
+    return Jobs(redis_pool(redis_url), queue_name)
 
 
 class Jobs:
+    """Enqueues jobs. When Redis is away a send is skipped, never raised: what it was for
+    is already committed (the run's change, the delivery row, the queued eval item) and the
+    worker's sweeps hand it to arq once Redis is back. After a failure sends are skipped
+    for BREAKER_SECONDS, so writes during an outage do not each wait on a dead socket."""
+
     def __init__(self, redis: ArqRedis, queue_name: str) -> None:
         self.redis = redis
         self.queue_name = queue_name
+        self._outage = OutageLog(log, "redis")
+        self._retry_at = 0.0
+        # What this process skipped while Redis was away, sent again as soon as a send
+        # gets through (the sweeps would find it too, a tick later; a crash loses only
+        # this shortcut). Keyed, so a burst of writes to one run is one regrade.
+        self._skipped: dict[tuple[str, uuid.UUID, str], None] = {}
 
     async def close(self) -> None:
         await self.redis.aclose()
+
+    async def _send(
+        self, key: tuple[str, uuid.UUID, str], send: Callable[[], Awaitable[object]]
+    ) -> bool:
+        """Run one send; False when Redis is away (now, or within the breaker's pause)."""
+        if self._outage.down and time.monotonic() < self._retry_at:
+            self._skip(key)
+            return False
+        try:
+            await send()
+        except REDIS_ERRORS as exc:
+            self._outage.failed(exc, "jobs wait in the database for the worker's sweeps")
+            self._retry_at = time.monotonic() + BREAKER_SECONDS
+            self._skip(key)
+            return False
+        if self._outage.down:
+            self._outage.ok()
+            await self._resend()
+        return True
+
+    def _skip(self, key: tuple[str, uuid.UUID, str]) -> None:
+        if len(self._skipped) < MAX_SKIPPED:
+            self._skipped[key] = None
+
+    async def _resend(self) -> None:
+        skipped, self._skipped = self._skipped, {}
+        for kind, tenant_id, run_id in skipped:
+            if kind == "grade":
+                await self.grade_soon(tenant_id, run_id)
+            else:
+                await self.deliver_soon(tenant_id)
 
     async def deliver_soon(self, tenant_id: uuid.UUID, delay: float = 0.0) -> None:
         """Drain the tenant's due webhook deliveries soon. Calls within one short window
         share a job (its id names the window), so a burst of writes costs few jobs."""
         bucket = int((time.time() + delay) / DELIVERY_WINDOW_SECONDS)
-        await self.redis.enqueue_job(
-            DELIVER_JOB,
-            str(tenant_id),
-            _job_id=f"deliver:{tenant_id}:{bucket}",
-            _defer_by=delay or None,
-            _queue_name=self.queue_name,
+        await self._send(
+            ("deliver", tenant_id, ""),
+            lambda: self.redis.enqueue_job(
+                DELIVER_JOB,
+                str(tenant_id),
+                _job_id=f"deliver:{tenant_id}:{bucket}",
+                _defer_by=delay or None,
+                _queue_name=self.queue_name,
+            ),
         )
 
     async def grade_soon(self, tenant_id: uuid.UUID, run_id: str, delay: float = 0.0) -> None:
@@ -84,17 +158,21 @@ class Jobs:
         every 100 ms then has one job waiting, not one per window."""
         defer = GRADE_DEBOUNCE_SECONDS + delay
         bucket = int((time.time() + delay) / GRADE_DEBOUNCE_SECONDS)
-        if not delay and await self._grade_waiting(run_id, bucket):
-            return
-        await self.redis.enqueue_job(
-            GRADE_JOB,
-            str(tenant_id),
-            run_id,
-            (bucket + 1) * GRADE_DEBOUNCE_SECONDS,
-            _job_id=f"grade:{run_id}:{bucket}",
-            _defer_by=defer,
-            _queue_name=self.queue_name,
-        )
+
+        async def send() -> None:
+            if not delay and await self._grade_waiting(run_id, bucket):
+                return
+            await self.redis.enqueue_job(
+                GRADE_JOB,
+                str(tenant_id),
+                run_id,
+                (bucket + 1) * GRADE_DEBOUNCE_SECONDS,
+                _job_id=f"grade:{run_id}:{bucket}",
+                _defer_by=defer,
+                _queue_name=self.queue_name,
+            )
+
+        await self._send(("grade", tenant_id, run_id), send)
 
     async def _grade_waiting(self, run_id: str, bucket: int) -> bool:
         """Whether a grading job of the run from one of the GRADE_LOOKBACK_WINDOWS windows

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from app.outage import OutageLog, is_outage
+
 LEVELS = ("critical", "error", "warning", "info", "debug")
 # A job slower than this gets a line of its own: grading and deliveries take milliseconds.
 SLOW_JOB_SECONDS = 1.0
@@ -48,6 +50,9 @@ def configure_logging(level: str) -> None:
     root.setLevel(numeric)
     for quiet in ("alembic", "pgserver", "httpx", "mcp"):
         logging.getLogger(quiet).setLevel(max(numeric, logging.WARNING))
+    # While PostgreSQL is away asyncpg's pool warns with a traceback at every reconnect;
+    # the outage is logged once by app/outage.py instead.
+    logging.getLogger("asyncpg.pool").setLevel(max(numeric, logging.ERROR))
     arq_worker = logging.getLogger("arq.worker")
     _tracebacks["on"] = numeric <= logging.DEBUG
     if numeric <= logging.DEBUG:
@@ -61,6 +66,9 @@ def configure_logging(level: str) -> None:
 Job = Callable[..., Coroutine[Any, Any, R]]
 
 
+_JOB_OUTAGE = OutageLog(logging.getLogger("understudy.worker"), "job_backend")
+
+
 def timed_job(job: Job[R]) -> Job[R]:
     """One line for a job that fails (with its traceback only at debug) or runs slow."""
 
@@ -70,6 +78,10 @@ def timed_job(job: Job[R]) -> Job[R]:
         try:
             result = await job(*args, **kwargs)
         except Exception as exc:
+            if is_outage(exc):
+                # PostgreSQL or Redis away: said once, not per job; the sweeps redo it.
+                _JOB_OUTAGE.failed(exc, "jobs are skipped until it is back")
+                return None  # type: ignore[return-value]
             log.error(
                 "job_failed job=%s seconds=%.2f error=%s: %s",
                 job.__name__,
@@ -79,6 +91,7 @@ def timed_job(job: Job[R]) -> Job[R]:
                 exc_info=_tracebacks["on"],
             )
             raise
+        _JOB_OUTAGE.ok()
         elapsed = time.perf_counter() - started
         if elapsed > SLOW_JOB_SECONDS:
             log.warning("job_slow job=%s seconds=%.2f", job.__name__, elapsed)

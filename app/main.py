@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import logging
 import uuid
@@ -9,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import asyncpg
 import httpx
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -28,7 +31,7 @@ from app.api.schedules import router as schedules_router
 from app.api.usage import router as usage_router
 from app.api.webhooks import router as webhooks_router
 from app.console.install import install_console
-from app.db import Scopes, open_database
+from app.db import Database, Scopes, open_database
 from app.edge import EdgeTextCheck
 from app.errors import AppError, Issue
 from app.evals import events as eval_events
@@ -41,6 +44,7 @@ from app.kit.urls import FHIR_PREFIX, run_view_base
 from app.llm.client import LlmClient
 from app.mcp.endpoint import MCP_PATH, McpEndpoint
 from app.openapi import install_openapi
+from app.outage import OUTAGE_ERRORS, RETRY_AFTER_SECONDS, OutageLog, is_outage
 from app.runs import provenance
 from app.runs import service as runs_service
 from app.runs.live import LiveRuns
@@ -184,6 +188,17 @@ def create_app(settings: Settings) -> FastAPI:
     database_url = settings.database_url
     redis_url = settings.redis_url
     recorder_ref: dict[str, Any] = {}
+    # PostgreSQL away: requests answer 503 (backend_away); logged once, and once back.
+    outage = OutageLog(log, "database")
+
+    async def watch_database(db: Database) -> None:
+        """While requests meet an outage, ask the database every second; log its return."""
+        while True:
+            await asyncio.sleep(1.0)
+            if outage.down:
+                with contextlib.suppress(Exception):
+                    await db.pool.fetchval("SELECT 1")
+                    outage.ok()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -221,6 +236,7 @@ def create_app(settings: Settings) -> FastAPI:
 
         recorder = TraceRecorder(db.pool, on_flush=calls_recorded)
         recorder.start()
+        watcher = asyncio.create_task(watch_database(db), name="watch-database")
         recorder_ref["recorder"] = recorder
         app.state.db = db
         app.state.scopes = scopes
@@ -235,6 +251,7 @@ def create_app(settings: Settings) -> FastAPI:
         try:
             yield
         finally:
+            watcher.cancel()
             await mcp_endpoint.close()
             await app.state.http.aclose()
             await app.state.autoanalyze.stop()
@@ -282,6 +299,23 @@ def create_app(settings: Settings) -> FastAPI:
             message = f"{request.method} is not allowed on {request.url.path}"
         code = {404: "not-found", 405: "not-supported"}.get(exc.status_code, "processing")
         return _error_response(request, exc.status_code, [Issue(message, code=code)], message)
+
+    async def backend_away(request: Request, exc: Exception) -> Response:
+        """PostgreSQL (or Redis) away: 503 with Retry-After, the outage logged once."""
+        if not is_outage(exc):
+            return await unexpected(request, exc)
+        outage.failed(exc, "requests answer 503 until it is back")
+        message = "the service's database is not reachable right now; try again shortly"
+        return _error_response(
+            request,
+            503,
+            [Issue(message, code="transient")],
+            message,
+            {"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+
+    for error in (*OUTAGE_ERRORS, asyncpg.InterfaceError, asyncpg.InternalClientError):
+        app.add_exception_handler(error, backend_away)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:

@@ -10,6 +10,7 @@ and delivery retention. Every job logs one line when it fails or runs slow (app/
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import stamina
 from arq import cron, func
 from arq.cron import CronJob
 from arq.worker import Worker
@@ -25,10 +27,11 @@ from app.db import Database, Scopes, open_database
 from app.evals import events as eval_events
 from app.evals import service as evals_service
 from app.fhir import maintenance
-from app.jobs import DELIVER_JOB, GRADE_JOB, InProcess, Jobs, connect_jobs, redis_settings
+from app.jobs import DELIVER_JOB, GRADE_JOB, InProcess, Jobs, connect_jobs, redis_pool
 from app.kit.clock import utcnow
 from app.llm.client import LlmClient
 from app.logs import timed_job, timed_jobs
+from app.outage import OutageLog, is_outage
 from app.patient_sim import service as patient_sim_service
 from app.runs import provenance
 from app.runs import service as runs_service
@@ -234,6 +237,7 @@ async def startup(ctx: dict[str, Any]) -> None:
         await eval_events.settle(scopes, tenant_id, limits=limits)
 
     ctx["scopes"] = scopes = Scopes(pool, ctx["jobs"], InProcess(wrote=quota.note, promote=promote))
+    _BACKENDS.ok()
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
@@ -310,7 +314,9 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
                 run_at_startup=True,
             ),
         ],
-        redis_settings=redis_settings(settings.redis_url),
+        # Our client, not arq's: it has a socket timeout, so a stuck Redis fails the
+        # worker's poll (and the supervisor restarts it) instead of hanging it.
+        redis_pool=redis_pool(settings.redis_url),
         queue_name=settings.queue_name,
         on_startup=startup,
         on_shutdown=shutdown,
@@ -329,6 +335,39 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
 STOP_GRACE_SECONDS = 5.0
 
 
+# The worker's Redis or PostgreSQL away: logged once by the supervisor, once back.
+_BACKENDS = OutageLog(log, "worker_backend")
+
+
+async def supervise(settings: Settings, stopping: asyncio.Event) -> None:
+    """Run the worker until `stopping` is set. When Redis or PostgreSQL goes away (the
+    worker's poll fails, or its start-up cannot connect) it is stopped and started again
+    with backoff (0.2 s doubling to 5 s) until they are back: the process never exits for
+    an outage. Jobs cut short run again (they are idempotent) and the sweeps redo what
+    was missed. Anything else that ends the worker is raised."""
+    # stamina would log every retry; the outage is logged once, by _BACKENDS.
+    stamina.instrumentation.set_on_retry_hooks([])
+    async for attempt in stamina.retry_context(
+        on=is_outage, attempts=None, timeout=None, wait_initial=0.2, wait_max=5.0
+    ):
+        with attempt:
+            worker = build_worker(settings, handle_signals=False)
+            background = asyncio.create_task(worker.async_run(), name="worker")
+            stop = asyncio.create_task(stopping.wait(), name="worker-stop")
+            try:
+                await asyncio.wait({background, stop}, return_when=asyncio.FIRST_COMPLETED)
+                if background.done() and (failure := background.exception()) is not None:
+                    if is_outage(failure):
+                        _BACKENDS.failed(failure, "the worker restarts once it is back")
+                    raise failure
+            finally:
+                stop.cancel()
+                await stop_worker(worker, background)
+            # Asked to stop, or a burst ended: done. (An outage raised above, and the
+            # attempt swallowed it: the loop starts the worker again after its wait.)
+            return
+
+
 async def stop_worker(
     worker: Worker, background: asyncio.Task[Any], grace: float = STOP_GRACE_SECONDS
 ) -> None:
@@ -345,4 +384,12 @@ async def stop_worker(
         task.cancel()
     await asyncio.gather(background, *worker.tasks.values(), return_exceptions=True)
     worker.tasks.clear()
-    await worker.close()
+    try:
+        await worker.close()
+    except Exception as exc:
+        # Redis away: arq's close stops at its health-check key; close what we opened.
+        if not is_outage(exc):
+            raise
+        await shutdown(worker.ctx)
+        with contextlib.suppress(Exception):
+            await worker.pool.aclose()

@@ -24,6 +24,7 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.kit.clock import utcnow
+from app.outage import OutageLog, is_outage
 from app.trace import repository
 
 log = logging.getLogger("understudy.trace")
@@ -96,6 +97,7 @@ class TraceRecorder:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._outage = OutageLog(log, "trace_database")
 
     def add(self, row: TraceRow) -> None:
         self._rows.append(row)
@@ -124,9 +126,15 @@ class TraceRecorder:
             self._wake.clear()
             try:
                 await self.flush()
-            except Exception:
-                log.exception("trace_flush_failed")
+            except Exception as exc:
+                if is_outage(exc):
+                    # PostgreSQL away: the rows wait in the buffer; said once.
+                    self._outage.failed(exc, "traced calls wait in memory until it is back")
+                else:
+                    log.exception("trace_flush_failed")
                 await asyncio.sleep(1.0)
+            else:
+                self._outage.ok()
 
     async def flush(self) -> None:
         async with self._lock:
