@@ -45,7 +45,9 @@ from app.kit.urls import fhir_base
 from app.webhooks import repository
 from app.webhooks.errors import DeliveryNotFound, WebhookNotFound
 
-LEASE_SECONDS = 30
+# A claimed delivery is the claimer's for its attempt's timeout plus this margin; a
+# worker killed mid-attempt leaves it to be claimed again (same delivery id) after that.
+LEASE_MARGIN_SECONDS = 5
 EXCERPT_CHARS = 500
 # Jitter around each retry wait, so failures of one receiver do not retry in lockstep.
 JITTER = 0.2
@@ -539,7 +541,11 @@ async def drain_deliveries(
             return DrainResult(sent, 0.0)  # more may be due: hand over to a fresh job
         now = utcnow()
         rows = await pool.fetch(
-            _BATCH_CLAIM_SQL, tenant_id, now + timedelta(seconds=LEASE_SECONDS), now, BATCH_SIZE
+            _BATCH_CLAIM_SQL,
+            tenant_id,
+            now + timedelta(seconds=attempt_timeout + LEASE_MARGIN_SECONDS),
+            now,
+            BATCH_SIZE,
         )
         if not rows:
             break
