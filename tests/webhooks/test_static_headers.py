@@ -133,7 +133,10 @@ async def test_bad_headers_are_422_naming_the_header(
             "/api/webhooks", json={"url": receiver.url, "events": ["*"], "headers": headers}
         )
         listing = (await client.get("/api/webhooks")).json()
-    assert r.status_code == 422, r.text
+    # A control character FHIR text may not hold (the bell) is refused at the edge (400),
+    # before the route's own check (422); both name the header.
+    control = any(ord(c) < 32 and c not in "\t\n\r" for v in headers.values() for c in v)
+    assert r.status_code == (400 if control else 422), r.text
     assert path in [e["path"] for e in r.json()["errors"]], r.json()
     assert listing == {"webhooks": []}
 
