@@ -1,0 +1,33 @@
+"""Scale-out on this machine behind a real load balancer: HAProxy in front of three API
+processes and two workers on one PostgreSQL and Redis, 5 tenants × 20 live runs with
+MCP sessions and webhooks through it (tests/faults/scale_out.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.db import Database
+from tests.faults.conftest import connect
+from tests.faults.scale_out import exercise, stack
+from tests.faults.services import PrivateRedis
+from tests.webhooks.receiver import Receiver
+
+
+async def test_three_apis_and_two_workers_behind_haproxy(
+    database_url: str,
+    redis: PrivateRedis,
+    tmp_path: Path,
+    open_db: list[Database],
+    receiver: Receiver,
+) -> None:
+    with stack(database_url, redis.url, tmp_path / "stack") as running:
+        db = await connect(database_url, open_db)
+        report = await exercise(running.balancer, db, receiver, tenants=5, runs=20)
+        print(report.summary())
+        assert running.alive() == [], running.alive()
+    assert report.problems == [], "\n".join(report.problems[:20])
+    assert report.verdicts == {"passed": 105}, report.verdicts
+    # Each run finished twice at once: both answered, with one and the same verdict.
+    assert sum(report.finish_answers.values()) == 200, report.finish_answers
+    assert report.mcp_sessions == 5
+    assert report.deliveries == report.events > 0
