@@ -74,6 +74,10 @@ class Run(Base):
     # Last write or call attributed to the run, and the value of it the last grading saw.
     changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     graded_change_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # A pass found every required expectation holding but waits for the quiet: when that
+    # wait ends. The grading tick picks the run up then, so the deferred job that ends it
+    # is never its only record (a lost job would leave it live until its deadline).
+    settle_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     graded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     verdict: Mapped[dict[str, Any] | None] = mapped_column(JSONB)

@@ -244,15 +244,18 @@ async def set_progress(
     progress_json: str,
     at: datetime,
     seen_change: datetime,
+    settle_until: datetime | None = None,
 ) -> asyncpg.Record | None:
     return await conn.fetchrow(
-        """UPDATE run SET progress = $3::jsonb, graded_at = $4, graded_change_at = $5
+        """UPDATE run SET progress = $3::jsonb, graded_at = $4, graded_change_at = $5,
+            settle_until = $6
             WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING *""",
         tenant_id,
         run_id,
         progress_json,
         at,
         seen_change,
+        settle_until,
     )
 
 
@@ -271,10 +274,12 @@ async def cancel_live_run(
 
 
 async def runs_due_grading(conn: Reader, *, now: datetime) -> list[asyncpg.Record]:
-    """Every tenant's live runs with news since their last grading, or past deadline."""
+    """Every tenant's live runs with news since their last grading, past their deadline,
+    or at the end of the quiet a passing grade was waiting for."""
     return await conn.fetch(
         """SELECT tenant_id, id FROM run WHERE status = 'live' AND (
-            graded_change_at IS NULL OR changed_at > graded_change_at OR deadline <= $1)""",
+            graded_change_at IS NULL OR changed_at > graded_change_at OR deadline <= $1
+            OR settle_until <= $1)""",
         now,
     )
 

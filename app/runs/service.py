@@ -819,6 +819,7 @@ async def grade_run(
             progress_json=jsontext.dumps(progress),
             at=now,
             seen_change=seen_change,
+            settle_until=now + timedelta(seconds=settling) if settling > 0 else None,
         )
         if updated is None:
             return await get_run(tx.conn, tenant_id, run_id)

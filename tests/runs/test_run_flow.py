@@ -12,6 +12,7 @@ import httpx
 from fhirpy import AsyncFHIRClient
 
 from app.db import Database, Scopes
+from app.runs import repository as runs_repository
 from app.runs import service as runs_service
 from app.tenants.quota import QuotaGuard, RunLimits
 from tests.conftest import TenantHandle, make_tenant
@@ -344,3 +345,35 @@ async def test_list_filters(tenant: TenantHandle) -> None:
         by_scenario = (await client.get("/runs", params={"scenarioId": SCENARIO})).json()
         assert {r["id"] for r in by_scenario["runs"]} == {first["id"], second["id"]}
         assert (await client.get("/runs", params={"limit": 0})).status_code == 422
+
+
+async def test_a_settling_run_is_the_ticks_to_end_if_its_job_is_lost(
+    tenant: TenantHandle, db: Database
+) -> None:
+    """Every check holds and the pass waits for the quiet: the wait's end is stored on the
+    run, so the grading tick ends it even when the deferred job was lost (Redis away, a
+    worker killed): the run would otherwise stay live until its deadline and time out."""
+    run = await start(tenant)
+    await book(run, tenant, CHEN)
+
+    async def settling() -> Any:
+        return await db.pool.fetchval(
+            "SELECT settle_until FROM run WHERE tenant_id = $1 AND id = $2 AND status = 'live'",
+            tenant.id,
+            run["id"],
+        )
+
+    deadline = time.monotonic() + 5
+    while (until := await settling()) is None:
+        assert time.monotonic() < deadline, "no pass waited for the quiet"
+        await asyncio.sleep(0.05)
+    due = {r["id"] for r in await runs_repository.runs_due_grading(db.pool, now=until)}
+    assert run["id"] in due  # nothing changed since the pass: only the wait's end is news
+    final = await wait_for(tenant, run["id"], {"passed", "failed", "timed_out"})
+    assert final["status"] == "passed"
+    assert (
+        await db.pool.fetchval(
+            "SELECT settle_until FROM run WHERE tenant_id = $1 AND id = $2", tenant.id, run["id"]
+        )
+        == until
+    )  # the ended run keeps what its last pass stored; the tick skips ended runs
