@@ -156,7 +156,8 @@ class Jobs:
         yet (a worker behind: due, still queued) takes this change too, as it reads the
         run only once it starts: no further job is queued behind it. A run written to
         every 100 ms then has one job waiting, not one per window."""
-        defer = GRADE_DEBOUNCE_SECONDS + delay
+        # A delayed regrade (the end of a quiet) is due at its delay: no debounce on top.
+        defer = delay or GRADE_DEBOUNCE_SECONDS
         bucket = int((time.time() + delay) / GRADE_DEBOUNCE_SECONDS)
 
         async def send() -> None:
@@ -206,6 +207,10 @@ class InProcess:
     # A live slot freed or an eval was queued: start what fits now, and mark the evals
     # whose runs have all ended completed (with their events).
     promote: Callable[[uuid.UUID], Awaitable[object]] | None = None
+    # A regrade due in `delay` seconds (a pass waiting for the quiet): the worker keeps a
+    # timer of its own, so the pass that ends the run does not queue behind every due
+    # job; False when it cannot (then it goes to Redis like any other).
+    grade_later: Callable[[uuid.UUID, str, float], bool] | None = None
 
 
 @dataclass
@@ -254,9 +259,13 @@ class AfterCommit:
             hooks.live_changed(tenant_id)
         for tenant_id, count in self.writes.items():
             hooks.wrote(tenant_id, count)
-        if jobs is not None:
-            for (tenant_id, run_id), delay in self.grades.items():
+        for (tenant_id, run_id), delay in self.grades.items():
+            later = hooks.grade_later
+            if delay > 0 and later is not None and later(tenant_id, run_id, delay):
+                continue
+            if jobs is not None:
                 await jobs.grade_soon(tenant_id, run_id, delay)
+        if jobs is not None:
             for tenant_id, delay in self.deliveries.items():
                 await jobs.deliver_soon(tenant_id, delay)
         if hooks.promote is not None:

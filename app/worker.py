@@ -119,6 +119,69 @@ async def grade_run(
     return run.status
 
 
+# At most this many runs wait on the worker's own settle timers; more go to Redis.
+MAX_SETTLE_TIMERS = 10_000
+
+
+class SettleTimers:
+    """Runs whose pass waits for the quiet, graded again by this worker when the quiet
+    ends: an in-process timer, so that pass does not wait behind every due job in the
+    queue (under load that wait doubled the time to a verdict). The run also stores
+    when its quiet ends (`run.settle_until`): if this process dies, the grading tick ends
+    the run instead."""
+
+    def __init__(self, ctx: dict[str, Any]) -> None:
+        self._ctx = ctx
+        self._timers: dict[tuple[uuid.UUID, str], asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._limit = asyncio.Semaphore(TICK_CONCURRENCY)
+
+    def schedule(self, tenant_id: uuid.UUID, run_id: str, delay: float) -> bool:
+        key = (tenant_id, run_id)
+        if key not in self._timers and len(self._timers) >= MAX_SETTLE_TIMERS:
+            return False
+        if (previous := self._timers.pop(key, None)) is not None:
+            previous.cancel()
+        loop = asyncio.get_running_loop()
+        self._timers[key] = loop.call_later(delay, self._fire, key)
+        return True
+
+    def _fire(self, key: tuple[uuid.UUID, str]) -> None:
+        self._timers.pop(key, None)
+        task = asyncio.create_task(self._grade(*key), name=f"settle:{key[1]}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _grade(self, tenant_id: uuid.UUID, run_id: str) -> None:
+        async with self._limit:
+            try:
+                await _grade_one(self._ctx, tenant_id, run_id)
+            except Exception as exc:
+                # The run's settle_until stands: the grading tick ends it.
+                if not is_outage(exc):
+                    log.exception("settle_grade_failed run=%s", run_id)
+
+    async def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+async def _grade_one(ctx: dict[str, Any], tenant_id: uuid.UUID, run_id: str) -> None:
+    """Answer as the simulated patient, then grade the run (the tick's pass)."""
+    await _simulate(ctx, tenant_id, run_id)
+    await runs_service.grade_run(
+        ctx["scopes"],
+        tenant_id,
+        run_id,
+        llm=ctx["llm"],
+        settle_seconds=ctx["settings"].settle_seconds,
+    )
+
+
 async def _promote(ctx: dict[str, Any], tenant_id: uuid.UUID) -> int:
     started = await evals_service.promote(ctx["scopes"], tenant_id, limits=ctx["limits"])
     return len(started)
@@ -164,14 +227,7 @@ async def grade_live_runs(ctx: dict[str, Any]) -> int:
     async def one(tenant_id: uuid.UUID, run_id: str) -> None:
         async with limit:
             try:
-                await _simulate(ctx, tenant_id, run_id)
-                await runs_service.grade_run(
-                    ctx["scopes"],
-                    tenant_id,
-                    run_id,
-                    llm=ctx["llm"],
-                    settle_seconds=ctx["settings"].settle_seconds,
-                )
+                await _grade_one(ctx, tenant_id, run_id)
             except Exception:
                 log.exception("grade_failed run=%s", run_id)
 
@@ -236,11 +292,18 @@ async def startup(ctx: dict[str, Any]) -> None:
     async def promote(tenant_id: uuid.UUID) -> None:
         await eval_events.settle(scopes, tenant_id, limits=limits)
 
-    ctx["scopes"] = scopes = Scopes(pool, ctx["jobs"], InProcess(wrote=quota.note, promote=promote))
+    ctx["settle_timers"] = timers = SettleTimers(ctx)
+    ctx["scopes"] = scopes = Scopes(
+        pool,
+        ctx["jobs"],
+        InProcess(wrote=quota.note, promote=promote, grade_later=timers.schedule),
+    )
     _BACKENDS.ok()
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
+    if "settle_timers" in ctx:
+        await ctx["settle_timers"].close()
     db: Database | None = ctx.get("db")
     if db is not None:
         await db.close()

@@ -1015,8 +1015,12 @@ async def _part_d(
         "client_cpu_s": round(client_cpu, 2),
         "loadavg_before": load_before,
         "loadavg_after": loadavg(),
-        "goal_p95_s": GOAL_TENANCY_P95_S,
-        "goal_met": not tally.failures and bool(overall) and p95 <= GOAL_TENANCY_P95_S,
+        "settle_s": args.settle,
+        # The quiet a pass waits for is deliberate: the goal is that wait plus 1 s.
+        "goal_p95_s": GOAL_TENANCY_P95_S + args.settle,
+        "goal_met": not tally.failures
+        and bool(overall)
+        and p95 <= GOAL_TENANCY_P95_S + args.settle,
     }
 
 
@@ -1069,7 +1073,7 @@ def _seconds(figures: dict[str, float]) -> str:
 
 
 def _tenancy_rows(d: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    goal = f"p95 ≤ {GOAL_TENANCY_P95_S:.0f} s"
+    goal = f"p95 ≤ {d['goal_p95_s']:g} s"
     rows = [
         (f"(d) tenant {t + 1}: decisive write → verdict", goal, _seconds(per), "")
         for t, per in enumerate(d["write_to_verdict_by_tenant"])
@@ -1183,6 +1187,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="(d) seconds between an agent's writes in each run (0.1)",
     )
     parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="(d) UNDERSTUDY_SETTLE_SECONDS, the quiet a pass waits for (0; the service's "
+        "default is 5): the goal is p95 <= settle + 1 s",
+    )
+    parser.add_argument(
         "--profile-grading",
         type=Path,
         help="(c) also profile one more pass with cProfile and save the stats here",
@@ -1224,7 +1235,8 @@ def summary_line(report: dict[str, Any], error: str | None) -> str:
             f"bench_grading --tenants {d['tenants']}: {figures} over {d['verdicts']} runs "
             f"({len(d['failures'])} not passed; {figure(d['writes_per_s'])} writes/s of "
             f"{figure(d['writes_asked_per_s'])} asked; goal p95 ≤ "
-            f"{figure(GOAL_TENANCY_P95_S)} s) — {verdict([d['goal_met']])}"
+            f"{figure(d['goal_p95_s'])} s, settle {d['settle_s']:g} s) — "
+            f"{verdict([d['goal_met']])}"
         )
     a, b, c = report["a"], report["b"], report["c"]
     passed = b["write_to_passed"]
@@ -1268,7 +1280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "bench_grading_",
             api,
             UNDERSTUDY_MAX_LIVE_RUNS=str(LIVE_PER_TENANT),
-            UNDERSTUDY_SETTLE_SECONDS="0",
+            UNDERSTUDY_SETTLE_SECONDS=str(args.settle),
         ) as server:
             log(f"    ready in {server.ready_s:.2f} s (pid {server.pid})")
             report["server_ready_s"] = round(server.ready_s, 2)
