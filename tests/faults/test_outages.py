@@ -1,7 +1,8 @@
 """Faults survived: Redis stopped, PostgreSQL restarted, the worker killed mid-delivery,
-receivers that hang or reset. Each case runs its own processes on the suite's own
-PostgreSQL and Redis (tests/faults/services.py), with a live run and a webhook
-subscription, and is bounded: it fails rather than waits past its deadline."""
+the API killed mid-transaction, receivers that hang or reset. Each case runs its own
+processes on the suite's own PostgreSQL and Redis (tests/faults/services.py), with a live
+run and a webhook subscription (and, for the outages, an eval whose runs are live), and is
+bounded: it fails rather than waits past its deadline."""
 
 from __future__ import annotations
 
@@ -87,6 +88,40 @@ async def progress(tenant: TenantHandle, run_id: str) -> dict[str, Any]:
     return found
 
 
+EVAL_SCENARIO = "results.critical-lab"
+
+
+async def start_eval(tenant: TenantHandle) -> str:
+    """A workflow eval of one scenario, two repeats: its runs start live."""
+    async with httpx.AsyncClient(base_url=tenant.server, headers=tenant.headers) as client:
+        answer = await client.post(
+            "/api/testing/evals",
+            json={"mode": "workflow", "label": "faults", "scenarios": [EVAL_SCENARIO],
+                  "repeats": 2},
+        )  # fmt: skip
+    assert answer.status_code == 201, answer.text
+    eval_id: str = answer.json()["id"]
+    return eval_id
+
+
+async def eval_completes(tenant: TenantHandle, eval_id: str) -> None:
+    """Finish the eval's live runs; it completes, every run with its one verdict."""
+    async with httpx.AsyncClient(
+        base_url=f"{tenant.server}/api/testing", headers=tenant.headers, timeout=10
+    ) as client:
+
+        async def completed() -> bool:
+            view = (await client.get(f"/evals/{eval_id}")).json()
+            for item in view["runs"]:
+                if item.get("runId") and item.get("status") == "live":
+                    await client.post(f"/runs/{item['runId']}/finish")
+            return bool(view["status"] == "completed")
+
+        await until(completed, RECOVER_WITHIN_S, "the eval completing after the outage")
+        view = (await client.get(f"/evals/{eval_id}")).json()
+    assert len(view["runs"]) == 2 and all(r["status"] != "live" for r in view["runs"]), view
+
+
 def task_events(receiver: Receiver) -> dict[str, list[str]]:
     """Task.created events received: resource id -> the webhook-ids it came with."""
     seen: dict[str, list[str]] = {}
@@ -109,6 +144,7 @@ async def test_redis_away_for_ten_seconds_loses_nothing(
         tenant = await tenant_on(api, database_url, open_db)
         await subscribe(tenant, receiver.url, ["Task.created"])
         run = await start(tenant)
+        eval_id = await start_eval(tenant)
         redis.stop()
         stopped = time.monotonic()
         created = []
@@ -139,6 +175,7 @@ async def test_redis_away_for_ten_seconds_loses_nothing(
             return bool(graded) and holding >= 1 and _epoch(graded) > written_at
 
         await until(graded_after_the_writes, RECOVER_WITHIN_S, "the regrade once Redis was back")
+        await eval_completes(tenant, eval_id)
         await asyncio.sleep(2)  # room for a duplicate to show up
         events = task_events(receiver)
         for task_id in created:
@@ -170,6 +207,7 @@ async def test_postgres_restart_answers_503_then_recovers(
         tenant = await tenant_on(api, database_url, open_db)
         await subscribe(tenant, receiver.url, ["Task.created"])
         run = await start(tenant)
+        eval_id = await start_eval(tenant)
         statuses: list[int] = []
         stop = asyncio.Event()
 
@@ -219,6 +257,7 @@ async def test_postgres_restart_answers_503_then_recovers(
             return any(r.at > marked for r in receiver.received)
 
         await until(delivered_after, RECOVER_WITHIN_S, "a delivery after the restart")
+        await eval_completes(tenant, eval_id)
         assert api.alive()
         assert "Traceback" not in api.output(), api.output()[-3000:]
     finally:
