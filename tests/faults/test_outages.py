@@ -20,6 +20,7 @@ import httpx
 from app.db import Database
 from tests.conftest import TenantHandle, make_tenant
 from tests.console.run_helpers import start, task_for
+from tests.evals.test_evals import do_the_work
 from tests.faults.conftest import connect
 from tests.faults.services import PrivatePostgres, PrivateRedis, Process, understudy_env
 from tests.threaded_server import free_port
@@ -42,13 +43,18 @@ async def until(check: Callable[[], Awaitable[Any]], within: float, what: str) -
 
 
 def serve(
-    database_url: str, redis: PrivateRedis, data_dir: Path, *, worker: bool = True
+    database_url: str,
+    redis: PrivateRedis,
+    data_dir: Path,
+    *,
+    worker: bool = True,
+    env: dict[str, str] | None = None,
 ) -> Process:
     port = free_port()
     command = ["serve", "--port", str(port)] + ([] if worker else ["--no-worker"])
     process = Process(
         command,
-        understudy_env(database_url, redis.url, data_dir),
+        understudy_env(database_url, redis.url, data_dir, **(env or {})),
         data_dir.parent / f"serve-{port}.log",
         port=port,
     )
@@ -89,6 +95,7 @@ async def progress(tenant: TenantHandle, run_id: str) -> dict[str, Any]:
 
 
 EVAL_SCENARIO = "results.critical-lab"
+SETTLE_SCENARIO = "scheduling.book-named-practitioner"
 
 
 async def start_eval(tenant: TenantHandle) -> str:
@@ -429,5 +436,61 @@ async def test_the_api_killed_mid_transaction_writes_all_or_nothing(
         assert not answered, "the transaction ended before the kill: make it bigger"
     finally:
         for process in (again, api):
+            if process is not None:
+                process.stop()
+
+
+async def test_worker_killed_while_runs_wait_for_their_quiet_still_passes_them(
+    database_url: str,
+    redis: PrivateRedis,
+    data_dir: Path,
+    open_db: list[Database],
+) -> None:
+    """The pass that ends a run after its quiet is a timer in the worker: kill the worker
+    while two correct runs wait on it, and the next worker's grading tick still ends
+    each of them passed (the run stores when its quiet ends), once."""
+    settle = {"UNDERSTUDY_SETTLE_SECONDS": "2"}
+    api = serve(database_url, redis, data_dir, worker=False, env=settle)
+    env = understudy_env(database_url, redis.url, data_dir, **settle)
+    first = Process(["worker"], env, data_dir.parent / "worker-settle-1.log")
+    first.start()
+    second: Process | None = None
+    try:
+        tenant = await tenant_on(api, database_url, open_db)
+        db = await connect(database_url, open_db)
+        runs = []
+        async with httpx.AsyncClient(
+            base_url=f"{tenant.server}/api/testing", headers=tenant.headers, timeout=30
+        ) as client:
+            for _ in range(2):
+                answer = await client.post("/runs", json={"scenarioId": SETTLE_SCENARIO})
+                assert answer.status_code == 201, answer.text
+                runs.append(answer.json())
+        for run in runs:
+            await do_the_work(tenant, {**run, "startedAtRun": run["startedAt"]})
+        ids = [run["id"] for run in runs]
+
+        async def all_settling() -> bool:
+            waiting = await db.pool.fetchval(
+                "SELECT count(*) FROM run WHERE id = ANY($1) AND status = 'live' "
+                "AND settle_until IS NOT NULL",
+                ids,
+            )
+            return bool(waiting == len(ids))
+
+        await until(all_settling, RECOVER_WITHIN_S, "every run waiting for its quiet")
+        first.kill()  # its timers die with it
+        second = Process(["worker"], env, data_dir.parent / "worker-settle-2.log")
+        second.start()
+
+        async def all_passed() -> bool:
+            rows = await db.pool.fetch(
+                "SELECT status, verdict IS NOT NULL AS judged FROM run WHERE id = ANY($1)", ids
+            )
+            return all(r["status"] == "passed" and r["judged"] for r in rows)
+
+        await until(all_passed, RECOVER_WITHIN_S, "the runs passed by the next worker")
+    finally:
+        for process in (second, first, api):
             if process is not None:
                 process.stop()
