@@ -495,7 +495,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="apply migrations, start the API (and the worker)")
+    serve = sub.add_parser(
+        "serve",
+        help="apply migrations, start the API (and the worker)",
+        description="Apply migrations and start the API, with the worker in the same "
+        "process unless --no-worker.",
+        epilog="Several processes: start N of `understudy serve --no-worker --port P` and M "
+        "of `understudy worker` on the same UNDERSTUDY_DATABASE_URL, UNDERSTUDY_REDIS_URL "
+        "and UNDERSTUDY_SECRET_KEY, behind any load balancer (no stickiness needed); a "
+        "Procfile and what each part needs to grow are in docs/scaling.md. Neither "
+        "process exits when PostgreSQL or Redis goes away: they wait and carry on.",
+    )
     serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to bind (default 8000)")
     serve.add_argument("--no-worker", action="store_true", help="do not run the worker in-process")
