@@ -1,13 +1,14 @@
 """Faults survived: Redis stopped, PostgreSQL restarted, the worker killed mid-delivery,
 the API killed mid-transaction, receivers that hang or reset. Each case runs its own
 processes on the suite's own PostgreSQL and Redis (tests/faults/services.py), with a live
-run and a webhook subscription (and, for the outages, an eval whose runs are live), and is
-bounded: it fails rather than waits past its deadline."""
+run, an eval whose runs are live and (where a worker sends them) a webhook subscription,
+and is bounded: it fails rather than waits past its deadline."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import socket
 import struct
 import time
@@ -19,10 +20,11 @@ import httpx
 
 from app.db import Database
 from tests.conftest import TenantHandle, make_tenant
-from tests.console.run_helpers import start, task_for
+from tests.console.run_helpers import TASKS, staff_message, start, task_for
 from tests.evals.test_evals import do_the_work
 from tests.faults.conftest import connect
 from tests.faults.services import PrivatePostgres, PrivateRedis, Process, understudy_env
+from tests.llm.fake_llm import FAKE_MODEL, FakeLlm, Reply
 from tests.threaded_server import free_port
 from tests.webhooks.receiver import Receiver
 
@@ -287,6 +289,7 @@ async def test_worker_killed_mid_delivery_delivers_once_with_one_id(
         tenant = await tenant_on(api, database_url, open_db)
         await subscribe(tenant, receiver.url, ["Task.created"])
         run = await start(tenant)
+        eval_id = await start_eval(tenant)
         async with httpx.AsyncClient(base_url=run["fhirBase"], headers=tenant.headers) as fhir:
             answer = await fhir.post("/Task", json=task_for(run))
         assert answer.status_code == 201, answer.text
@@ -307,6 +310,7 @@ async def test_worker_killed_mid_delivery_delivers_once_with_one_id(
         await asyncio.sleep(2)
         ids = task_events(receiver)[task_id]
         assert len(set(ids)) == 1, ids
+        await eval_completes(tenant, eval_id)
         assert second.alive(), second.output()[-3000:]
     finally:
         for process in (second, first, api):
@@ -357,6 +361,7 @@ async def test_a_hanging_and_a_resetting_receiver_hold_up_no_one(
         await subscribe(tenant, f"http://127.0.0.1:{resetting.port}/hook", ["Task.created"])
         await subscribe(tenant, receiver.url, ["Task.created"])
         run = await start(tenant)
+        eval_id = await start_eval(tenant)
         async with httpx.AsyncClient(base_url=run["fhirBase"], headers=tenant.headers) as fhir:
             for _ in range(3):
                 answer = await fhir.post("/Task", json=task_for(run))
@@ -371,6 +376,7 @@ async def test_a_hanging_and_a_resetting_receiver_hold_up_no_one(
                 await until(arrived, 3, "the healthy receiver's delivery")
                 assert time.monotonic() - written < 3
         assert hanging.received and resetting.accepted, "the bad receivers were not tried"
+        await eval_completes(tenant, eval_id)
         assert api.alive()
     finally:
         api.stop()
@@ -391,6 +397,7 @@ async def test_the_api_killed_mid_transaction_writes_all_or_nothing(
     again: Process | None = None
     try:
         tenant = await tenant_on(api, database_url, open_db)
+        eval_id = await start_eval(tenant)
         system = f"urn:faults:{time.time_ns()}"
         bundle = {
             "resourceType": "Bundle",
@@ -433,6 +440,9 @@ async def test_the_api_killed_mid_transaction_writes_all_or_nothing(
         assert found.status_code == 200, found.text
         total = found.json()["total"]
         assert total in (0, BUNDLE_ENTRIES), f"{total} of {BUNDLE_ENTRIES} entries written"
+        async with httpx.AsyncClient(headers=tenant.headers, timeout=30) as client:
+            view = (await client.get(f"{again.url}/api/testing/evals/{eval_id}")).json()
+        assert [r["status"] for r in view["runs"]] == ["live", "live"], view  # untouched
         assert not answered, "the transaction ended before the kill: make it bigger"
     finally:
         for process in (again, api):
@@ -458,6 +468,7 @@ async def test_worker_killed_while_runs_wait_for_their_quiet_still_passes_them(
     try:
         tenant = await tenant_on(api, database_url, open_db)
         db = await connect(database_url, open_db)
+        eval_id = await start_eval(tenant)
         runs = []
         async with httpx.AsyncClient(
             base_url=f"{tenant.server}/api/testing", headers=tenant.headers, timeout=30
@@ -490,7 +501,83 @@ async def test_worker_killed_while_runs_wait_for_their_quiet_still_passes_them(
             return all(r["status"] == "passed" and r["judged"] for r in rows)
 
         await until(all_passed, RECOVER_WITHIN_S, "the runs passed by the next worker")
+        await eval_completes(tenant, eval_id)
     finally:
         for process in (second, first, api):
             if process is not None:
                 process.stop()
+
+
+RUBRIC_SCENARIO: dict[str, Any] = {
+    **copy.deepcopy(TASKS),
+    "id": "custom.faults-judged",
+    "expectations": [
+        *copy.deepcopy(TASKS["expectations"]),
+        {
+            "id": "tone",
+            "type": "rubric",
+            "label": "A polite message",
+            "rubric": "The message to the patient is polite.",
+            "required": False,
+        },
+    ],
+}
+
+
+async def test_worker_killed_mid_grading_gives_one_verdict(
+    database_url: str,
+    redis: PrivateRedis,
+    data_dir: Path,
+    open_db: list[Database],
+) -> None:
+    """The pass that ends a run judges its rubric with a model before the verdict is
+    written: the model hangs, the worker is killed in the middle of that pass, and the
+    next worker grades the run again: one verdict, passed, nothing written by the pass
+    that died."""
+    judge = FakeLlm()
+    judge.delay(30, Reply({"score": 1, "reason": "polite"}))  # the first pass: killed here
+    judge.responder = lambda request: Reply({"score": 1, "reason": "polite"})
+    judge.start()
+    model = {
+        "UNDERSTUDY_LLM_BASE_URL": judge.base_url,
+        "UNDERSTUDY_LLM_MODEL": FAKE_MODEL,
+        "UNDERSTUDY_SETTLE_SECONDS": "0",
+    }
+    api = serve(database_url, redis, data_dir, worker=False, env=model)
+    env = understudy_env(database_url, redis.url, data_dir, **model)
+    first = Process(["worker"], env, data_dir.parent / "worker-judge-1.log")
+    first.start()
+    second: Process | None = None
+    try:
+        tenant = await tenant_on(api, database_url, open_db)
+        db = await connect(database_url, open_db)
+        run = await start(tenant, RUBRIC_SCENARIO)
+        async with httpx.AsyncClient(base_url=run["fhirBase"], headers=tenant.headers) as fhir:
+            assert (await fhir.post("/Task", json=task_for(run))).status_code == 201
+            message = staff_message(run, "Dear Ms. Lindqvist, we will call you back today.")
+            assert (await fhir.post("/Communication", json=message)).status_code == 201
+
+        async def judging() -> bool:
+            return bool(judge.requests)
+
+        await until(judging, RECOVER_WITHIN_S, "the pass judging the rubric")
+        first.kill()  # in the middle of the grading pass, before its verdict
+        assert (
+            await db.pool.fetchval("SELECT status FROM run WHERE id = $1", run["id"]) == "live"
+        ), "the killed pass wrote a verdict"
+        second = Process(["worker"], env, data_dir.parent / "worker-judge-2.log")
+        second.start()
+
+        async def ended() -> Any:
+            return await db.pool.fetchrow(
+                "SELECT status, verdict FROM run WHERE id = $1 AND status <> 'live'", run["id"]
+            )
+
+        row = await until(ended, RECOVER_WITHIN_S, "the verdict from the next worker")
+        assert row["status"] == "passed", row
+        assert len(judge.requests) == 2  # the killed pass's call, and the one that counted
+    finally:
+        for process in (second, first, api):
+            if process is not None:
+                process.stop()
+        judge.stop()
