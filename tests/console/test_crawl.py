@@ -34,7 +34,7 @@ from tests.console.run_helpers import TASKS
 NAV = ["/", "/scenarios", "/runs", "/evals", "/board"]
 CAP = 3_000
 # Pages of each shape (/runs/{id}, /chart/Patient/{id}?run=…) the browser opens.
-SAMPLE = 3
+SAMPLE = 2
 FLOOR = 40
 XSS = "<script>window.__x=1</script>"
 LONG = ("Redacte una nota clara para la paciente, con acentos: año, niño, corazón. " * 80)[:5_000]
