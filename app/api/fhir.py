@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Request, Response
@@ -271,11 +272,36 @@ async def update(
     return write_response(request, ctx, result)
 
 
+# What a PATCH body may be: JSON Patch, or a JSON merge patch (plain JSON is read as one).
+_PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/json")
+_PATCH_FORMATS = (
+    "application/json-patch+json (JSON Patch, RFC 6902) or application/merge-patch+json "
+    "(JSON merge patch, RFC 7396; application/json is read as one)"
+)
+
+
+def patch_content_type(request: Request, document: Any) -> str:
+    """The PATCH's format, or a 415 naming the supported ones: a text/plain or form body
+    used to be applied as a merge patch (and wrote a new version though nothing changed);
+    a FHIRPath Patch (a Parameters resource) is not supported yet and says so."""
+    content_type = request.headers.get("content-type", "application/json")
+    media = content_type.split(";")[0].strip().lower()
+    if isinstance(document, dict) and document.get("resourceType") == "Parameters":
+        raise UnsupportedMediaType(
+            f"FHIRPath Patch (a Parameters body) is not supported: send {_PATCH_FORMATS}"
+        )
+    if media not in _PATCH_TYPES and media != "application/fhir+json":
+        raise UnsupportedMediaType(
+            f"content type '{media}' is not a patch format: send {_PATCH_FORMATS}"
+        )
+    return content_type
+
+
 @router.patch("/{resource_type}/{resource_id}", summary="JSON Patch or JSON merge patch")
 async def patch(request: Request, resource_type: str, resource_id: str, tenant: Tenant) -> Response:
     ctx = await context(request, tenant)
     document = service.parse_body(await read_body(request))
-    content_type = request.headers.get("content-type", "application/json")
+    content_type = patch_content_type(request, document)
     await before_write(request, tenant, 1)
     async with writing(request, ctx) as conn:
         result = await service.patch(

@@ -103,6 +103,29 @@ async def test_patch_json_patch_and_merge(client: httpx.AsyncClient) -> None:
     assert bad.json()["issue"][0]["expression"] == ["Patient.gender"]
 
 
+async def test_a_patch_in_no_patch_format_is_415_naming_the_formats(
+    client: httpx.AsyncClient,
+) -> None:
+    pid = (await client.post("/Patient", json=PATIENT)).json()["id"]
+    for content_type in ("text/plain", "application/x-www-form-urlencoded"):
+        r = await client.patch(
+            f"/Patient/{pid}", content=b'{"gender": "male"}', headers={"Content-Type": content_type}
+        )
+        assert r.status_code == 415, (content_type, r.text)
+        text = r.json()["issue"][0]["diagnostics"]
+        assert "application/json-patch+json" in text and "application/merge-patch+json" in text
+    fhirpath_patch = {
+        "resourceType": "Parameters",
+        "parameter": [{"name": "operation", "part": [{"name": "type", "valueCode": "delete"}]}],
+    }
+    r = await client.patch(
+        f"/Patient/{pid}", json=fhirpath_patch, headers={"Content-Type": "application/fhir+json"}
+    )
+    assert r.status_code == 415 and "FHIRPath Patch" in r.json()["issue"][0]["diagnostics"]
+    # Nothing was written by the refused patches.
+    assert (await client.get(f"/Patient/{pid}")).json()["meta"]["versionId"] == "1"
+
+
 async def test_errors_are_operation_outcomes(client: httpx.AsyncClient) -> None:
     cases = [
         (
