@@ -270,6 +270,39 @@ async def _check_scheduling(
     )
 
 
+def _without_version(document: dict[str, Any]) -> dict[str, Any]:
+    meta = {
+        k: v
+        for k, v in (document.get("meta") or {}).items()
+        if k not in ("versionId", "lastUpdated")
+    }
+    return (
+        {**document, "meta": meta} if meta else {k: v for k, v in document.items() if k != "meta"}
+    )
+
+
+def _unchanged(
+    current: repository.StoredResource | None, write: repository.PreparedWrite
+) -> WriteResult | None:
+    """The current version, when the write would store the same resource again (FHIR: an
+    update that changes nothing need not make a version; clients that PUT back what they
+    read, or PATCH a value to what it is, must not bump it)."""
+    if current is None or current.deleted or current.json is None or write.body is None:
+        return None
+    if _without_version(jsontext.loads(current.json)) != _without_version(
+        jsontext.loads(write.body)
+    ):
+        return None
+    return WriteResult(
+        200,
+        current.resource_type,
+        current.id,
+        current.version_id,
+        current.last_updated,
+        current.json,
+    )
+
+
 def _result(write: repository.PreparedWrite, status: int) -> WriteResult:
     return WriteResult(
         status, write.resource_type, write.id, write.version_id, write.last_updated, write.body
@@ -526,6 +559,8 @@ async def update(
             utcnow(),
             previous_status(resource_type, current),
         )
+        if (same := _unchanged(current, write)) is not None:
+            return same
         before = None if created or current is None or current.json is None else current.json
         await _check_scheduling(
             ctx,
@@ -585,6 +620,8 @@ async def patch(
             utcnow(),
             original.get("status"),
         )
+        if (same := _unchanged(current, write)) is not None:
+            return same
         await _check_scheduling(
             ctx, conn, resource_type, patched, jsontext.loads(current.json), deferred
         )

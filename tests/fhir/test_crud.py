@@ -103,6 +103,25 @@ async def test_patch_json_patch_and_merge(client: httpx.AsyncClient) -> None:
     assert bad.json()["issue"][0]["expression"] == ["Patient.gender"]
 
 
+async def test_a_write_that_changes_nothing_makes_no_version(client: httpx.AsyncClient) -> None:
+    made = (await client.post("/Patient", json=PATIENT)).json()
+    pid = made["id"]
+    again = await client.put(f"/Patient/{pid}", json=made)  # what was read, sent back
+    assert again.status_code == 200, again.text
+    assert again.json()["meta"] == made["meta"]
+    assert again.headers["etag"] == 'W/"1"'
+    same = await client.patch(
+        f"/Patient/{pid}",
+        json={"gender": made.get("gender")} if made.get("gender") else {"id": pid},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert same.status_code == 200 and same.json()["meta"]["versionId"] == "1"
+    history = (await client.get(f"/Patient/{pid}/_history")).json()
+    assert history["total"] == 1
+    changed = await client.put(f"/Patient/{pid}", json={**made, "birthDate": "1970-01-01"})
+    assert changed.json()["meta"]["versionId"] == "2"
+
+
 async def test_a_patch_in_no_patch_format_is_415_naming_the_formats(
     client: httpx.AsyncClient,
 ) -> None:
