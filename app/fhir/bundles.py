@@ -344,6 +344,10 @@ async def _transaction(
     # Ids first, so every entry can refer to every other by its fullUrl: a conditional
     # create's match is found now, every other POST gets its id now.
     new_ids: dict[int, str] = {}
+    # Conditional creates with the same condition are one resource: the first one that
+    # matched nothing creates it, the others resolve to it (ifNoneExist key -> its entry).
+    conditional: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
+    same_as: dict[int, int] = {}
     for e in entries:
         try:
             service.check_type(e.resource_type)
@@ -352,11 +356,23 @@ async def _transaction(
                 found = await service.conditional_match(ctx, conn, e.resource_type, e.if_none_exist)
         except AppError as exc:
             raise _entry_error(e.index, exc) from None
+        condition = (
+            (e.resource_type, tuple(sorted(parse_qsl(e.if_none_exist.rpartition("?")[2]))))
+            if e.method == "POST" and e.if_none_exist
+            else None
+        )
         if found is not None:
             results[e.index] = _response_entry(ctx, found, minimal)
             if e.full_url:
                 mapping[e.full_url] = f"{e.resource_type}/{found.id}"
+        elif condition is not None and condition in conditional:
+            first = conditional[condition]
+            same_as[e.index] = first
+            if e.full_url:
+                mapping[e.full_url] = f"{e.resource_type}/{new_ids[first]}"
         elif e.method == "POST":
+            if condition is not None:
+                conditional[condition] = e.index
             new_ids[e.index] = new_resource_id()
             if e.full_url:
                 mapping[e.full_url] = f"{e.resource_type}/{new_ids[e.index]}"
@@ -366,7 +382,7 @@ async def _transaction(
     seen: set[tuple[str, str]] = set()
     gets: list[_Entry] = []
     for e in sorted(entries, key=lambda x: _TRANSACTION_ORDER[x.method]):
-        if e.index in results:
+        if e.index in results or e.index in same_as:
             continue
         if e.method == "GET":
             gets.append(e)
@@ -378,6 +394,11 @@ async def _transaction(
         except AppError as exc:
             raise _entry_error(e.index, exc) from None
     await service.flush(ctx, conn, deferred)
+    for index, first in same_as.items():
+        # The resource the first of them created, answered as a match (200, not 201).
+        response = dict(results[first].get("response") or {})
+        response["status"] = "200 OK"
+        results[index] = {**results[first], "response": response}
     for e in gets:
         try:
             results[e.index] = await _get_entry(ctx, conn, e)

@@ -309,6 +309,42 @@ async def test_transaction_unresolved_urn_uuid(client: httpx.AsyncClient) -> Non
     assert await count(client, "Appointment") == 0
 
 
+async def test_the_same_if_none_exist_twice_in_a_transaction_is_one_resource(
+    client: httpx.AsyncClient,
+) -> None:
+    first_urn = "urn:uuid:bbbbbbbb-0000-4000-8000-000000000001"
+    second_urn = "urn:uuid:bbbbbbbb-0000-4000-8000-000000000002"
+    body = bundle(
+        "transaction",
+        entry(
+            "POST",
+            "Patient",
+            patient("Once", mrn="MRN-99"),
+            full_url=first_urn,
+            ifNoneExist=f"identifier={MRN}|MRN-99",
+        ),
+        entry(
+            "POST",
+            "Patient",
+            patient("Once", mrn="MRN-99"),
+            full_url=second_urn,
+            ifNoneExist=f"Patient?identifier={MRN}|MRN-99",  # the same condition, spelled out
+        ),
+        entry("POST", "Appointment", appointment(second_urn, f"{DAY}T11:00:00Z", "proposed")),
+    )
+    r = await post_bundle(client, body)
+    assert r.status_code == 200, r.text
+    made, again, appt = r.json()["entry"]
+    assert made["response"]["status"].startswith("201")
+    assert again["response"]["status"].startswith("200")
+    assert location_id(made, "Patient") == location_id(again, "Patient")
+    found = await client.get("/Patient", params={"identifier": f"{MRN}|MRN-99"})
+    assert found.json()["total"] == 1
+    booked = (await client.get(f"/Appointment/{location_id(appt, 'Appointment')}")).json()
+    patients = [p["actor"]["reference"] for p in booked["participant"] if "actor" in p]
+    assert f"Patient/{location_id(made, 'Patient')}" in patients
+
+
 async def test_transaction_if_none_exist(client: httpx.AsyncClient) -> None:
     existing = await client.post("/Patient", json=patient("Existing", mrn="MRN-77"))
     existing_id = existing.json()["id"]
