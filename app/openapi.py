@@ -94,6 +94,7 @@ _ROUTE_CODES: dict[tuple[str, str], set[int]] = {
     ("POST", FHIR_BASE + "/{resource_type}"): {409, 412, 415, 422, 429},
     ("GET", FHIR_BASE + "/{resource_type}/_history"): set(),
     ("GET", FHIR_BASE + "/{resource_type}/{resource_id}"): {410},
+    ("PUT", FHIR_BASE + "/{resource_type}"): {409, 412, 415, 422, 429},
     ("PUT", FHIR_BASE + "/{resource_type}/{resource_id}"): {409, 412, 415, 422, 429},
     ("PATCH", FHIR_BASE + "/{resource_type}/{resource_id}"): {409, 410, 412, 415, 422, 429},
     ("DELETE", FHIR_BASE + "/{resource_type}/{resource_id}"): {409, 412, 429},
@@ -172,6 +173,7 @@ _RAW_BODIES: dict[tuple[str, str], tuple[tuple[str, ...], dict[str, Any]]] = {
     ("POST", FHIR_BASE): (FHIR_TYPES, RESOURCE_SCHEMA),
     ("POST", FHIR_BASE + "/Appointment/$find"): (FHIR_TYPES, RESOURCE_SCHEMA),
     ("POST", FHIR_BASE + "/{resource_type}"): (FHIR_TYPES, RESOURCE_BODY),
+    ("PUT", FHIR_BASE + "/{resource_type}"): (FHIR_TYPES, RESOURCE_BODY),
     ("PUT", FHIR_BASE + "/{resource_type}/{resource_id}"): (FHIR_TYPES, RESOURCE_BODY),
     ("PATCH", FHIR_BASE + "/{resource_type}/{resource_id}"): (
         ("application/json-patch+json", "application/merge-patch+json"),
@@ -341,6 +343,10 @@ _FHIR_SUCCESS: dict[tuple[str, str], dict[str, str]] = {
     ("POST", FHIR_BASE + "/{resource_type}"): {
         "201": "Created",
         "200": "An existing match of If-None-Exist",
+    },
+    ("PUT", FHIR_BASE + "/{resource_type}"): {
+        "200": "The one match updated",
+        "201": "No match: created",
     },
     ("PUT", FHIR_BASE + "/{resource_type}/{resource_id}"): {
         "200": "Updated",

@@ -262,7 +262,7 @@ def test_openapi_surface(
                 case.path_parameters["resource_type"] = case.body["resourceType"]
             else:
                 case.body["resourceType"] = resource_type
-            if case.method == "PUT":
+            if case.method == "PUT" and "resource_id" in case.path_parameters:
                 case.body["id"] = case.path_parameters["resource_id"]
         if case.headers:  # the tenant's key, never a generated one
             case.headers = {k: v for k, v in case.headers.items() if k.lower() != "authorization"}

@@ -253,6 +253,20 @@ async def read(request: Request, resource_type: str, resource_id: str, tenant: T
     )
 
 
+@router.put(
+    "/{resource_type}", summary="Conditional update (?criteria): update the one match, or create"
+)
+async def conditional_update(request: Request, resource_type: str, tenant: Tenant) -> Response:
+    ctx = await context(request, tenant)
+    resource = service.parse_body(await read_body(request))
+    await before_write(request, tenant, 1)
+    async with writing(request, ctx) as conn:
+        result = await service.conditional_update(
+            ctx, conn, resource_type, request.url.query, resource
+        )
+    return write_response(request, ctx, result)
+
+
 @router.put("/{resource_type}/{resource_id}", summary="Update or create with a client id")
 async def update(
     request: Request, resource_type: str, resource_id: str, tenant: Tenant

@@ -59,7 +59,7 @@ def _resource_entry(resource_type: str) -> dict[str, Any]:
         "readHistory": True,
         "updateCreate": True,
         "conditionalCreate": True,
-        "conditionalUpdate": False,
+        "conditionalUpdate": True,
         "conditionalDelete": "not-supported",
         "searchParam": params,
     }

@@ -425,14 +425,20 @@ async def create(
 
 
 async def conditional_match(
-    ctx: FhirContext, conn: Conn, resource_type: str, criteria: str
+    ctx: FhirContext,
+    conn: Conn,
+    resource_type: str,
+    criteria: str,
+    interaction: str = "conditional create",
 ) -> WriteResult | None:
-    """The resource a conditional create (`If-None-Exist: criteria`) finds among those
-    the context sees: None if none, 412 if more than one."""
+    """The resource a conditional interaction (`If-None-Exist: criteria`, or the criteria
+    of a conditional update) finds among those the context sees: None if none, 412 if
+    more than one."""
     criteria = criteria.split("?", 1)[-1]
     items = parse_qsl(criteria, keep_blank_values=True)
     if not has_criteria(items):
-        raise BadRequest("If-None-Exist needs search criteria, e.g. identifier=sys|123")
+        where = "If-None-Exist" if interaction == "conditional create" else f"a {interaction}"
+        raise BadRequest(f"{where} needs search criteria, e.g. identifier=sys|123")
     query = _parse(resource_type, items, lenient=False)
     query.count = 2
     rows = await _search_rows(ctx, conn, query)
@@ -440,13 +446,35 @@ async def conditional_match(
         return None
     if len(rows) > 1:
         raise AmbiguousMatch(
-            f"conditional create: {len(rows)} {resource_type} resources match '{criteria}'"
+            f"{interaction}: {len(rows)} {resource_type} resources match '{criteria}'"
         )
     row = rows[0]
     ctx.touch(f"{resource_type}/{row['id']}")
     return WriteResult(
         200, resource_type, row["id"], row["version_id"], row["last_updated"], row["resource"]
     )
+
+
+async def conditional_update(
+    ctx: FhirContext, conn: Conn, resource_type: str, criteria: str, resource: Any
+) -> WriteResult:
+    """`PUT [type]?criteria`: one match is updated (the body's id, if any, must be the
+    match's); none is created (with the body's id when it has one, as PUT with a client
+    id does, else a new one); more than one is a 412 (FHIR's conditional update)."""
+    check_type(resource_type)
+    if not isinstance(resource, dict):
+        raise BadRequest("the body must be a JSON object (a FHIR resource)")
+    found = await conditional_match(ctx, conn, resource_type, criteria, "conditional update")
+    body_id = resource.get("id") if isinstance(resource, dict) else None
+    if found is not None:
+        if body_id is not None and body_id != found.id:
+            raise BadRequest(
+                f"the body's id '{body_id}' is not the matching {resource_type}'s ({found.id})"
+            )
+        return await update(ctx, conn, resource_type, found.id, {**resource, "id": found.id})
+    if isinstance(body_id, str):
+        return await update(ctx, conn, resource_type, body_id, resource)
+    return await create(ctx, conn, resource_type, resource)
 
 
 async def read(

@@ -84,6 +84,39 @@ def fhirpy_client(tenant: TenantHandle) -> AsyncFHIRClient:
 # --- fhirpy ----------------------------------------------------------------------------
 
 
+async def test_fhirpy_conditional_update(tenant: TenantHandle) -> None:
+    """`searchset.update(resource)` is a conditional update: PUT [type]?criteria; fhirpy
+    answers (the resource, whether it was created)."""
+    fp = fhirpy_client(tenant)
+    family = unique_family()
+    system, mrn = "urn:test:mrn", f"MRN-{family}"
+    body = {**patient_json(family, 1), "identifier": [{"system": system, "value": mrn}]}
+    matching = fp.resources("Patient").search(identifier=f"{system}|{mrn}")
+    # No match: created.
+    made, created = await matching.update(fp.resource("Patient", **body))
+    assert created is True and made.id and made["meta"]["versionId"] == "1"
+    # One match: that resource is updated (the body names no id).
+    changed, created = await matching.update(fp.resource("Patient", **{**body, "gender": "other"}))
+    assert created is False
+    assert changed.id == made.id and changed["meta"]["versionId"] == "2"
+    assert (await fp.reference("Patient", made.id).to_resource())["gender"] == "other"
+    async with httpx.AsyncClient(base_url=tenant.fhir_base, headers=tenant.headers) as client:
+        # Two matches: 412, as FHIR's conditional update says.
+        other = {**body, "name": [{"family": family, "given": ["Twin"]}]}
+        assert (await client.post("/Patient", json=other)).status_code == 201
+        ambiguous = await client.put(
+            "/Patient", params={"identifier": f"{system}|{mrn}"}, json=body
+        )
+        assert ambiguous.status_code == 412, ambiguous.text
+        assert "conditional update" in ambiguous.json()["issue"][0]["diagnostics"]
+        # No criteria: not a conditional update.
+        bare = await client.put("/Patient", json=body)
+        assert bare.status_code == 400
+        capability = (await client.get("/metadata")).json()
+        patient_entry = next(r for r in capability["rest"][0]["resource"] if r["type"] == "Patient")
+        assert patient_entry["conditionalUpdate"] is True
+
+
 async def test_fhirpy_crud_and_merge_patch(tenant: TenantHandle) -> None:
     fp = fhirpy_client(tenant)
     family = unique_family()
