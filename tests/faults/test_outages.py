@@ -575,7 +575,9 @@ async def test_worker_killed_mid_grading_gives_one_verdict(
 
         row = await until(ended, RECOVER_WITHIN_S, "the verdict from the next worker")
         assert row["status"] == "passed", row
-        assert len(judge.requests) == 2  # the killed pass's call, and the one that counted
+        # The killed pass's call, then the next worker's: its start-up tick and a queued
+        # regrade may both judge at once; one conditional UPDATE writes the one verdict.
+        assert len(judge.requests) >= 2
     finally:
         for process in (second, first, api):
             if process is not None:
