@@ -22,10 +22,10 @@ from app.client import ci
 from app.console import eval_views as ev
 from app.console.web import (
     CSRF_FIELD,
+    Listed,
     PostedForm,
     SignedIn,
     Viewer,
-    choice,
     console_of,
     console_router,
     page_cursor,
@@ -66,18 +66,9 @@ def _limits(request: Request) -> RunLimits:
 async def evals_list(
     request: Request,
     viewer: SignedIn,
-    label: Annotated[str | None, Query(max_length=200)] = None,
-    revision: Annotated[str | None, Query(max_length=200)] = None,
-    status: Annotated[str | None, Query(max_length=20)] = None,
-    scenario: Annotated[str | None, Query(max_length=200)] = None,
-    before: Annotated[str | None, Query(max_length=100)] = None,
+    query: Listed,
 ) -> Response:
-    filters = {
-        "label": (label or "").strip() or None,
-        "revision": (revision or "").strip() or None,
-        "status": choice(status, service.EVAL_STATUSES, "status"),
-        "scenario": (scenario or "").strip() or None,
-    }
+    filters = query.filters(service.EVAL_STATUSES)
     rows = await service.list_evals(
         pool_of(request),
         viewer.tenant.id,
@@ -86,7 +77,7 @@ async def evals_list(
         revision=filters["revision"],
         status=filters["status"],
         scenario_id=filters["scenario"],
-        before=page_cursor(before),
+        before=page_cursor(query.before),
     )
     found, more = rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
     kept = {k: v for k, v in filters.items() if v}
@@ -104,7 +95,7 @@ async def evals_list(
         eval_state=ev.eval_state,
         filters=filters,
         statuses=service.EVAL_STATUSES,
-        pages=pager("/evals", kept, last, paged=bool(before)),
+        pages=pager("/evals", kept, last, paged=bool(query.before)),
         filtered=bool(kept),
     )
 

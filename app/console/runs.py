@@ -32,10 +32,10 @@ from app.console import run_diff, views
 from app.console import run_views as rv
 from app.console.web import (
     CSRF_FIELD,
+    Listed,
     PostedForm,
     SignedIn,
     Viewer,
-    choice,
     console_of,
     console_router,
     form_text,
@@ -96,18 +96,9 @@ async def _flush_trace(request: Request) -> None:
 async def runs_list(
     request: Request,
     viewer: SignedIn,
-    label: Annotated[str | None, Query(max_length=200)] = None,
-    revision: Annotated[str | None, Query(max_length=200)] = None,
-    status: Annotated[str | None, Query(max_length=20)] = None,
-    scenario: Annotated[str | None, Query(max_length=200)] = None,
-    before: Annotated[str | None, Query(max_length=100)] = None,
+    query: Listed,
 ) -> Response:
-    filters = {
-        "label": (label or "").strip() or None,
-        "revision": (revision or "").strip() or None,
-        "status": choice(status, STATUSES, "status"),
-        "scenario": (scenario or "").strip() or None,
-    }
+    filters = query.filters(STATUSES)
     rows = await runs_service.list_runs(
         pool_of(request),
         viewer.tenant.id,
@@ -117,7 +108,7 @@ async def runs_list(
         scenario_id=filters["scenario"],
         revision=filters["revision"],
         limit=PAGE_SIZE + 1,
-        before=page_cursor(before),
+        before=page_cursor(query.before),
     )
     page, more = rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
     kept = {k: v for k, v in filters.items() if v}
@@ -128,7 +119,7 @@ async def runs_list(
         runs=[views.run_line(r) for r in page],
         filters=filters,
         statuses=STATUSES,
-        pages=pager("/runs", kept, last, paged=bool(before)),
+        pages=pager("/runs", kept, last, paged=bool(query.before)),
         filtered=bool(kept),
     )
 

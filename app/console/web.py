@@ -22,7 +22,7 @@ from urllib.parse import quote, urlencode
 
 import asyncpg
 import jinja2
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
@@ -297,6 +297,43 @@ def pager(
     if last is not None:
         older = f"{path}?" + urlencode({**kept, "before": f"{last[0].isoformat()}|{last[1]}"})
     return Pager(older, f"{path}?" + urlencode(kept) if paged else None)
+
+
+@dataclass(frozen=True, slots=True)
+class ListQuery:
+    """The query of a paged, filtered list: label prefix, revision, status, scenario (each
+    stripped, None when empty) and the page cursor."""
+
+    label: str | None
+    revision: str | None
+    status: str | None
+    scenario: str | None
+    before: str | None
+
+    def filters(self, statuses: tuple[str, ...] | list[str]) -> dict[str, str | None]:
+        """The filters, the status checked against the list's own (a 400 naming it)."""
+        return {
+            "label": self.label,
+            "revision": self.revision,
+            "status": choice(self.status, statuses, "status"),
+            "scenario": self.scenario,
+        }
+
+
+def list_query(
+    label: Annotated[str | None, Query(max_length=200)] = None,
+    revision: Annotated[str | None, Query(max_length=200)] = None,
+    status: Annotated[str | None, Query(max_length=20)] = None,
+    scenario: Annotated[str | None, Query(max_length=200)] = None,
+    before: Annotated[str | None, Query(max_length=100)] = None,
+) -> ListQuery:
+    def text(value: str | None) -> str | None:
+        return (value or "").strip() or None
+
+    return ListQuery(text(label), text(revision), text(status), text(scenario), before)
+
+
+Listed = Annotated[ListQuery, Depends(list_query)]
 
 
 def choice(value: str | None, allowed: tuple[str, ...] | list[str], field: str) -> str | None:
