@@ -176,6 +176,13 @@ class Process:
                 self.popen.wait()
 
 
+def stop_all(*processes: Process | None) -> None:
+    """Stop each process that was started, in the order given."""
+    for process in processes:
+        if process is not None:
+            process.stop()
+
+
 def understudy_env(
     database_url: str, redis_url: str, data_dir: Path, **extra: str
 ) -> dict[str, str]:

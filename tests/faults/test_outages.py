@@ -23,7 +23,13 @@ from tests.conftest import TenantHandle, make_tenant
 from tests.console.run_helpers import TASKS, staff_message, start, task_for
 from tests.evals.test_evals import do_the_work
 from tests.faults.conftest import connect
-from tests.faults.services import PrivatePostgres, PrivateRedis, Process, understudy_env
+from tests.faults.services import (
+    PrivatePostgres,
+    PrivateRedis,
+    Process,
+    stop_all,
+    understudy_env,
+)
 from tests.llm.fake_llm import FAKE_MODEL, FakeLlm, Reply
 from tests.threaded_server import free_port
 from tests.webhooks.receiver import Receiver
@@ -65,10 +71,16 @@ def serve(
     return process
 
 
-def worker_process(database_url: str, redis: PrivateRedis, data_dir: Path, name: str) -> Process:
+def worker_process(
+    database_url: str,
+    redis: PrivateRedis,
+    data_dir: Path,
+    name: str,
+    env: dict[str, str] | None = None,
+) -> Process:
     process = Process(
         ["worker"],
-        understudy_env(database_url, redis.url, data_dir),
+        understudy_env(database_url, redis.url, data_dir, **(env or {})),
         data_dir.parent / f"{name}.log",
     )
     process.start()
@@ -313,9 +325,7 @@ async def test_worker_killed_mid_delivery_delivers_once_with_one_id(
         await eval_completes(tenant, eval_id)
         assert second.alive(), second.output()[-3000:]
     finally:
-        for process in (second, first, api):
-            if process is not None:
-                process.stop()
+        stop_all(second, first, api)
 
 
 class ResettingReceiver:
@@ -445,9 +455,7 @@ async def test_the_api_killed_mid_transaction_writes_all_or_nothing(
         assert [r["status"] for r in view["runs"]] == ["live", "live"], view  # untouched
         assert not answered, "the transaction ended before the kill: make it bigger"
     finally:
-        for process in (again, api):
-            if process is not None:
-                process.stop()
+        stop_all(again, api)
 
 
 async def test_worker_killed_while_runs_wait_for_their_quiet_still_passes_them(
@@ -461,9 +469,7 @@ async def test_worker_killed_while_runs_wait_for_their_quiet_still_passes_them(
     each of them passed (the run stores when its quiet ends), once."""
     settle = {"UNDERSTUDY_SETTLE_SECONDS": "2"}
     api = serve(database_url, redis, data_dir, worker=False, env=settle)
-    env = understudy_env(database_url, redis.url, data_dir, **settle)
-    first = Process(["worker"], env, data_dir.parent / "worker-settle-1.log")
-    first.start()
+    first = worker_process(database_url, redis, data_dir, "worker-settle-1", settle)
     second: Process | None = None
     try:
         tenant = await tenant_on(api, database_url, open_db)
@@ -491,8 +497,7 @@ async def test_worker_killed_while_runs_wait_for_their_quiet_still_passes_them(
 
         await until(all_settling, RECOVER_WITHIN_S, "every run waiting for its quiet")
         first.kill()  # its timers die with it
-        second = Process(["worker"], env, data_dir.parent / "worker-settle-2.log")
-        second.start()
+        second = worker_process(database_url, redis, data_dir, "worker-settle-2", settle)
 
         async def all_passed() -> bool:
             rows = await db.pool.fetch(
@@ -503,9 +508,7 @@ async def test_worker_killed_while_runs_wait_for_their_quiet_still_passes_them(
         await until(all_passed, RECOVER_WITHIN_S, "the runs passed by the next worker")
         await eval_completes(tenant, eval_id)
     finally:
-        for process in (second, first, api):
-            if process is not None:
-                process.stop()
+        stop_all(second, first, api)
 
 
 RUBRIC_SCENARIO: dict[str, Any] = {
@@ -544,9 +547,7 @@ async def test_worker_killed_mid_grading_gives_one_verdict(
         "UNDERSTUDY_SETTLE_SECONDS": "0",
     }
     api = serve(database_url, redis, data_dir, worker=False, env=model)
-    env = understudy_env(database_url, redis.url, data_dir, **model)
-    first = Process(["worker"], env, data_dir.parent / "worker-judge-1.log")
-    first.start()
+    first = worker_process(database_url, redis, data_dir, "worker-judge-1", model)
     second: Process | None = None
     try:
         tenant = await tenant_on(api, database_url, open_db)
@@ -565,8 +566,7 @@ async def test_worker_killed_mid_grading_gives_one_verdict(
         assert (
             await db.pool.fetchval("SELECT status FROM run WHERE id = $1", run["id"]) == "live"
         ), "the killed pass wrote a verdict"
-        second = Process(["worker"], env, data_dir.parent / "worker-judge-2.log")
-        second.start()
+        second = worker_process(database_url, redis, data_dir, "worker-judge-2", model)
 
         async def ended() -> Any:
             return await db.pool.fetchrow(
@@ -579,7 +579,5 @@ async def test_worker_killed_mid_grading_gives_one_verdict(
         # regrade may both judge at once; one conditional UPDATE writes the one verdict.
         assert len(judge.requests) >= 2
     finally:
-        for process in (second, first, api):
-            if process is not None:
-                process.stop()
+        stop_all(second, first, api)
         judge.stop()
