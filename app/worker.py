@@ -13,7 +13,8 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -97,6 +98,36 @@ async def _simulate(ctx: dict[str, Any], tenant_id: uuid.UUID, run_id: str) -> N
     await patient_sim_service.reply_to_messages(ctx["scopes"], ctx["llm"], tenant_id, run_id)
 
 
+class OnePassPerRun:
+    """At most one grading pass per run at a time in this worker: the grading tick, a
+    queued regrade and a settle timer may all pick the same run at once, and each pass
+    that ends it would judge its rubrics with a model (paid twice, and the pass that
+    lost the race wasted). A later pass waits for the one in flight, then usually finds
+    the run ended. Passes in other workers are not held back: the verdict is one
+    conditional UPDATE, so the first to end the run wins there."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._waiting: Counter[str] = Counter()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, run: str) -> AsyncIterator[None]:
+        lock = self._locks.setdefault(run, asyncio.Lock())
+        self._waiting[run] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._waiting[run] -= 1
+            if not self._waiting[run]:
+                del self._waiting[run], self._locks[run]
+
+
+def _passes(ctx: dict[str, Any]) -> OnePassPerRun:
+    passes: OnePassPerRun = ctx.setdefault("passes", OnePassPerRun())
+    return passes
+
+
 async def grade_run(
     ctx: dict[str, Any], tenant_id: str, run_id: str, window_end: float | None = None
 ) -> str:
@@ -105,17 +136,18 @@ async def grade_run(
     `window_end` (epoch seconds: all the job's changes had committed by then) saw them
     and nothing changed after it.
     A run it ends frees a slot: queued eval items are promoted once the verdict commits."""
-    await _simulate(ctx, uuid.UUID(tenant_id), run_id)
-    run = await runs_service.grade_run(
-        ctx["scopes"],
-        uuid.UUID(tenant_id),
-        run_id,
-        llm=ctx["llm"],
-        settle_seconds=ctx["settings"].settle_seconds,
-        unless_graded_since=(
-            None if window_end is None else datetime.fromtimestamp(window_end, UTC)
-        ),
-    )
+    async with _passes(ctx).hold(f"{tenant_id}/{run_id}"):
+        await _simulate(ctx, uuid.UUID(tenant_id), run_id)
+        run = await runs_service.grade_run(
+            ctx["scopes"],
+            uuid.UUID(tenant_id),
+            run_id,
+            llm=ctx["llm"],
+            settle_seconds=ctx["settings"].settle_seconds,
+            unless_graded_since=(
+                None if window_end is None else datetime.fromtimestamp(window_end, UTC)
+            ),
+        )
     return run.status
 
 
@@ -172,14 +204,15 @@ class SettleTimers:
 
 async def _grade_one(ctx: dict[str, Any], tenant_id: uuid.UUID, run_id: str) -> None:
     """Answer as the simulated patient, then grade the run (the tick's pass)."""
-    await _simulate(ctx, tenant_id, run_id)
-    await runs_service.grade_run(
-        ctx["scopes"],
-        tenant_id,
-        run_id,
-        llm=ctx["llm"],
-        settle_seconds=ctx["settings"].settle_seconds,
-    )
+    async with _passes(ctx).hold(f"{tenant_id}/{run_id}"):
+        await _simulate(ctx, tenant_id, run_id)
+        await runs_service.grade_run(
+            ctx["scopes"],
+            tenant_id,
+            run_id,
+            llm=ctx["llm"],
+            settle_seconds=ctx["settings"].settle_seconds,
+        )
 
 
 async def _promote(ctx: dict[str, Any], tenant_id: uuid.UUID) -> int:
