@@ -146,6 +146,8 @@ class Report:
     deliveries: int = 0
     mcp_sessions: int = 0
     retries: int = 0
+    # Why the attempts that were retried failed (a slow answer under load times out).
+    retried_because: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
 
@@ -154,7 +156,9 @@ class Report:
             f"{self.tenants} tenants × {self.runs} live runs + {self.mcp_sessions} MCP "
             f"sessions in {self.seconds:.1f} s: verdicts {dict(self.verdicts)}, finish "
             f"answers {dict(self.finish_answers)}, {self.events} events, "
-            f"{self.deliveries} deliveries received ({self.retries} retries); "
+            f"{self.deliveries} deliveries received ({self.retries} retries"
+            + (f": {dict(self.retried_because)}" if self.retried_because else "")
+            + "); "
             + ("no problems" if not self.problems else f"{len(self.problems)} problems")
         )
 
@@ -281,6 +285,14 @@ async def exercise(
             f"{report.events} events, {delivered} delivered, {len(ids)} distinct received"
         )
     report.retries = sum(attempts.values()) - len(attempts)
+    report.retried_because = Counter(
+        row["why"]
+        for row in await db.pool.fetch(
+            "SELECT coalesce(error, 'HTTP ' || status_code::text) AS why FROM webhook_attempt "
+            "WHERE tenant_id = ANY($1) AND (error IS NOT NULL OR status_code >= 300)",
+            tenant_ids,
+        )
+    )
 
     # The console through the balancer: sign in, list runs, open one.
     console = await sign_in(balancer, handles[0].key)
