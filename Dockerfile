@@ -13,11 +13,12 @@ RUN useradd --create-home --uid 10001 understudy \
     && mkdir -p /data && chown understudy /data
 WORKDIR /srv/understudy
 
+COPY clients/python ./clients/python
 COPY pyproject.toml README.md alembic.ini ./
 COPY app ./app
 COPY migrations ./migrations
 COPY scenarios ./scenarios
-RUN pip install .
+RUN pip install ./clients/python .
 
 USER understudy
 EXPOSE 8000

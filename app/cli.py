@@ -22,6 +22,7 @@ from app.embedded import Endpoints, close_endpoints, resolve_endpoints
 from app.kit.urls import FHIR_PREFIX
 from app.logs import LEVELS, configure_logging
 from app.settings import Settings
+from understudy_client.cli import add_eval_commands
 
 # Allocations between first-generation collections (default 700).
 GC_THRESHOLD = 50_000
@@ -350,32 +351,13 @@ def cmd_tenants_trace(args: argparse.Namespace) -> int:
         close_endpoints(endpoints)
 
 
-def _quiet_http_log() -> None:
-    # httpx logs every request at INFO; the eval commands show their own progress.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-
-
-def cmd_eval_run(args: argparse.Namespace) -> int:
-    from app.client import harness
-
-    _quiet_http_log()
-    return harness.run(args)
-
-
-def cmd_eval_ci(args: argparse.Namespace) -> int:
-    from app.client import ci
-
-    _quiet_http_log()
-    return ci.run(args)
-
-
 CHECK_TENANT = "scenario-check"
 
 
 def cmd_scenarios_check(args: argparse.Namespace) -> int:
     from app.orchestration import check
 
-    _quiet_http_log()
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the check shows its own progress
     logging.getLogger("mcp").setLevel(logging.WARNING)
     settings, endpoints = _endpoints(Settings(), quiet=args.json)
     try:
@@ -559,22 +541,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sc_check.set_defaults(func=cmd_scenarios_check)
 
-    from app.client import ci, harness
-
     evals = sub.add_parser(
         "eval", help="run evals against a server (UNDERSTUDY_URL, UNDERSTUDY_API_KEY)"
     )
-    esub = evals.add_subparsers(dest="eval_command", required=True)
-    eval_run = esub.add_parser(
-        "run", help="run an agent-mode eval, handing each run's brief to --agent-cmd"
-    )
-    harness.add_arguments(eval_run)
-    eval_run.set_defaults(func=cmd_eval_run)
-    eval_ci = esub.add_parser(
-        "ci", help="run an eval, compare with a baseline, exit 0/1/2 (the CI gate)"
-    )
-    ci.add_arguments(eval_ci)
-    eval_ci.set_defaults(func=cmd_eval_ci)
+    # The commands of the standalone client (`understudy-eval`), whose logic lives there.
+    add_eval_commands(evals.add_subparsers(dest="eval_command", required=True))
     return parser
 
 

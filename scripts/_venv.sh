@@ -20,9 +20,10 @@ if [ ! -x .venv/bin/python ]; then
   "$(pick_python)" -m venv .venv
 fi
 stamp=".venv/.installed${extras:+-$extras}"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ clients/python/pyproject.toml -nt "$stamp" ]; then
   echo "understudy: installing${extras:+ with [$extras]}" >&2
   .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
-  .venv/bin/python -m pip install --quiet -e ".${extras:+[$extras]}"
+  # The server depends on the eval client (clients/python), installed from the checkout.
+  .venv/bin/python -m pip install --quiet -e ./clients/python -e ".${extras:+[$extras]}"
   touch "$stamp"
 fi

@@ -13,7 +13,8 @@ The eval's revision (the version under test) is --revision, else $GITHUB_SHA, el
 
 Exit 0 pass, 1 fail (significant regression, pass rate under --min-pass-rate, eval
 incomplete), 2 could not be judged (service unreachable, no baseline with
---require-baseline). The same as `understudy eval ci`; the logic is app/client/ci.py.
+--require-baseline). The same as `understudy-eval ci` and `understudy eval ci`; the logic is
+clients/python/understudy_client/ci.py.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ import sys
 from pathlib import Path
 
 # Runnable from a checkout without installing the project first.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients" / "python"))
 
 try:
-    from app.client.ci import main
+    from understudy_client.ci import main
 except ImportError as exc:  # exit 2 (not judged), never 1 (which reads as a regression)
     print(
-        f"eval_ci.py: {exc}; install the project first (pip install -e . from the checkout)",
+        f"eval_ci.py: {exc}; install the client first (pip install ./clients/python)",
         file=sys.stderr,
     )
     raise SystemExit(2) from None

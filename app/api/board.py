@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 
 from app.api.deps import Tenant, pool_of
-from app.contract.board import Board
 from app.runs import service
+from understudy_client.contract.board import Board
 
 router = APIRouter(prefix="/api/testing", tags=["Testing"])
 

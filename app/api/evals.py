@@ -18,8 +18,8 @@ from app.api.deps import (
     root_url,
     scopes_of,
 )
-from app.contract.evals import Comparison, EvalList, EvalStatus, EvalView
 from app.evals import service
+from understudy_client.contract.evals import Comparison, EvalList, EvalStatus, EvalView
 
 router = APIRouter(prefix="/api/testing/evals", tags=["Evals"])
 

@@ -18,7 +18,12 @@ from app.api.deps import (
     root_url,
     scopes_of,
 )
-from app.contract.runs import (
+from app.orchestration import reference
+from app.orchestration.check import Target
+from app.runs import service
+from app.scenarios import service as scenarios_service
+from app.trace.recorder import TraceRecorder
+from understudy_client.contract.runs import (
     FinalRunView,
     LiveRunView,
     RunDataRemoved,
@@ -26,11 +31,6 @@ from app.contract.runs import (
     RunTrace,
     RunView,
 )
-from app.orchestration import reference
-from app.orchestration.check import Target
-from app.runs import service
-from app.scenarios import service as scenarios_service
-from app.trace.recorder import TraceRecorder
 
 log = logging.getLogger("understudy.runs")
 router = APIRouter(prefix="/api/testing", tags=["Testing"])

@@ -8,11 +8,16 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.api.deps import Tenant, limits_of, pool_of, root_url, scopes_of
-from app.contract.scenarios import CheckReportOut, ImportedOut, ScenarioInvalidOut, ScenarioList
 from app.fhir.service import parse_body
 from app.kit import jsontext
 from app.orchestration import check
 from app.scenarios import service
+from understudy_client.contract.scenarios import (
+    CheckReportOut,
+    ImportedOut,
+    ScenarioInvalidOut,
+    ScenarioList,
+)
 
 router = APIRouter(prefix="/api/testing/scenarios", tags=["Testing"])
 

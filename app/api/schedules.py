@@ -16,9 +16,9 @@ from app.api.deps import (
     root_url,
     scopes_of,
 )
-from app.contract.schedules import ScheduleList, ScheduleView
 from app.schedules import service
 from app.schedules.cron import MIN_GAP_MINUTES
+from understudy_client.contract.schedules import ScheduleList, ScheduleView
 
 router = APIRouter(prefix="/api/testing/schedules", tags=["Schedules"])
 

@@ -11,11 +11,17 @@ import asyncpg
 from fastapi import APIRouter, Query, Request
 
 from app.api.deps import Tenant, pool_of
-from app.contract.runs import MODEL_CALL_PURPOSES, DecidedRuns, ModelCallUsage, Usage, UsageDay
 from app.kit.clock import utcnow
 from app.llm import repository as llm_calls
 from app.runs import repository as runs
 from app.tenants.quota import QuotaGuard, resets_at, used_today
+from understudy_client.contract.runs import (
+    MODEL_CALL_PURPOSES,
+    DecidedRuns,
+    ModelCallUsage,
+    Usage,
+    UsageDay,
+)
 
 router = APIRouter(tags=["Usage"])
 

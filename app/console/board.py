@@ -29,11 +29,11 @@ from app.console.web import (
     render,
     root_url,
 )
-from app.contract.board import Board, BoardCard, RevisionRate
 from app.db import Scopes
 from app.errors import AppError, BadRequest
 from app.runs import service as runs_service
 from app.tenants.quota import RunLimits
+from understudy_client.contract.board import Board, BoardCard, RevisionRate
 
 router = console_router()
 

@@ -11,11 +11,18 @@ from dataclasses import dataclass, field
 from markupsafe import Markup
 from starlette.datastructures import FormData
 
-from app.client import statistics as stats
 from app.console.views import State
-from app.contract.evals import CellCounts, CompareCell, Comparison, EvalRun, EvalView, Rate
 from app.evals.service import BASELINE, MAX_REPEATS, EvalRequest
 from app.scenarios.service import LoadedScenario
+from understudy_client import statistics as stats
+from understudy_client.contract.evals import (
+    CellCounts,
+    CompareCell,
+    Comparison,
+    EvalRun,
+    EvalView,
+    Rate,
+)
 
 MODES = ("workflow", "agent")
 # Fewer valid runs than this and the pass rate is shown as indicative only.

@@ -18,7 +18,6 @@ from typing import Annotated, Any
 from fastapi import Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.client import ci
 from app.console import eval_views as ev
 from app.console.web import (
     CSRF_FIELD,
@@ -35,13 +34,14 @@ from app.console.web import (
     render,
     root_url,
 )
-from app.contract.evals import EvalView
 from app.db import Scopes
 from app.errors import AppError
 from app.evals import service
 from app.scenarios import service as scenarios_service
 from app.schedules import service as schedules_service
 from app.tenants.quota import RunLimits
+from understudy_client import ci
+from understudy_client.contract.evals import EvalView
 
 router = console_router()
 

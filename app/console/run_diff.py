@@ -21,8 +21,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from app.contract.runs import ExpectationResult
 from app.kit import jsontext
+from understudy_client.contract.runs import ExpectationResult
 
 # A duration difference names no element of its own: it is the span's ends.
 _SPAN_PATHS = ("start", "end", "minutesDuration")

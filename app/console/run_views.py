@@ -14,8 +14,13 @@ from urllib.parse import quote
 import orjson
 from markupsafe import Markup, escape
 
-from app.contract.runs import ExpectationResult, SimulatedReply, SimulatorIssue, TraceCall
 from app.kit.urls import FHIR_PREFIX, run_view_base
+from understudy_client.contract.runs import (
+    ExpectationResult,
+    SimulatedReply,
+    SimulatorIssue,
+    TraceCall,
+)
 
 # "Type/id": a FHIR reference the chart can show.
 _REF = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})$")

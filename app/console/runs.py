@@ -46,7 +46,6 @@ from app.console.web import (
     render,
     root_url,
 )
-from app.contract.runs import ExpectationResult, FinalRunView, SimulatedReply, TraceCall
 from app.db import Scopes
 from app.errors import BadRequest, NotFound
 from app.fhir import service as fhir_service
@@ -59,6 +58,12 @@ from app.runs.service import FINAL, RunRow
 from app.scenarios import service as scenarios_service
 from app.scenarios.schema import PatientSim, symbol_name
 from app.trace.recorder import TraceRecorder
+from understudy_client.contract.runs import (
+    ExpectationResult,
+    FinalRunView,
+    SimulatedReply,
+    TraceCall,
+)
 
 log = logging.getLogger("understudy.console")
 router = console_router()

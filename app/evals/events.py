@@ -22,8 +22,6 @@ from typing import Any
 
 import asyncpg
 
-from app.client import statistics as stats
-from app.contract.evals import Comparison, EvalView
 from app.db import Conn, Scopes, Tx
 from app.evals import repository, service
 from app.evals.errors import EvalNotFound
@@ -32,6 +30,8 @@ from app.kit.urls import eval_page_url, eval_url
 from app.tenants.quota import RunLimits
 from app.webhooks import service as webhooks_service
 from app.webhooks.service import EVAL_COMPLETED, EVAL_REGRESSED
+from understudy_client import statistics as stats
+from understudy_client.contract.evals import Comparison, EvalView
 
 log = logging.getLogger("understudy.evals")
 

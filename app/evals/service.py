@@ -23,9 +23,23 @@ from typing import get_args
 import asyncpg
 import orjson
 
-from app.client import ci
-from app.client import statistics as stats
-from app.contract.evals import (
+from app.db import Conn, Scopes, Tx, like_prefix
+from app.errors import AppError, BadRequest, Issue, Unprocessable
+from app.evals import attribution, repository
+from app.evals.errors import EvalNotFound
+from app.evals.repository import Reader
+from app.fhir.errors import VersionConflict
+from app.kit.clock import utcnow
+from app.kit.urls import run_view_base
+from app.runs import service as runs_service
+from app.runs.errors import LiveRunLimit
+from app.scenarios import service as scenarios_service
+from app.scenarios.errors import ScenarioNotFound
+from app.scenarios.schema import TIMEOUT_MAX, TIMEOUT_MIN
+from app.tenants.quota import RunLimits
+from understudy_client import ci
+from understudy_client import statistics as stats
+from understudy_client.contract.evals import (
     CellCounts,
     CompareCell,
     Comparison,
@@ -41,21 +55,7 @@ from app.contract.evals import (
     OverallTest,
     Rate,
 )
-from app.contract.runs import Provenance
-from app.db import Conn, Scopes, Tx, like_prefix
-from app.errors import AppError, BadRequest, Issue, Unprocessable
-from app.evals import attribution, repository
-from app.evals.errors import EvalNotFound
-from app.evals.repository import Reader
-from app.fhir.errors import VersionConflict
-from app.kit.clock import utcnow
-from app.kit.urls import run_view_base
-from app.runs import service as runs_service
-from app.runs.errors import LiveRunLimit
-from app.scenarios import service as scenarios_service
-from app.scenarios.errors import ScenarioNotFound
-from app.scenarios.schema import TIMEOUT_MAX, TIMEOUT_MIN
-from app.tenants.quota import RunLimits
+from understudy_client.contract.runs import Provenance
 
 MAX_RUNS = 100
 MAX_REPEATS = 5
@@ -703,7 +703,7 @@ async def default_baseline(
 ) -> tuple[str | None, str]:
     """The eval it is compared with by default, and by which rule: its own `baseline_id`
     when set (a schedule's previous completed eval: "baselineId"), else the CI rule's
-    (`app.client.ci`: "ciRule"), the newest completed eval created before it whose label
+    (`understudy_client.ci`: "ciRule"), the newest completed eval created before it whose label
     starts with its label's prefix before the first space; None when there is none."""
     if row["baseline_id"] is not None:
         return row["baseline_id"], "baselineId"

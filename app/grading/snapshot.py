@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app.contract import runs as contract
+from understudy_client.contract import runs as contract
 
 
 @dataclass(frozen=True, slots=True)

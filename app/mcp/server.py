@@ -23,9 +23,6 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field, TypeAdapter
 from starlette.types import ASGIApp
 
-from app.contract import runs as contract
-from app.contract import scenarios as contract_scenarios
-from app.contract.runs import RunView
 from app.kit.clock import fhir_instant, utcnow
 from app.kit.urls import FHIR_PREFIX, run_view_base
 from app.mcp import bridge
@@ -52,6 +49,9 @@ from app.patient_sim import service as patient_sim_service
 from app.scenarios import service as scenarios_service
 from app.scenarios.schema import symbol_name
 from app.settings import Settings
+from understudy_client.contract import runs as contract
+from understudy_client.contract import scenarios as contract_scenarios
+from understudy_client.contract.runs import RunView
 
 INSTRUCTIONS = """\
 Understudy is a FHIR R4 test sandbox. To test yourself: list_test_scenarios, then

@@ -6,9 +6,9 @@ import uuid
 
 import asyncpg
 
-from app.contract.runs import SimulatedReply, SimulatorIssue
 from app.grading.snapshot import Revealed
 from app.patient_sim import repository
+from understudy_client.contract.runs import SimulatedReply, SimulatorIssue
 
 
 async def simulator_report(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from app.contract.board import (
+from understudy_client.contract.board import (
     Board,
     BoardCard,
     BoardCheck,

@@ -11,14 +11,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from app.contract.runs import (
+from app.judges import engine as judge_engine
+from app.patient_sim import engine as sim_engine
+from understudy_client.contract.runs import (
     EngineProvenance,
     PlatformProvenance,
     Provenance,
     ScenarioProvenance,
 )
-from app.judges import engine as judge_engine
-from app.patient_sim import engine as sim_engine
 
 PACKAGE = "understudy"
 

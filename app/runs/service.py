@@ -22,18 +22,6 @@ import asyncpg
 import orjson
 from pydantic import TypeAdapter
 
-from app.contract.board import Board, BoardCheck, BoardRevision
-from app.contract.runs import (
-    ExpectationResult,
-    FinalRunView,
-    FinalStatus,
-    LiveRunView,
-    Provenance,
-    RunProgress,
-    RunView,
-    TraceCall,
-    Verdict,
-)
 from app.db import Conn, Scopes, Tx, like_prefix
 from app.errors import AppError, BadRequest, Unprocessable
 from app.fhir import service as fhir_service
@@ -65,6 +53,18 @@ from app.tenants.directory import names as directory_names
 from app.tenants.quota import RunLimits
 from app.trace import service as trace_service
 from app.webhooks import service as webhooks_service
+from understudy_client.contract.board import Board, BoardCheck, BoardRevision
+from understudy_client.contract.runs import (
+    ExpectationResult,
+    FinalRunView,
+    FinalStatus,
+    LiveRunView,
+    Provenance,
+    RunProgress,
+    RunView,
+    TraceCall,
+    Verdict,
+)
 
 _ALPHABET = string.ascii_lowercase + string.digits
 _EXPECTATIONS = TypeAdapter(list[Expectation])

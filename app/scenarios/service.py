@@ -11,7 +11,6 @@ from typing import Any
 
 import asyncpg
 
-from app.contract.scenarios import ScenarioSummary
 from app.db import Conn, Tx
 from app.errors import Unprocessable
 from app.kit import jsontext
@@ -19,6 +18,7 @@ from app.scenarios import repository
 from app.scenarios.errors import BuiltinScenarioId, ScenarioNotFound
 from app.scenarios.schema import Scenario
 from app.scenarios.validation import Problem, content_hash, validate_scenario
+from understudy_client.contract.scenarios import ScenarioSummary
 
 
 @dataclass(frozen=True)

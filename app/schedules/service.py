@@ -31,15 +31,6 @@ from datetime import datetime
 import asyncpg
 import orjson
 
-from app.contract.evals import EvalListItem
-from app.contract.schedules import (
-    ScheduleCompare,
-    ScheduledEval,
-    ScheduledEvalSpec,
-    ScheduleFire,
-    ScheduleSummary,
-    ScheduleView,
-)
 from app.db import Conn, Scopes, Tx
 from app.errors import AppError, Issue, NotFound, Unprocessable
 from app.evals import service as evals_service
@@ -47,6 +38,15 @@ from app.kit.clock import utcnow
 from app.kit.ids import new_resource_id
 from app.schedules import cron, repository
 from app.schedules.errors import ScheduleNotFound
+from understudy_client.contract.evals import EvalListItem
+from understudy_client.contract.schedules import (
+    ScheduleCompare,
+    ScheduledEval,
+    ScheduledEvalSpec,
+    ScheduleFire,
+    ScheduleSummary,
+    ScheduleView,
+)
 
 log = logging.getLogger("understudy.schedules")
 

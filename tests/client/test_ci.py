@@ -53,9 +53,12 @@ async def eval_ci(
     url: str | None = None,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    command: list[str] | None = None,
+    label: str | None = None,
 ) -> tuple[int, str, str]:
-    """Run the script; with `automate` set, the automation (correct or broken) runs
-    alongside for the eval labelled by `--label`. Returns (exit code, stdout, stderr)."""
+    """Run the script (or `command`, e.g. an installed `understudy-eval ci`); with
+    `automate` set, the automation (correct or broken) runs alongside for the eval
+    labelled `label` (default: by `--label`). Returns (exit code, stdout, stderr)."""
     environ = {
         key: value
         for key, value in os.environ.items()
@@ -64,8 +67,7 @@ async def eval_ci(
     environ |= {"UNDERSTUDY_URL": url or tenant.server, "UNDERSTUDY_API_KEY": tenant.key}
     environ |= env or {}
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(SCRIPT),
+        *(command or [sys.executable, str(SCRIPT)]),
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -74,7 +76,7 @@ async def eval_ci(
     )
     worker: asyncio.Task[None] | None = None
     if automate is not None:
-        label = args[args.index("--label") + 1]
+        label = label or args[args.index("--label") + 1]
         worker = asyncio.create_task(automation(tenant, label, correct=automate))
     try:
         out, err = await asyncio.wait_for(process.communicate(), CI_WAIT_SECONDS)

@@ -9,10 +9,10 @@ import shlex
 import sys
 from pathlib import Path
 
-from app.client import harness
 from tests.conftest import TenantHandle
 from tests.evals.test_evals import api_client
 from tests.threaded_server import free_port
+from understudy_client import harness
 
 SCENARIO = "scheduling.book-named-practitioner"
 HARNESS_WAIT_SECONDS = 90

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.client import ci, harness
+from understudy_client import ci, harness
 
 
 def _git(cwd: Path, *args: str) -> str:

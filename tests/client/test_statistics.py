@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from app.client.statistics import (
+from understudy_client.statistics import (
     NO_DISCORDANT_EVIDENCE,
     Cell,
     CellKey,

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from starlette.datastructures import FormData
 
-from app.client import ci
 from app.console import eval_views as ev
-from app.contract.evals import (
+from understudy_client import ci
+from understudy_client.contract.evals import (
     CellCounts,
     CompareCell,
     Comparison,

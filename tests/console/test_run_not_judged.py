@@ -13,9 +13,9 @@ import httpx
 
 from app.console.run_views import check_of
 from app.console.views import state_badge
-from app.contract.runs import Evidence, ExpectationResult
 from tests.conftest import TenantHandle
 from tests.console.run_helpers import TASKS, api, staff_message, start, task_for
+from understudy_client.contract.runs import Evidence, ExpectationResult
 
 RUBRIC: dict[str, Any] = {
     "id": "tone",

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from app.console import run_views as rv
-from app.contract.runs import SimulatedReply, SimulatorIssue, TraceCall
+from understudy_client.contract.runs import SimulatedReply, SimulatorIssue, TraceCall
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 PATIENT = "Patient/p1"

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.contract.board import BoardCard, BoardCheck
 from app.runs import board
 from app.runs.board import BoardInput, CheckFailures, RevisionTally, RunFact, ScenarioRef
+from understudy_client.contract.board import BoardCard, BoardCheck
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 NOW = T0 + timedelta(hours=5)

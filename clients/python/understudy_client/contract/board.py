@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from app.contract.base import ApiModel, Instant
+from understudy_client.contract.base import ApiModel, Instant
 
 BoardState = Literal["failing", "flaky", "no_results", "passing"]
 # Why a card has no result: a run still live, a run past its deadline waiting for its

@@ -36,12 +36,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from app.client import harness
-from app.client import statistics as stats
-from app.client.harness import EvalApi, HarnessError, Progress
-from app.contract.evals import CellCounts, EvalListItem, EvalSummary, EvalView
-from app.contract.evals import Comparison as ComparisonView
-from app.contract.runs import ExpectationResult, FinalRunView
+from understudy_client import harness
+from understudy_client import statistics as stats
+from understudy_client.contract.evals import CellCounts, EvalListItem, EvalSummary, EvalView
+from understudy_client.contract.evals import Comparison as ComparisonView
+from understudy_client.contract.runs import ExpectationResult, FinalRunView
+from understudy_client.harness import EvalApi, HarnessError, Progress
 
 BASELINE_PREFIX = "label:"
 FAILED = ("failed", "timed_out")
@@ -152,6 +152,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--summary-file", type=Path, help="write the Markdown summary here")
     parser.add_argument("--junit-file", type=Path, help="write JUnit XML here (a case per run)")
+
+
+def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("current", help="the eval under test (an id)")
+    parser.add_argument(
+        "baseline_id",
+        metavar="baseline",
+        help="the eval to compare with: an id, or 'label:PREFIX' (the newest completed "
+        "eval whose label starts with PREFIX, other than the current one)",
+    )
+    parser.add_argument(
+        "--gate-on", choices=GATE_ON, default="agent", help="as for `ci` (default agent)"
+    )
+    parser.add_argument(
+        "--min-pass-rate", type=_fraction, help="fail under this pass rate (0.9 or 90%%)"
+    )
+    parser.add_argument(
+        "--alpha", type=_alpha, default=stats.DEFAULT_ALPHA, help="test level (default 0.05)"
+    )
+    parser.add_argument("--summary-file", type=Path, help="write the Markdown summary here")
+    parser.add_argument("--junit-file", type=Path, help="write JUnit XML here (a case per run)")
+    parser.set_defaults(require_baseline=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -372,7 +394,12 @@ async def _judge(
             f"eval {eval_id} did not complete within --timeout {args.timeout:g} s; it was cancelled"
         ) from None
     outcome.view = view
+    await _decide(args, api, outcome, view)
 
+
+async def _decide(args: argparse.Namespace, api: EvalApi, outcome: Outcome, view: EvalView) -> None:
+    """Compare the finished eval `view` with its baseline and fill in the decision."""
+    eval_id = view.id
     comparison: stats.Comparison | None = None
     ignored_notes: list[str] = []
     if args.baseline:
@@ -410,6 +437,29 @@ async def _judge(
             f"baseline eval {outcome.baseline.id} is {outcome.baseline.status}, not completed"
         )
     outcome.exit_code, outcome.reasons, outcome.warnings = exit_code, reasons, warnings
+
+
+async def run_compare(
+    args: argparse.Namespace, connection: harness.Connection, *, out: TextIO
+) -> int:
+    """`understudy-eval compare CURRENT BASELINE`: gate two evals that already ran, by the
+    same rules as `ci` (nothing is started)."""
+    outcome = Outcome(url=connection.url, label=args.current)
+    try:
+        async with EvalApi(connection) as api:
+            view = await api.get_eval(args.current)
+            outcome.view, outcome.label = view, view.label or view.id
+            if view.status not in ("completed", "cancelled"):
+                raise HarnessError(f"eval {view.id} is {view.status}: wait until it completes")
+            args.baseline = args.baseline_id
+            await _decide(args, api, outcome, view)
+            if outcome.baseline is None:
+                raise HarnessError(f"baseline {args.baseline_id}: {outcome.baseline_note}")
+    except HarnessError as exc:
+        outcome.exit_code = harness.EXIT_NOT_JUDGED
+        outcome.reasons = [str(exc)]
+    report(outcome, args, out=out)
+    return outcome.exit_code
 
 
 async def run_ci(args: argparse.Namespace, connection: harness.Connection, *, out: TextIO) -> int:
@@ -724,6 +774,18 @@ def run(args: argparse.Namespace) -> int:
         traceback.print_exc()
         print("eval ci: could not be judged (exit 2): unexpected error", file=sys.stderr)
         return harness.EXIT_NOT_JUDGED
+
+
+def compare(args: argparse.Namespace) -> int:
+    """`understudy-eval compare` with parsed arguments: the exit code (0/1/2, as `ci`)."""
+    try:
+        connection = harness.connection_from_env()
+        return asyncio.run(run_compare(args, connection, out=sys.stdout))
+    except HarnessError as exc:
+        print(f"eval compare: could not be judged (exit 2): {exc}", file=sys.stderr)
+        return harness.EXIT_NOT_JUDGED
+    except KeyboardInterrupt:
+        return harness.EXIT_INTERRUPTED
 
 
 def main(argv: Sequence[str] | None = None) -> int:

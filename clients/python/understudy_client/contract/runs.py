@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from app.contract.base import ApiModel, Instant, is_empty, is_none
+from understudy_client.contract.base import ApiModel, Instant, is_empty, is_none
 
 FinalStatus = Literal["passed", "failed", "timed_out", "cancelled", "errored"]
 

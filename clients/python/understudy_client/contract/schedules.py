@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from app.contract.base import ApiModel, Instant, is_none
-from app.contract.evals import EvalStatus, Rate
+from understudy_client.contract.base import ApiModel, Instant, is_none
+from understudy_client.contract.evals import EvalStatus, Rate
 
 
 class ScheduledEvalSpec(ApiModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from app.contract.base import ApiModel
+from understudy_client.contract.base import ApiModel
 
 
 class ScenarioSummary(ApiModel):

@@ -1,4 +1,5 @@
-"""`understudy eval run`: drive an agent-mode eval with a command of your own.
+"""`understudy-eval run` (or `understudy eval run`): drive an agent-mode eval with a command
+of your own.
 
 The service starts an eval's runs as live slots free (at most 20 live per tenant); the
 harness polls the eval, and for every run it sees started hands the run's brief to the
@@ -9,9 +10,9 @@ exit status: a command that crashed leaves a run that fails on its own merits. A
 deadline is stopped (the run has timed out by then anyway).
 
 The client side of the testing API used here (`EvalApi`) is shared with the CI gate
-(`app/client/ci.py`). This module talks to the service over HTTP only: it imports
-nothing of the server, only the response models of `app.contract`, into which it parses
-every answer (one that does not fit is an error, exit 2).
+(`understudy_client/ci.py`). This module talks to the service over HTTP only: it imports
+nothing of the server, only the response models of `understudy_client.contract`, into
+which it parses every answer (one that does not fit is an error, exit 2).
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from typing import Any, TextIO, TypeVar
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from app.contract.evals import Comparison as ComparisonView
-from app.contract.evals import EvalList, EvalListItem, EvalRun, EvalView
-from app.contract.runs import FinalRunView, RunView
+from understudy_client.contract.evals import Comparison as ComparisonView
+from understudy_client.contract.evals import EvalList, EvalListItem, EvalRun, EvalView
+from understudy_client.contract.runs import FinalRunView, RunView
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 POLL_SECONDS = 0.5  # how often the eval is read: agents start promptly, the API barely notices

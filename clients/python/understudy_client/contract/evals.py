@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from app.contract.base import ApiModel, Instant, is_empty, is_none
-from app.contract.runs import Provenance
+from understudy_client.contract.base import ApiModel, Instant, is_empty, is_none
+from understudy_client.contract.runs import Provenance
 
 EvalStatus = Literal["queued", "running", "completed", "cancelled"]
 CellLabel = Literal["regressed", "improved", "same", "new", "removed"]
