@@ -7,9 +7,13 @@ any request and a round-robin load balancer needs no sticky sessions. Clients of
 2025 (initialize-handshake) protocol still get an `Mcp-Session-Id`, issued here on the
 initialize answer and echoed by the client on every later request: it keys the
 session's current run (`sessions.CurrentRuns`, in Redis), per tenant, so another key
-presenting the same id sees nothing of it. `DELETE` ends the session (its current run
-is forgotten); `GET` (a stream for server-initiated messages) is answered 405, which the
-transport allows: a stateless server has nothing to send outside a request.
+presenting the same id sees nothing of it. Stateless (2026 protocol) clients have no
+session; one that sends an `Mcp-Client-Id` header (an id of its own choosing) has its
+current run kept under that id the same way, and one that sends none names its run
+with `run_id` (see `sessions` for why nothing else identifies a stateless client).
+`DELETE` ends the session (its current run is forgotten); `GET` (a stream for
+server-initiated messages) is answered 405, which the transport allows: a stateless
+server has nothing to send outside a request.
 
 The SDK (its import alone costs ~0.4 s and ~17 MB) and its session manager start with
 the first authenticated request, in a task of their own that `close()` ends at shutdown:
@@ -38,8 +42,10 @@ if TYPE_CHECKING:
 MCP_PATH = "/mcp"
 SCOPE_KEY = "understudy.mcp"
 SESSION_HEADER = b"mcp-session-id"
+CLIENT_HEADER = b"mcp-client-id"
 VERSION_HEADER = b"mcp-protocol-version"
-# Visible ASCII, as the transport spec requires of a session id; bounded in length.
+# Visible ASCII, as the transport spec requires of a session id; bounded in length (a
+# client id is held to the same rule).
 _SESSION_ID = re.compile(r"^[\x21-\x7E]{1,128}$")
 
 
@@ -112,6 +118,12 @@ class McpEndpoint:
         session = headers.get(SESSION_HEADER)
         if session is not None and not _SESSION_ID.match(session.decode("latin-1")):
             await _problem(send, 400, "Mcp-Session-Id: not a valid session id")
+            return
+        client = headers.get(CLIENT_HEADER)
+        if client is not None and not _SESSION_ID.match(client.decode("latin-1")):
+            await _problem(
+                send, 400, "Mcp-Client-Id: not a valid client id (1 to 128 visible ASCII)"
+            )
             return
         mcp_app, runs = self._started or await self._start()
         method = scope.get("method", "GET")

@@ -3,9 +3,11 @@
 Every tool that has a REST equivalent makes that REST call in process (`bridge.call`),
 so it is validated, counted, evented and traced exactly like the REST call, with
 transport `mcp`. FHIR tools act through the current run's view: the run this MCP
-session started last (`start_test_run`), or the one named by `run_id`, else the
-tenant's base; every FHIR tool's result says which (`acted_on`), and on the tenant base
-lists the tenant's live runs so that the model can pass run_id.
+client started or adopted last (`start_test_run`; a client is its MCP session, or a
+stateless client's `Mcp-Client-Id`, see `sessions`), or the one named by `run_id`, else
+the tenant's base. A run another client started is never used without `run_id`. Every
+FHIR tool's result says which base it used (`acted_on`), and on the tenant base lists
+the tenant's live runs so that the model can pass run_id.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from app.mcp.schemas import (
     Thread,
     WriteOutcome,
 )
+from app.mcp.sessions import LiveRun, Owner, StoreUnavailable
 from app.patient_sim import service as patient_sim_service
 from app.scenarios import service as scenarios_service
 from app.scenarios.schema import symbol_name
@@ -60,8 +63,11 @@ start_test_run with a scenario id. It returns a brief (the task) and the run's f
 (fhir_search, fhir_read, fhir_create, fhir_update, fhir_patch, fhir_delete,
 find_appointments, check_eligibility) and, when the brief involves the patient,
 message_patient / get_patient_messages. FHIR tools act on your current run (the one you
-started in this session) unless you pass run_id; each result's acted_on says which
-base was used. Then finish_test_run for the verdict: each expected
+started, or adopted with start_test_run(run_id=...), in this MCP session) unless you pass
+run_id; runs other clients started are never used unless you name them by run_id. Each
+result's acted_on says which base was used. Without an MCP session (the stateless
+protocol), send an Mcp-Client-Id header (a random id of your own) to have a current run,
+or pass run_id to every tool. Then finish_test_run for the verdict: each expected
 result with its evidence."""
 
 # Resource types and ids as FHIR defines them; anything else would change the path.
@@ -78,7 +84,8 @@ THREAD_PAGE = 500  # messages read per direction; a test thread is a handful
 
 
 class _Call:
-    """One tool call: who is calling, from which session, and the REST API in process."""
+    """One tool call: who is calling, from which client (its MCP session or Mcp-Client-Id:
+    the owner of its current run), and the REST API in process."""
 
     def __init__(self, ctx: Context) -> None:
         request = ctx.request_context.request
@@ -88,7 +95,10 @@ class _Call:
         self.caller: Caller = caller_of(scope)
         self.origin = bridge.Origin.of(scope)
         headers = ctx.headers or {}
-        self.session: str | None = headers.get("mcp-session-id")
+        session, client = headers.get("mcp-session-id"), headers.get("mcp-client-id")
+        self.owner: Owner | None = (
+            Owner("session", session) if session else Owner("client", client) if client else None
+        )
         public: str | None = self.caller.app.state.settings.public_url
         host = self.origin.host_header.decode("latin-1")
         self.root = public.rstrip("/") if public else f"{self.origin.scheme}://{host}"
@@ -103,14 +113,37 @@ class _Call:
         return api
 
     async def run_id(self, explicit: str | None) -> str | None:
+        """The run named, else this client's own current run (never another client's)."""
         if explicit is not None:
             return _checked(explicit, _RUN_ID, "run_id")
-        return await self.caller.runs.current(self.tenant_id, self.session)
+        return await self.caller.runs.current(self.tenant_id, self.owner)
+
+    @property
+    def no_current_run(self) -> str:
+        """Why this client has no current run, in a few words."""
+        if self.owner is None:
+            return (
+                "no current run: this client has no MCP session and sends no Mcp-Client-Id "
+                "header, so no run is its own"
+            )
+        if self.owner.kind == "session":
+            return "no current run in this session"
+        return "no current run for this client (Mcp-Client-Id)"
 
     async def required_run(self, explicit: str | None) -> str:
         run_id = await self.run_id(explicit)
         if run_id is None:
-            raise ToolError("no current run: start one with start_test_run, or pass run_id")
+            live = await self.caller.runs.live(self.tenant_id)
+            listed = (
+                "; live runs in the tenant, started by other clients or over REST: "
+                + ", ".join(f"{r.run_id} ({r.scenario_id})" for r in live)
+                + " (pass one as run_id, or adopt it with start_test_run(run_id=...))"
+                if live
+                else ""
+            )
+            raise ToolError(
+                f"{self.no_current_run}: start one with start_test_run, or pass run_id{listed}"
+            )
         return run_id
 
     async def request(
@@ -148,11 +181,15 @@ class _Call:
             path = run_view_base("", run)
             return path, ActedOn(base="run", run_id=run, fhir_base=self.root + path)
         return FHIR_PREFIX, await self.tenant_base(
-            "the tenant base: no current run in this session; pass run_id to act on a run"
+            f"the tenant base: {self.no_current_run}, and runs other clients started are "
+            "not used unless named; pass run_id to act on a run"
         )
 
-    async def tenant_base(self, note: str, *, list_live: bool = True) -> ActedOn:
-        live = await self.caller.runs.live(self.tenant_id) if list_live else []
+    async def tenant_base(
+        self, note: str, *, list_live: bool = True, live: list[LiveRun] | None = None
+    ) -> ActedOn:
+        if live is None:
+            live = await self.caller.runs.live(self.tenant_id) if list_live else []
         return ActedOn(
             base="tenant",
             run_id=None,
@@ -255,8 +292,9 @@ def _run_of(view: RunView, hint: str | None = None) -> TestRun:
 RunIdArg = Annotated[
     str | None,
     Field(
-        description="Act on this run (its id from start_test_run). Default: your current run, "
-        "or the tenant's shared data when there is none."
+        description="Act on this run (its id from start_test_run, or any live run of the "
+        "tenant). Default: your current run (the one you started or adopted), or the "
+        "tenant's shared data when you have none; another client's run is never the default."
     ),
 ]
 TypeArg = Annotated[str, Field(description="FHIR resource type, e.g. Patient, Appointment")]
@@ -326,7 +364,10 @@ async def list_test_scenarios(
 
 async def start_test_run(
     ctx: Context,
-    scenario_id: Annotated[str, Field(description="A scenario id from list_test_scenarios.")],
+    scenario_id: Annotated[
+        str | None,
+        Field(description="A scenario id from list_test_scenarios (to start a new run)."),
+    ] = None,
     variant: Annotated[
         str | None, Field(description="A persona variant of the scenario; default: baseline.")
     ] = None,
@@ -342,11 +383,33 @@ async def start_test_run(
             "sha, 'triage-agent v3'; 1 to 100 characters."
         ),
     ] = None,
+    run_id: Annotated[
+        str | None,
+        Field(
+            description="Adopt this live run instead of starting one (a run started over "
+            "REST or by another MCP client): it becomes your current run. Give scenario_id "
+            "or run_id, not both."
+        ),
+    ] = None,
 ) -> TestRun:
     """Start a test run of a scenario: sets up its patient and chart and returns the brief
-    (your task) and the fixture ids. From now on the FHIR tools act on this run. Do the
-    task, then call finish_test_run."""
+    (your task) and the fixture ids. From now on the FHIR tools act on this run (it is
+    yours; other clients use it only by naming its run_id). With run_id instead, adopt a
+    live run started elsewhere (over REST, or by another client) as your current run. Do
+    the task, then call finish_test_run."""
     call = _Call(ctx)
+    if run_id is not None:
+        if any(v is not None for v in (scenario_id, variant, timeout_seconds, label, revision)):
+            raise ToolError(
+                "run_id adopts an existing run, so scenario_id, variant, timeout_seconds, "
+                "label and revision do not apply: pass either run_id or scenario_id"
+            )
+        return await _adopt(call, _checked(run_id, _RUN_ID, "run_id"))
+    if scenario_id is None or not scenario_id.strip():
+        raise ToolError(
+            "scenario_id: required (an id from list_test_scenarios), or pass run_id to adopt "
+            "a live run"
+        )
     body: dict[str, Any] = {"scenarioId": scenario_id.strip()}
     if variant is not None:
         body["variant"] = variant
@@ -360,12 +423,41 @@ async def start_test_run(
         "POST", "/api/testing/runs", body=body, content_type="application/json"
     )
     view = _run_view(reply)
-    await call.caller.runs.remember(call.tenant_id, call.session, view.id)
-    return _run_of(
-        view,
-        hint="Do what the brief asks with the FHIR tools (they now act on this run), then "
-        "call finish_test_run.",
-    )
+    return _run_of(view, hint=await _own(call, view.id, "this run"))
+
+
+async def _own(call: _Call, run: str, what: str) -> str:
+    """Make `run` the caller's current run; the hint that says what the tools do now."""
+    then = "Do what the brief asks with the FHIR tools, then call finish_test_run."
+    if call.owner is None:
+        return (
+            f"This client has no MCP session and sends no Mcp-Client-Id header, so no run is "
+            f"its current run: pass run_id='{run}' to every tool (or send an Mcp-Client-Id "
+            f"header, a random id of this client, and adopt the run). {then}"
+        )
+    if not await call.caller.runs.remember(call.tenant_id, call.owner, run):
+        return (
+            f"The session store is unavailable, so {what} could not be made your current "
+            f"run: pass run_id='{run}' to every tool. {then}"
+        )
+    return f"The FHIR tools now act on {what} (your current run). {then}"
+
+
+async def _adopt(call: _Call, run: str) -> TestRun:
+    """A live run of the tenant (started over REST or by another client) becomes the
+    caller's current run; an unknown run (or another tenant's) is not found."""
+    if call.owner is None:
+        raise ToolError(
+            "this client has no MCP session and sends no Mcp-Client-Id header, so it has no "
+            f"current run to adopt into: pass run_id='{run}' to each tool instead"
+        )
+    view = _run_view(await call.request("GET", f"/api/testing/runs/{run}"))
+    if view.status != "live":
+        raise ToolError(
+            f"run {run} has ended ({view.status}) and cannot be adopted: start a new run "
+            "with scenario_id (get_test_run with run_id shows its verdict)"
+        )
+    return _run_of(view, hint=await _own(call, view.id, "the adopted run"))
 
 
 async def get_test_run(ctx: Context, run_id: RunIdArg = None) -> TestRun:
@@ -384,7 +476,8 @@ async def finish_test_run(ctx: Context, run_id: RunIdArg = None) -> TestRun:
     run = await call.required_run(run_id)
     await ctx.report_progress(0, 1, "grading")
     reply = await call.request("POST", f"/api/testing/runs/{run}/finish")
-    await call.caller.runs.forget(call.tenant_id, call.session, run)
+    if call.owner is not None:
+        await call.caller.runs.forget(call.tenant_id, call.owner, run)
     await ctx.report_progress(1, 1, "graded")
     return _run_of(_run_view(reply))
 
@@ -792,11 +885,18 @@ async def check_eligibility(
     reply = await call.request(
         "POST", "/api/eligibility/$check", body=body, content_type="application/json"
     )
-    current = await call.run_id(None)
+    live: list[LiveRun] | None = None
+    why = call.no_current_run
+    try:
+        current = await call.run_id(None)
+    except StoreUnavailable as unknown:
+        current, live = None, unknown.live
+        why = "the session store is unavailable, so your current run is unknown"
     if current is None:
         acted_on = await call.tenant_base(
-            "the tenant base: no current run in this session; give a run's patient id "
-            "(from its fixture) to check that run's patient"
+            f"the tenant base: {why}; give a run's patient id (from its fixture) to check "
+            "that run's patient",
+            live=live,
         )
     else:
         acted_on = await call.tenant_base(
@@ -846,7 +946,8 @@ def build_mcp(settings: Settings) -> tuple[MCPServer, ASGIApp]:
     for tool in TOOLS:
         server.add_tool(tool)
     # Stateless: no session in process memory, so any API process answers any request
-    # (the endpoint issues session ids itself and the current run lives in Redis).
+    # (the endpoint issues session ids itself and each client's current run lives in
+    # Redis, keyed by its session id or Mcp-Client-Id).
     mcp_app = server.streamable_http_app(
         streamable_http_path="/", stateless_http=True, transport_security=allowed_hosts(settings)
     )

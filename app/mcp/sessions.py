@@ -1,17 +1,28 @@
-"""Which run each MCP session is working on, kept where every API process can read it.
+"""Which run each MCP client is working on, kept where every API process can read it.
+
+A run belongs to the MCP client that started it (`start_test_run`) or adopted it
+(`start_test_run` with `run_id`); every other client acts on it only by naming it
+(`run_id`). Tools never fall back to "the tenant's only live run": that run may be
+another client's.
+
+What identifies a client (an `Owner`):
+
+- a session of the initialize-handshake (2025) protocol: its `Mcp-Session-Id`, issued by
+  the endpoint on the initialize answer (random, so another client cannot guess it);
+- a stateless (2026 protocol) client: its `Mcp-Client-Id` header, an opaque id the
+  client chooses (a random one per client instance). Nothing else in a stateless
+  request tells two clients apart: `clientInfo` in `_meta` names the client software
+  ("mcp" for every client of the Python SDK), and the API key and User-Agent are shared
+  by every copy of an agent. A stateless client that sends no `Mcp-Client-Id` has no
+  current run: it passes `run_id` to the tools.
 
 The SDK runs stateless (no session lives in process memory), so any API process behind
-a round-robin load balancer answers any request. The session → current run mapping is
-kept in Redis (a key per session, expiring a day after its last start_test_run). Redis
-is a cache that can be lost: when it cannot be reached, the current run is the one
-live run of the tenant (with several, a tool asks for run_id rather than guess), the
-rule stateless clients had before. Without Redis configured at all (an in-process
-check), the mapping is held in this process.
-
-Sessions of the initialize-handshake protocol have an id (the endpoint issues it);
-stateless (2026 protocol) clients have none, so for them the current run is the one
-run a stateless client of the tenant started that is still live; with several live, a
-tool must be told which (run_id).
+a round-robin load balancer answers any request. The owner → current run mapping is
+kept in Redis (a key per owner and tenant, expiring a day after its last
+start_test_run). Redis is a cache that can be lost: when it cannot be reached, which
+live run is the caller's is unknown, so a tool without `run_id` is refused while the
+tenant has live runs (`StoreUnavailable`) rather than guess. Without Redis configured at
+all (an in-process check), the mapping is held in this process.
 """
 
 from __future__ import annotations
@@ -19,10 +30,9 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal
 
 import asyncpg
 from mcp.server.mcpserver.exceptions import ToolError
@@ -34,10 +44,10 @@ from app.runs import service as runs_service
 log = logging.getLogger("understudy.mcp")
 
 KEY_PREFIX = "understudy:mcp:"
-# A session's current run is forgotten this long after its last start_test_run (runs
-# last 30 minutes at most, so this only drops sessions nobody will come back to).
+# A client's current run is forgotten this long after its last start_test_run (runs
+# last 30 minutes at most, so this only drops clients nobody will come back to).
 SESSION_TTL_SECONDS = 24 * 3600
-# In-process fallback only: sessions remembered, the oldest forgotten beyond this.
+# In-process fallback only: owners remembered, the oldest forgotten beyond this.
 MAX_SESSIONS = 10_000
 
 
@@ -48,12 +58,29 @@ class LiveRun:
     started_at: datetime
 
 
-T = TypeVar("T")
+@dataclass(frozen=True)
+class Owner:
+    """Who a current run belongs to: an MCP session or a self-named stateless client."""
+
+    kind: Literal["session", "client"]
+    id: str
+
+    @property
+    def described(self) -> str:
+        return "this MCP session" if self.kind == "session" else "this client (Mcp-Client-Id)"
 
 
-async def _done(result: Awaitable[T] | T) -> T:
-    """redis-py types its set commands for its sync and async clients at once."""
-    return await result if isinstance(result, Awaitable) else result
+class StoreUnavailable(ToolError):
+    """The session store cannot be reached while runs are live: which is the caller's
+    is unknown, and guessing could act on another client's run."""
+
+    def __init__(self, live: list[LiveRun]) -> None:
+        self.live = live
+        runs = ", ".join(r.run_id for r in live)
+        super().__init__(
+            f"the session store is unavailable, so which of the tenant's live runs ({runs}) "
+            "is yours is unknown: pass run_id."
+        )
 
 
 def _text(value: Any) -> str | None:
@@ -66,55 +93,38 @@ class CurrentRuns:
     def __init__(self, pool: asyncpg.Pool, redis: Redis | None) -> None:
         self._pool = pool
         self._redis = redis
-        self._sessions: OrderedDict[tuple[uuid.UUID, str], str] = OrderedDict()
-        self._stateless: dict[uuid.UUID, set[str]] = {}
+        self._here: OrderedDict[tuple[uuid.UUID, Owner], str] = OrderedDict()
 
     @staticmethod
-    def _session_key(tenant_id: uuid.UUID, session: str) -> str:
-        return f"{KEY_PREFIX}run:{tenant_id}:{session}"
+    def _key(tenant_id: uuid.UUID, owner: Owner) -> str:
+        if owner.kind == "session":
+            return f"{KEY_PREFIX}run:{tenant_id}:{owner.id}"
+        return f"{KEY_PREFIX}client-run:{tenant_id}:{owner.id}"
 
-    @staticmethod
-    def _stateless_key(tenant_id: uuid.UUID) -> str:
-        return f"{KEY_PREFIX}stateless:{tenant_id}"
-
-    async def remember(self, tenant_id: uuid.UUID, session: str | None, run_id: str) -> None:
-        """`run_id` is the session's current run from now on."""
+    async def remember(self, tenant_id: uuid.UUID, owner: Owner, run_id: str) -> bool:
+        """`run_id` is the owner's current run from now on; False when the session store
+        could not keep it (the caller then has to pass run_id)."""
         if self._redis is None:
-            self._remember_here(tenant_id, session, run_id)
-            return
+            self._here[(tenant_id, owner)] = run_id
+            self._here.move_to_end((tenant_id, owner))
+            while len(self._here) > MAX_SESSIONS:
+                self._here.popitem(last=False)
+            return True
         try:
-            if session is None:
-                key = self._stateless_key(tenant_id)
-                await _done(self._redis.sadd(key, run_id))
-                await self._redis.expire(key, SESSION_TTL_SECONDS)
-            else:
-                key = self._session_key(tenant_id, session)
-                await self._redis.set(key, run_id, ex=SESSION_TTL_SECONDS)
+            await self._redis.set(self._key(tenant_id, owner), run_id, ex=SESSION_TTL_SECONDS)
         except (RedisError, OSError) as exc:
             log.warning("mcp_session_store_unavailable op=remember error=%s", exc)
+            return False
+        return True
 
-    def _remember_here(self, tenant_id: uuid.UUID, session: str | None, run_id: str) -> None:
-        if session is None:
-            self._stateless.setdefault(tenant_id, set()).add(run_id)
-            return
-        self._sessions[(tenant_id, session)] = run_id
-        self._sessions.move_to_end((tenant_id, session))
-        while len(self._sessions) > MAX_SESSIONS:
-            self._sessions.popitem(last=False)
-
-    async def forget(self, tenant_id: uuid.UUID, session: str | None, run_id: str) -> None:
-        """The run ended: it stops being the session's current run."""
+    async def forget(self, tenant_id: uuid.UUID, owner: Owner, run_id: str) -> None:
+        """The run ended: it stops being the owner's current run (if it was)."""
         if self._redis is None:
-            if session is None:
-                self._stateless.get(tenant_id, set()).discard(run_id)
-            elif self._sessions.get((tenant_id, session)) == run_id:
-                del self._sessions[(tenant_id, session)]
+            if self._here.get((tenant_id, owner)) == run_id:
+                del self._here[(tenant_id, owner)]
             return
         try:
-            if session is None:
-                await _done(self._redis.srem(self._stateless_key(tenant_id), run_id))
-                return
-            key = self._session_key(tenant_id, session)
+            key = self._key(tenant_id, owner)
             if _text(await self._redis.get(key)) == run_id:
                 await self._redis.delete(key)
         except (RedisError, OSError) as exc:
@@ -122,52 +132,32 @@ class CurrentRuns:
 
     async def end_session(self, tenant_id: uuid.UUID, session: str) -> None:
         """The client ended its session (DELETE /mcp)."""
+        owner = Owner("session", session)
         if self._redis is None:
-            self._sessions.pop((tenant_id, session), None)
+            self._here.pop((tenant_id, owner), None)
             return
         try:
-            await self._redis.delete(self._session_key(tenant_id, session))
+            await self._redis.delete(self._key(tenant_id, owner))
         except (RedisError, OSError) as exc:
             log.warning("mcp_session_store_unavailable op=end error=%s", exc)
 
-    async def current(self, tenant_id: uuid.UUID, session: str | None) -> str | None:
-        """The session's current run, or None (tools then say so and list live runs)."""
+    async def current(self, tenant_id: uuid.UUID, owner: Owner | None) -> str | None:
+        """The owner's current run, or None (tools then act on the tenant base, or ask for
+        run_id, and list the live runs). Never another owner's run: a client without an
+        identity has none. Raises `StoreUnavailable` when the store cannot be read and
+        the tenant has live runs."""
+        if owner is None:
+            return None
+        if self._redis is None:
+            return self._here.get((tenant_id, owner))
         try:
-            if session is not None:
-                if self._redis is None:
-                    return self._sessions.get((tenant_id, session))
-                return _text(await self._redis.get(self._session_key(tenant_id, session)))
-            if self._redis is None:
-                started = set(self._stateless.get(tenant_id, set()))
-            else:
-                members = await _done(self._redis.smembers(self._stateless_key(tenant_id)))
-                started = {t for t in (_text(m) for m in members) if t is not None}
+            return _text(await self._redis.get(self._key(tenant_id, owner)))
         except (RedisError, OSError) as exc:
             log.warning("mcp_session_store_unavailable op=current error=%s", exc)
-            return self._only_one(await self.live(tenant_id), "the session store is unavailable")
-        if not started:
-            return None
-        live = [r for r in await self.live(tenant_id) if r.run_id in started]
-        ended = started - {r.run_id for r in live}
-        if ended:
-            await self._drop_stateless(tenant_id, ended)
-        return self._only_one(live, "this client has no MCP session to tell them apart")
-
-    async def _drop_stateless(self, tenant_id: uuid.UUID, ended: set[str]) -> None:
-        if self._redis is None:
-            self._stateless.get(tenant_id, set()).difference_update(ended)
-            return
-        try:
-            await _done(self._redis.srem(self._stateless_key(tenant_id), *ended))
-        except (RedisError, OSError) as exc:
-            log.warning("mcp_session_store_unavailable op=drop error=%s", exc)
-
-    @staticmethod
-    def _only_one(live: list[LiveRun], why: str) -> str | None:
-        if len(live) > 1:
-            runs = ", ".join(r.run_id for r in live)
-            raise ToolError(f"{len(live)} runs are live ({runs}) and {why}: pass run_id.")
-        return live[0].run_id if live else None
+        live = await self.live(tenant_id)
+        if live:
+            raise StoreUnavailable(live)
+        return None  # no live run in the tenant: none can be the owner's
 
     async def live(self, tenant_id: uuid.UUID) -> list[LiveRun]:
         """The tenant's live runs, oldest first, read from the database (not the

@@ -20,11 +20,14 @@ from app.scenarios.schema import Scenario, symbol_name
 
 @asynccontextmanager
 async def mcp_session(
-    server: str, key: str | None, mode: str = "legacy"
+    server: str, key: str | None, mode: str = "legacy", client_id: str | None = None
 ) -> AsyncIterator[mcp.Client]:
     """`mode="legacy"`: the initialize handshake (an MCP session id); `"auto"`: the
-    SDK's default, the stateless 2026 protocol."""
+    SDK's default, the stateless 2026 protocol. `client_id` is sent as Mcp-Client-Id
+    (what gives a stateless client a current run of its own)."""
     headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
+    if client_id is not None:
+        headers["Mcp-Client-Id"] = client_id
     # A client we pass in is ours to close; the SDK leaves it open.
     async with create_mcp_http_client(headers=headers) as http:
         transport = streamable_http_client(f"{server}/mcp", http_client=http)

@@ -449,37 +449,37 @@ async def test_patient_sim_near_miss_over_mcp_fails(tenant: TenantHandle) -> Non
     assert expectation(final, "asked-patient")["passed"] is False
 
 
-async def test_stateless_client_uses_its_run_and_asks_when_ambiguous(
+async def test_stateless_client_uses_its_run_when_it_names_itself(
     tenant: TenantHandle,
 ) -> None:
-    """A client on the 2026 protocol has no MCP session: its one live run is current;
-    with two live it must name the run rather than have one guessed."""
-    async with mcp_session(tenant.server, tenant.key, mode="auto") as client:
+    """A client on the 2026 protocol has no MCP session: with an Mcp-Client-Id header the
+    run it started last is its current run (as in a session); the run view hides the
+    other run's copy of the same patient."""
+    async with mcp_session(tenant.server, tenant.key, mode="auto", client_id="agent-1") as client:
         first = await call_ok(
             client, "start_test_run", {"scenario_id": "scheduling.book-named-practitioner"}
         )
+        assert "now act on this run" in first["hint"]
         patient_type, patient_id = first["fixture"]["patient"].split("/")
         read = await call_ok(client, "fhir_read", {"resource_type": patient_type, "id": patient_id})
         assert read["reference"] == first["fixture"]["patient"]
+        assert read["acted_on"]["run_id"] == first["run_id"]
         second = await call_ok(
             client, "start_test_run", {"scenario_id": "scheduling.book-named-practitioner"}
         )
-        message = await call_error(client, "fhir_search", {"resource_type": "Patient"})
-        assert "pass run_id" in message
-        # The run view hides the other run's copy of the same patient.
         names = await call_ok(
-            client,
-            "fhir_search",
-            {"resource_type": "Patient", "params": {"_count": "500"}, "run_id": second["run_id"]},
+            client, "fhir_search", {"resource_type": "Patient", "params": {"_count": "500"}}
         )
+        assert names["acted_on"]["run_id"] == second["run_id"]
         ids = {r["id"] for r in names["resources"]}
         assert second["fixture"]["patient"].split("/")[1] in ids
         assert patient_id not in ids
         await call_ok(client, "finish_test_run", {"run_id": first["run_id"]})
-        # One live again: it is the current run.
         state = await call_ok(client, "get_test_run", {})
         assert state["run_id"] == second["run_id"]
         await call_ok(client, "finish_test_run", {})
+        message = await call_error(client, "get_test_run", {})
+        assert "no current run for this client (Mcp-Client-Id)" in message
 
 
 async def test_tool_errors_are_readable(tenant: TenantHandle) -> None:
@@ -664,7 +664,8 @@ async def test_progress_is_notified_in_both_protocols(tenant: TenantHandle, mode
     async def on_grade(progress: float, total: float | None, message: str | None) -> None:
         graded.append((progress, total, message))
 
-    async with mcp_session(tenant.server, tenant.key, mode=mode) as client:
+    client_id = "progress-client" if mode == "auto" else None  # stateless: names itself
+    async with mcp_session(tenant.server, tenant.key, mode=mode, client_id=client_id) as client:
         run = await call_ok(
             client, "start_test_run", {"scenario_id": "scheduling.reschedule-ask-day"}
         )

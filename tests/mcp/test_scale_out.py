@@ -115,3 +115,38 @@ async def test_scenario_passes_with_requests_alternating_between_processes(
     assert set(order) == {0, 1}
     assert all(a != b for a, b in itertools.pairwise(order)), order
     assert all(f.status < 400 for f in proxy.log if f.method == "POST"), proxy.log
+
+
+async def test_owners_stay_apart_across_processes(
+    tenant: TenantHandle, two_processes: list[str]
+) -> None:
+    """Through the round-robin proxy (every request to the other process): a stateless
+    client's Mcp-Client-Id keeps its run whichever process answers, a second session
+    never sees a run another session started, and adopting by run_id works."""
+    proxy = RoundRobinProxy(two_processes)
+    port = free_port()
+    server = ThreadedServer(proxy, port, "round-robin proxy")
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with (
+            mcp_session(url, tenant.key, mode="auto", client_id="agent-x") as stateless,
+            mcp_session(url, tenant.key, mode="legacy") as session,
+        ):
+            run = await call_ok(stateless, "start_test_run", {"scenario_id": SCENARIO})
+            for _ in range(3):  # each answered by the other process than the one before
+                state = await call_ok(stateless, "get_test_run", {})
+                assert state["run_id"] == run["run_id"]
+                other = await call_ok(session, "fhir_search", {"resource_type": "Patient"})
+                assert other["acted_on"]["base"] == "tenant"
+                assert other["acted_on"]["live_runs"][0]["run_id"] == run["run_id"]
+            adopted = await call_ok(session, "start_test_run", {"run_id": run["run_id"]})
+            assert adopted["run_id"] == run["run_id"]
+            for _ in range(2):
+                mine = await call_ok(session, "fhir_search", {"resource_type": "Patient"})
+                assert mine["acted_on"]["run_id"] == run["run_id"]
+            await call_ok(session, "finish_test_run", {})
+    finally:
+        server.stop()
+    assert {f.upstream for f in proxy.log} == {0, 1}
+    assert all(f.status < 400 for f in proxy.log if f.method == "POST"), proxy.log
