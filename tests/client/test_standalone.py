@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import subprocess
 import sys
 import venv
@@ -30,6 +31,12 @@ def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("client-venv")
     venv.create(where, with_pip=True)
     python = where / "bin" / "python"
+    # From a copy: a build in place would leave build/ and *.egg-info in the checkout.
+    source = shutil.copytree(
+        CLIENT,
+        tmp_path_factory.mktemp("client-source") / "python",
+        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
+    )
     installed = subprocess.run(
         [
             str(python),
@@ -38,7 +45,7 @@ def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "install",
             "--quiet",
             "--disable-pip-version-check",
-            str(CLIENT),
+            str(source),
         ],
         capture_output=True,
         text=True,
@@ -151,11 +158,19 @@ async def test_the_composite_action_installs_the_client_and_gates(
     assert set(given) <= set(action["inputs"])
     inputs = {name: spec.get("default", "") for name, spec in action["inputs"].items()} | given
     runner_temp, summary, output = tmp_path / "runner", tmp_path / "summary.md", tmp_path / "out"
+    # The action as a runner checks it out (a copy: its pip build must not write here).
+    action_path = tmp_path / "action"
+    shutil.copytree(
+        CLIENT,
+        action_path / "clients" / "python",
+        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
+    )
+    shutil.copy(ACTION, action_path / "action.yml")
     runner_temp.mkdir()
     base_env = {
         "PATH": os.environ["PATH"],
         "HOME": os.environ.get("HOME", str(tmp_path)),
-        "GITHUB_ACTION_PATH": str(ACTION.parent),
+        "GITHUB_ACTION_PATH": str(action_path),
         "RUNNER_TEMP": str(runner_temp),
         "GITHUB_STEP_SUMMARY": str(summary),
         "GITHUB_OUTPUT": str(output),
