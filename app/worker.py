@@ -33,9 +33,9 @@ from app.kit.clock import utcnow
 from app.llm.client import LlmClient
 from app.logs import timed_job, timed_jobs
 from app.outage import OutageLog, is_outage
-from app.patient_sim import service as patient_sim_service
 from app.runs import provenance
 from app.runs import service as runs_service
+from app.runs import simulated_patient as patient_sim_service
 from app.runs.fhir_writes import FHIR_WRITES
 from app.schedules import service as schedules_service
 from app.settings import Settings

@@ -3,7 +3,7 @@
 Every action calls the service the REST API calls (`app.api.runs`): finish grades with
 `grade_run(final=True)` after flushing this process's trace buffer, cancel is
 `cancel_run`, delete is `delete_run_data`. A human driver's reply goes through the
-simulator's own write path (`patient_sim.service.human_reply`).
+simulator's own write path (`runs.simulated_patient.human_reply`).
 
 Live updates poll `GET /runs/{id}/live` every half second with `If-None-Match`, rather than
 Server-Sent Events: the ETag is made from the run's change marker (`run_marker`: status,
@@ -52,8 +52,8 @@ from app.fhir import service as fhir_service
 from app.kit.clock import utcnow
 from app.kit.urls import run_view_base
 from app.patient_sim import report as sim_report
-from app.patient_sim import service as sim_service
 from app.runs import service as runs_service
+from app.runs import simulated_patient as sim_service
 from app.runs.service import FINAL, RunRow
 from app.scenarios import service as scenarios_service
 from app.scenarios.schema import PatientSim, symbol_name

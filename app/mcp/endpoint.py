@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import re
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -34,33 +33,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import AppError
 from app.settings import Settings
-from app.tenants.service import TenantInfo, authenticate
+from app.tenants.service import authenticate
 
 if TYPE_CHECKING:
     from app.mcp.sessions import CurrentRuns
 
 MCP_PATH = "/mcp"
-SCOPE_KEY = "understudy.mcp"
 SESSION_HEADER = b"mcp-session-id"
 CLIENT_HEADER = b"mcp-client-id"
 VERSION_HEADER = b"mcp-protocol-version"
 # Visible ASCII, as the transport spec requires of a session id; bounded in length (a
 # client id is held to the same rule).
 _SESSION_ID = re.compile(r"^[\x21-\x7E]{1,128}$")
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling, put in the scope for the tools to read."""
-
-    tenant: TenantInfo
-    app: Any  # the whole API (FastAPI), for the tools' in-process REST calls
-    runs: CurrentRuns
-
-
-def caller_of(scope: Scope) -> Caller:
-    caller: Caller = scope[SCOPE_KEY]
-    return caller
 
 
 class McpEndpoint:
@@ -150,6 +134,8 @@ class McpEndpoint:
         inner["path"] = "/"
         inner["raw_path"] = b"/"
         inner["user"] = AuthenticatedUser(token)
+        from app.mcp.caller import SCOPE_KEY, Caller
+
         inner[SCOPE_KEY] = Caller(tenant=tenant, app=self.api, runs=runs)
         await mcp_app(inner, receive, send)
 

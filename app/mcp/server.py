@@ -28,7 +28,7 @@ from starlette.types import ASGIApp
 from app.kit.clock import fhir_instant, utcnow
 from app.kit.urls import FHIR_PREFIX, run_view_base
 from app.mcp import bridge
-from app.mcp.endpoint import Caller, caller_of
+from app.mcp.caller import Caller, caller_of
 from app.mcp.schemas import (
     ActedOn,
     Deleted,
@@ -48,7 +48,7 @@ from app.mcp.schemas import (
     WriteOutcome,
 )
 from app.mcp.sessions import LiveRun, Owner, StoreUnavailable
-from app.patient_sim import service as patient_sim_service
+from app.runs import simulated_patient as patient_sim_service
 from app.scenarios import service as scenarios_service
 from app.scenarios.schema import symbol_name
 from app.settings import Settings

@@ -18,7 +18,7 @@ import httpx
 from app.db import Scopes
 from app.errors import Unprocessable
 from app.kit.urls import run_view_base
-from app.patient_sim import service as patient_sim_service
+from app.runs import simulated_patient as patient_sim_service
 from app.runs.service import RunRow
 from app.scenarios.calls import bundle_urls
 from app.scenarios.expansion import ExpansionError, expand_path, expand_value

@@ -1,6 +1,6 @@
 """The simulated patient's mind: pure functions, no I/O (DESIGN.md "Simulated patient").
 
-The caller (`app.patient_sim.service`) reads the thread, asks the model through
+The caller (`app.runs.simulated_patient`) reads the thread, asks the model through
 `complete_json` with `llm_messages` and `LlmSimReply`, or falls back to
 `scripted_reply`, and audits whatever it got with `audit_reply`.
 

@@ -12,7 +12,7 @@ import httpx
 
 from app.db import Database, Scopes
 from app.llm.client import LlmClient
-from app.patient_sim import service as sim_service
+from app.runs import simulated_patient as sim_service
 from app.scenarios.expansion import expand_value
 from app.scenarios.service import builtin_scenarios
 from app.settings import Settings

@@ -12,7 +12,7 @@ import httpx
 
 from app.db import Database, Scopes
 from app.llm.client import LlmClient
-from app.patient_sim import service as sim_service
+from app.runs import simulated_patient as sim_service
 from app.settings import Settings
 from tests.conftest import TenantHandle
 from tests.llm.fake_llm import FakeLlm
