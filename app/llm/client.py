@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 import asyncpg
 import httpx
 import orjson
+import stamina
 from pydantic import BaseModel, ValidationError
 
 from app.kit.clock import utcnow
@@ -34,8 +35,10 @@ M = TypeVar("M", bound=BaseModel)
 
 # The allowance is a sliding window over the tenant's recorded calls.
 ALLOWANCE_WINDOW = timedelta(hours=1)
-# First wait before a retry on 429/5xx; doubled on each further retry.
+# First wait before a retry on 429/5xx; doubled on each further retry, plus up to
+# BACKOFF_JITTER_SECONDS at random so that many runs retrying at once spread out.
 FIRST_BACKOFF_SECONDS = 0.2
+BACKOFF_JITTER_SECONDS = 0.1
 # No wait (ours or the provider's Retry-After) may stall a run longer than this.
 MAX_BACKOFF_SECONDS = 5.0
 # Reasons end up in run reports and the llm_call table: keep them a line long.
@@ -152,46 +155,57 @@ class LlmClient:
         return LlmResult(value, model, prompt_tokens, completion_tokens, latency_ms)
 
     async def _post(self, url: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """The response body of a 2xx, retrying 429 and 5xx; anything else is `_Failed`."""
+        """The response body of a 2xx, retrying 429 and 5xx (stamina: exponential backoff
+        with a little jitter, or the provider's Retry-After, each capped); anything else
+        is `_Failed`."""
         headers = {"Content-Type": "application/json"}
         if self._settings.llm_api_key:
             headers["Authorization"] = f"Bearer {self._settings.llm_api_key}"
         content = orjson.dumps(payload)
-        timeout = self._settings.llm_timeout_seconds
-        retries = max(0, self._settings.llm_max_retries)
-        for attempt in range(retries + 1):
-            try:
-                # httpx's timeout is per read; the outer one bounds the whole exchange.
-                async with asyncio.timeout(timeout):
-                    response = await self._http.post(
-                        url, content=content, headers=headers, timeout=timeout
-                    )
-            except (TimeoutError, httpx.TimeoutException) as exc:
-                # Not retried: a run waits on this call, and a slow provider stays slow.
-                raise _Failed(LlmOutcome.TIMEOUT, f"timed out after {timeout:g} s") from exc
-            except (httpx.HTTPError, httpx.InvalidURL) as exc:
-                raise _Failed(LlmOutcome.ERROR, f"request failed: {_describe_exc(exc)}") from exc
-            status = response.status_code
-            if status == 429 or status >= 500:
-                if attempt < retries:
-                    await asyncio.sleep(retry_delay(attempt, response.headers.get("Retry-After")))
-                    continue
-                attempts = retries + 1
-                noun = "attempt" if attempts == 1 else "attempts"
-                raise _Failed(LlmOutcome.ERROR, f"HTTP {status} after {attempts} {noun}")
-            if status >= 300:
-                detail = _provider_message(response)
-                raise _Failed(
-                    LlmOutcome.ERROR, f"HTTP {status}" + (f": {detail}" if detail else "")
-                )
-            try:
-                body = orjson.loads(response.content)
-            except orjson.JSONDecodeError as exc:
-                raise _Failed(LlmOutcome.ERROR, "malformed response: not JSON") from exc
-            if not isinstance(body, dict):
-                raise _Failed(LlmOutcome.ERROR, "malformed response: not a JSON object")
-            return body
+        attempts = max(0, self._settings.llm_max_retries) + 1
+        try:
+            async for attempt in stamina.retry_context(
+                on=_backoff,
+                attempts=attempts,
+                timeout=None,  # each exchange is bounded; the attempts bound the rest
+                wait_initial=FIRST_BACKOFF_SECONDS,
+                wait_max=MAX_BACKOFF_SECONDS,
+                wait_jitter=BACKOFF_JITTER_SECONDS,
+            ):
+                with attempt:
+                    return await self._exchange(url, content, headers)
+        except _Overloaded as exc:
+            noun = "attempt" if attempts == 1 else "attempts"
+            raise _Failed(LlmOutcome.ERROR, f"HTTP {exc.status} after {attempts} {noun}") from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _exchange(self, url: str, content: bytes, headers: dict[str, str]) -> dict[str, Any]:
+        """One request: the body of a 2xx; `_Overloaded` for 429 and 5xx (retried)."""
+        timeout = self._settings.llm_timeout_seconds
+        try:
+            # httpx's timeout is per read; the outer one bounds the whole exchange.
+            async with asyncio.timeout(timeout):
+                response = await self._http.post(
+                    url, content=content, headers=headers, timeout=timeout
+                )
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            # Not retried: a run waits on this call, and a slow provider stays slow.
+            raise _Failed(LlmOutcome.TIMEOUT, f"timed out after {timeout:g} s") from exc
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise _Failed(LlmOutcome.ERROR, f"request failed: {_describe_exc(exc)}") from exc
+        status = response.status_code
+        if status == 429 or status >= 500:
+            raise _Overloaded(status, retry_after_seconds(response.headers.get("Retry-After")))
+        if status >= 300:
+            detail = _provider_message(response)
+            raise _Failed(LlmOutcome.ERROR, f"HTTP {status}" + (f": {detail}" if detail else ""))
+        try:
+            body = orjson.loads(response.content)
+        except orjson.JSONDecodeError as exc:
+            raise _Failed(LlmOutcome.ERROR, "malformed response: not JSON") from exc
+        if not isinstance(body, dict):
+            raise _Failed(LlmOutcome.ERROR, "malformed response: not a JSON object")
+        return body
 
     async def _record(
         self,
@@ -223,16 +237,32 @@ class LlmClient:
         )
 
 
-def retry_delay(retry: int, retry_after: str | None) -> float:
-    """Seconds to wait before retry number `retry` (0-based), given any Retry-After."""
-    if retry_after is not None:
-        try:
-            seconds = float(retry_after)
-        except ValueError:
-            seconds = -1.0  # an HTTP date: rare from model APIs, use our own schedule
-        if seconds >= 0:
-            return min(seconds, MAX_BACKOFF_SECONDS)
-    return min(FIRST_BACKOFF_SECONDS * 2.0**retry, MAX_BACKOFF_SECONDS)
+class _Overloaded(Exception):
+    """A 429 or 5xx answer: retried, after the provider's Retry-After when it gave one."""
+
+    def __init__(self, status: int, retry_after: float | None) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.retry_after = retry_after
+
+
+def _backoff(exc: Exception) -> bool | float:
+    """stamina's hook: retry an overloaded answer, waiting what the provider asked."""
+    if not isinstance(exc, _Overloaded):
+        return False
+    return True if exc.retry_after is None else exc.retry_after
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """The wait a Retry-After header asks for, capped; None when there is none or it is
+    not a number of seconds (an HTTP date, rare from model APIs: our own schedule)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return min(seconds, MAX_BACKOFF_SECONDS) if seconds >= 0 else None
 
 
 def _usage(body: dict[str, Any]) -> tuple[int, int]:

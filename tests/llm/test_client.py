@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from app.db import Database
 from app.kit.clock import utcnow
-from app.llm.client import LlmClient, LlmUnavailable, retry_delay
+from app.llm.client import LlmClient, LlmUnavailable, retry_after_seconds
 from app.settings import Settings
 from tests.conftest import TenantHandle, make_tenant
 from tests.llm.fake_llm import FAKE_MODEL, FakeLlm, Reply
@@ -160,21 +160,35 @@ async def test_retry_after_is_honoured(
 
 
 @pytest.mark.parametrize(
-    ("retry", "retry_after", "seconds"),
+    ("retry_after", "seconds"),
     [
-        (0, None, 0.2),
-        (1, None, 0.4),
-        (2, None, 0.8),
-        (10, None, 5.0),  # capped
-        (0, "2", 2.0),
-        (0, "0", 0.0),
-        (0, "120", 5.0),  # the provider's wish is capped too
-        (1, "Wed, 21 Oct 2015 07:28:00 GMT", 0.4),  # a date: our own schedule
-        (1, "-3", 0.4),
+        (None, None),  # none asked: stamina's exponential schedule
+        ("2", 2.0),
+        ("0", 0.0),
+        ("120", 5.0),  # the provider's wish is capped
+        ("Wed, 21 Oct 2015 07:28:00 GMT", None),  # a date: our own schedule
+        ("-3", None),
     ],
 )
-def test_retry_delay(retry: int, retry_after: str | None, seconds: float) -> None:
-    assert retry_delay(retry, retry_after) == pytest.approx(seconds)
+def test_retry_after(retry_after: str | None, seconds: float | None) -> None:
+    assert retry_after_seconds(retry_after) == seconds
+
+
+async def test_backoff_doubles_between_retries(
+    http: httpx.AsyncClient,
+    db: Database,
+    settings: Settings,
+    tenant: TenantHandle,
+    fake_llm: FakeLlm,
+) -> None:
+    fake_llm.fail(500).fail(500).reply({"answer": "yes", "confidence": 1})
+    llm = client_for(http, db, settings, fake_llm)
+
+    await ask(llm, tenant)
+
+    first, second, third = (r.at for r in fake_llm.requests)
+    assert second - first >= 0.2  # the first wait
+    assert third - second >= 0.4  # doubled
 
 
 async def test_persistent_500_gives_up_after_the_retries(
