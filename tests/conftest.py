@@ -9,13 +9,14 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 import asyncpg
 import httpx
 import pytest
 import uvicorn
+from fastapi import FastAPI
 
 from app.cli import migrate
 from app.db import Database, Scopes, open_database
@@ -103,9 +104,31 @@ class _ServerThread(threading.Thread):
 
 
 @pytest.fixture(scope="session")
-def server_url(settings: Settings) -> Iterator[str]:
+def server_app(settings: Settings) -> FastAPI:
+    """The test server's app: its `state` holds what its lifespan built (once it started,
+    through `server_url`), for tests that move an injected clock on."""
+    return create_app(settings)
+
+
+@pytest.fixture
+def quota_clock(
+    server_url: str, server_app: FastAPI, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[float], None]:
+    """Move the test server's quota clock on by some seconds: its cached total of the
+    tenant's writes is re-read on the next check (instead of sleeping out the refresh)."""
+    ahead = [0.0]
+    monkeypatch.setattr(server_app.state.quota, "clock", lambda: time.monotonic() + ahead[0])
+
+    def advance(seconds: float) -> None:
+        ahead[0] += seconds
+
+    return advance
+
+
+@pytest.fixture(scope="session")
+def server_url(settings: Settings, server_app: FastAPI) -> Iterator[str]:
     port = free_port()
-    app = create_app(settings)
+    app = server_app
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as dtime
@@ -45,9 +46,15 @@ async def used_today(pool: asyncpg.Pool | Conn, tenant_id: uuid.UUID, day: date)
 
 
 class QuotaGuard:
-    def __init__(self, pool: asyncpg.Pool, limit: int) -> None:
+    """The check before a write. `clock` (monotonic seconds) decides when the cached total
+    is re-read: a test moves it on rather than waiting for the refresh."""
+
+    def __init__(
+        self, pool: asyncpg.Pool, limit: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._pool = pool
         self.limit = limit
+        self.clock = clock
         self._seen: dict[uuid.UUID, _Seen] = {}
 
     async def check(self, tenant_id: uuid.UUID, adding: int, conn: Conn | None = None) -> None:
@@ -56,7 +63,7 @@ class QuotaGuard:
         a second from the pool)."""
         day = utcnow().date()
         seen = self._seen.get(tenant_id)
-        now = time.monotonic()
+        now = self.clock()
         if seen is None or seen.day != day or now - seen.fetched > REFRESH_SECONDS:
             used = await used_today(conn if conn is not None else self._pool, tenant_id, day)
             seen = _Seen(day, now, used)

@@ -4,13 +4,14 @@ once it is used up (before, only the REST start checked it)."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import httpx
 
 from app.db import Database
 from app.scenarios.service import builtin_scenarios
+from app.tenants.quota import REFRESH_SECONDS
 from tests.conftest import TenantHandle
 
 # A workflow scenario whose stimulus (quota-counted) is several writes.
@@ -22,7 +23,7 @@ def _eval(label: str) -> dict[str, object]:
 
 
 async def test_an_eval_started_run_counts_toward_the_write_quota(
-    tenant: TenantHandle, db: Database
+    tenant: TenantHandle, db: Database, quota_clock: Callable[[float], None]
 ) -> None:
     stimulus = len(builtin_scenarios()[SCENARIO].scenario.stimulus)
     assert stimulus >= 2
@@ -44,7 +45,7 @@ async def test_an_eval_started_run_counts_toward_the_write_quota(
             datetime.now(UTC).date(),
             limit - after["writes"],
         )
-        await asyncio.sleep(1.1)  # the quota cache refreshes every second
+        quota_clock(REFRESH_SECONDS + 0.1)  # past the per-process cache's refresh
         refused = await client.post("/api/testing/evals", json=_eval("over quota"))
         assert refused.status_code == 201, refused.text
         [item] = refused.json()["runs"]

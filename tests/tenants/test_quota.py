@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import httpx
 
 from app.db import Database
+from app.tenants.quota import REFRESH_SECONDS
 from tests.conftest import TenantHandle
 from tests.runs.test_run_flow import start
 
 
-async def test_quota_and_usage(tenant: TenantHandle, db: Database) -> None:
+async def test_quota_and_usage(
+    tenant: TenantHandle, db: Database, quota_clock: Callable[[float], None]
+) -> None:
     async with httpx.AsyncClient(base_url=tenant.server, headers=tenant.headers) as client:
         before = (await client.get("/api/usage")).json()
         assert before["writes"] == 0 and before["limit"] == 20_000
@@ -26,7 +29,7 @@ async def test_quota_and_usage(tenant: TenantHandle, db: Database) -> None:
             datetime.now(UTC).date(),
             20_000,
         )
-        await asyncio.sleep(1.1)  # the per-process quota cache refreshes every second
+        quota_clock(REFRESH_SECONDS + 0.1)  # past the per-process cache's refresh
         over = await client.post("/api/fhir/r4/Patient", json={"resourceType": "Patient"})
         assert over.status_code == 429
         outcome = over.json()
