@@ -6,7 +6,6 @@ which locked them in the order it was given them."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import asyncpg
 
@@ -14,6 +13,7 @@ from app.db import Conn, Database
 from app.runs import repository
 from tests.conftest import TenantHandle
 from tests.runs.test_run_flow import api, start
+from tests.waiting import blocked_on_a_lock
 
 
 async def _locked_elsewhere(conn: Conn, tenant: TenantHandle, run_id: str) -> bool:
@@ -62,7 +62,7 @@ async def test_marking_runs_changed_locks_them_in_id_order(
         )
         task = asyncio.create_task(marking)
         try:
-            await _waits_for_a_lock(probe, marker.get_server_pid(), task)  # for `low`
+            await blocked_on_a_lock(probe, task, pid=marker.get_server_pid())  # for `low`
             assert not await _locked_elsewhere(probe, tenant, high)
         finally:
             await holding.rollback()
@@ -70,23 +70,6 @@ async def test_marking_runs_changed_locks_them_in_id_order(
         await marker.execute("RESET enable_indexscan; RESET enable_bitmapscan")
     assert sorted(r["id"] for r in marked) == [low, high]
     await _cancel(tenant, low, high)
-
-
-async def _waits_for_a_lock(
-    probe: Conn, pid: int, task: asyncio.Task[Any], within: float = 10.0
-) -> None:
-    """Until the backend `pid` is seen waiting on a row lock (pg_stat_activity), rather
-    than sleeping and hoping it got there; fails if `task` ends first."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        waiting = await probe.fetchval(
-            "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", pid
-        )
-        if waiting == "Lock":
-            return
-        assert not task.done(), "it did not wait for the locked row"
-        assert asyncio.get_running_loop().time() < deadline, f"not waiting on a lock: {waiting}"
-        await asyncio.sleep(0.01)
 
 
 async def _cancel(tenant: TenantHandle, *run_ids: str) -> None:

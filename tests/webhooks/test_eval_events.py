@@ -19,6 +19,7 @@ from app.jobs import connect_jobs
 from app.settings import Settings
 from tests.conftest import TenantHandle
 from tests.evals.test_evals import api_client, run_eval
+from tests.waiting import blocked_on_a_lock
 from tests.webhooks.receiver import Received, Receiver
 from tests.webhooks.test_webhooks import (
     api,
@@ -263,8 +264,8 @@ async def test_concurrent_completers_write_one_event_per_eval(
             if not await eval_events.complete_eval(first, tenant.id, eval_id):
                 continue
             waiting = asyncio.create_task(second())
-            await asyncio.sleep(0.3)
-            assert not waiting.done()  # blocked on the first's row lock
+            async with db.pool.acquire() as probe:  # blocked on the first's row lock
+                await blocked_on_a_lock(probe, waiting)
         break
     assert await waiting is False
     assert await eval_event_rows(db, tenant, eval_id) == ["eval.completed"] * (unmarked + 1)

@@ -74,6 +74,21 @@ def settled(found: list[dict[str, Any]]) -> bool:
     return bool(found) and all(d["status"] != "pending" for d in found)
 
 
+async def quiet(client: httpx.AsyncClient, *sub_ids: str) -> int:
+    """Wait until every delivery of the subscriptions has settled (none pending, so none
+    is due or in flight: nothing more can be sent) and return their attempts, which is
+    what the receiver must have got: absence shown by a condition, not a sleep. A
+    delivery's row is written with its event, so the listing is complete already."""
+    attempts = 0
+    for sub_id in sub_ids:
+        found = await wait_deliveries(
+            client, sub_id, lambda f: all(d["status"] != "pending" for d in f)
+        )
+        assert all(d["status"] != "pending" for d in found), found
+        attempts += sum(len(d["attempts"]) for d in found)
+    return attempts
+
+
 def verify(secret: str, got: Received) -> dict[str, Any]:
     payload: dict[str, Any] = Webhook(secret).verify(got.body, got.headers)
     assert payload["id"] == got.headers["webhook-id"]
@@ -187,7 +202,8 @@ async def test_star_exact_names_and_resource_type_filters(
         got_every = await receiver.wait_for(4, path="every")
         got_created = await receiver.wait_for(1, path="created")
         got_obs = await receiver.wait_for(1, path="obs")
-        await asyncio.sleep(0.3)  # anything extra would have arrived by now
+        sent = await quiet(client, every["id"], created_only["id"], observations["id"])
+    assert sent == len(receiver.received) == 6  # nothing extra
 
     pref, oref = f"Patient/{p['id']}", f"Observation/{obs['id']}"
     assert all_events == Counter(
@@ -503,7 +519,7 @@ async def test_always_failing_ends_failed_after_six_attempts(
         sub = await subscribe(client, receiver.url, ["Patient.created"])
         await write(client, "POST", "Patient", patient())
         found = await wait_deliveries(client, sub["id"], settled, within=15)
-        await asyncio.sleep(0.5)  # no seventh attempt
+        assert await quiet(client, sub["id"]) == 6  # failed for good: no seventh attempt
         view = (await client.get(f"/api/webhooks/{sub['id']}")).json()
     delivery = found[0]
     assert delivery["status"] == "failed", delivery
@@ -523,7 +539,7 @@ async def test_410_disables_the_subscription(tenant: TenantHandle, receiver: Rec
         view = (await client.get(f"/api/webhooks/{sub['id']}")).json()
         await write(client, "POST", "Patient", patient("After"))
         after = await deliveries(client, sub["id"])
-        await asyncio.sleep(0.5)
+        assert await quiet(client, sub["id"]) == 1
     assert found[0]["status"] == "failed"
     assert [a["statusCode"] for a in found[0]["attempts"]] == [410]
     assert view["enabled"] is False
@@ -631,7 +647,7 @@ async def test_setup_writes_emit_nothing_and_the_stimulus_does(
         run = r.json()
         found = await deliveries(client, sub["id"])
         got = await receiver.wait_for(6)
-        await asyncio.sleep(0.3)
+        assert await quiet(client, sub["id"]) == 6
         for run_id in (agent_run["id"], run["id"]):
             await client.post(f"/api/testing/runs/{run_id}/cancel")
 
@@ -819,7 +835,7 @@ async def test_another_tenant_cannot_see_or_touch_a_subscription(
         await write(intruder, "POST", "Patient", patient("Elsewhere"))
         still = await client.get(base)
         mine = await deliveries(client, sub["id"])
-        await asyncio.sleep(0.3)
+        assert await quiet(client, sub["id"]) == 1
         deleted = await client.delete(base)
         gone = await client.get(base)
     assert [r.status_code for r in tries] == [404] * 5
