@@ -7,7 +7,8 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 
-from app.api.deps import Tenant, pool_of
+from app.api.deps import Tenant
+from app.request_state import pool_of
 from app.runs import service
 from understudy_client.contract.board import Board
 

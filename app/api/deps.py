@@ -1,5 +1,5 @@
-"""What every router shares: the tenant from the bearer key (the auth dependency), the
-request's database, scopes and limits, and the shape of request bodies.
+"""What every router shares: the tenant from the bearer key (the auth dependency) and the
+shape of request bodies (the request's database, scopes and limits: app/request_state.py).
 
 The auth dependency also tells the trace middleware whether to record the request (the
 tenant records everything, or has a live run) and how to attribute it to a run.
@@ -9,61 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import asyncpg
 from fastapi import Depends, Request
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from app.db import Scopes
 from app.evals.service import MAX_REPEATS
+from app.request_state import pool_of
 from app.runs.live import LiveRuns
-from app.tenants.quota import RunLimits
 from app.tenants.service import TenantInfo, authenticate
 from app.trace.recorder import set_trace_tenant
-
-
-def pool_of(request: Request) -> asyncpg.Pool:
-    pool: asyncpg.Pool = request.app.state.db.pool
-    return pool
-
-
-def scopes_of(request: Request) -> Scopes:
-    """The request scope: `async with scopes_of(request).transaction() as tx:` commits
-    on leaving, then sends what the services noted in `tx.after`."""
-    scopes: Scopes = request.app.state.scopes
-    return scopes
-
-
-def limits_of(request: Request) -> RunLimits:
-    limits: RunLimits = request.app.state.run_limits
-    return limits
-
-
-# The root URL by what Starlette builds it from (scheme, Host header, server address,
-# root path), so a request does not build a URL object for it (a few per cent of a FHIR
-# read). Bounded, as the Host header is the client's to choose: emptied when full.
-_ROOTS: dict[tuple[Any, ...], str] = {}
-ROOTS_CACHED = 256
-
-
-def root_url(request: Request) -> str:
-    configured: str | None = request.app.state.settings.public_url
-    if configured:
-        return configured.rstrip("/")
-    scope = request.scope
-    key = (
-        scope.get("scheme"),
-        request.headers.get("host"),
-        scope.get("server"),
-        scope.get("app_root_path"),
-        scope.get("root_path"),
-    )
-    root = _ROOTS.get(key)
-    if root is None:
-        if len(_ROOTS) >= ROOTS_CACHED:
-            _ROOTS.clear()
-        root = _ROOTS[key] = str(request.base_url).rstrip("/")
-    return root
 
 
 async def tenant_of(request: Request) -> TenantInfo:

@@ -14,11 +14,9 @@ from app.api.deps import (
     TIMEOUT_FIELD,
     RequestBody,
     Tenant,
-    pool_of,
-    root_url,
-    scopes_of,
 )
 from app.evals import service
+from app.request_state import pool_of, root_url, scopes_of
 from understudy_client.contract.evals import Comparison, EvalList, EvalStatus, EvalView
 
 router = APIRouter(prefix="/api/testing/evals", tags=["Evals"])

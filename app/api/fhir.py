@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Request, Response
 
-from app.api.deps import Tenant, pool_of, root_url, scopes_of
+from app.api.deps import Tenant
 from app.db import Conn
 from app.errors import PayloadTooLarge, UnsupportedMediaType
 from app.fhir import bundles, operations, service
@@ -22,6 +22,7 @@ from app.fhir.outcomes import operation_outcome
 from app.fhir.search.query import has_criteria
 from app.kit import jsontext
 from app.kit.urls import fhir_base
+from app.request_state import pool_of, root_url, scopes_of
 from app.runs import service as runs_service
 from app.runs.fhir_writes import FHIR_WRITES
 from app.runs.scheduling import lenient_lookup

@@ -8,18 +8,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 from pydantic import ConfigDict, Field, JsonValue
 
-from app.api.deps import (
-    REVISION_FIELD,
-    TIMEOUT_FIELD,
-    RequestBody,
-    Tenant,
-    limits_of,
-    pool_of,
-    root_url,
-    scopes_of,
-)
+from app.api.deps import REVISION_FIELD, TIMEOUT_FIELD, RequestBody, Tenant
 from app.orchestration import reference
 from app.orchestration.check import Target
+from app.request_state import limits_of, pool_of, root_url, scopes_of
 from app.runs import service
 from app.scenarios import service as scenarios_service
 from app.trace.recorder import TraceRecorder

@@ -7,10 +7,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.api.deps import Tenant, limits_of, pool_of, root_url, scopes_of
+from app.api.deps import Tenant
 from app.fhir.service import parse_body
 from app.kit import jsontext
 from app.orchestration import check
+from app.request_state import limits_of, pool_of, root_url, scopes_of
 from app.scenarios import service
 from understudy_client.contract.scenarios import (
     CheckReportOut,

@@ -12,10 +12,8 @@ from app.api.deps import (
     TIMEOUT_FIELD,
     RequestBody,
     Tenant,
-    pool_of,
-    root_url,
-    scopes_of,
 )
+from app.request_state import pool_of, root_url, scopes_of
 from app.schedules import service
 from app.schedules.cron import MIN_GAP_MINUTES
 from understudy_client.contract.schedules import ScheduleList, ScheduleView

@@ -10,9 +10,10 @@ from typing import Annotated
 import asyncpg
 from fastapi import APIRouter, Query, Request
 
-from app.api.deps import Tenant, pool_of
+from app.api.deps import Tenant
 from app.kit.clock import utcnow
 from app.llm import repository as llm_calls
+from app.request_state import pool_of
 from app.runs import repository as runs
 from app.tenants.quota import QuotaGuard, resets_at, used_today
 from understudy_client.contract.runs import (

@@ -9,7 +9,8 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
-from app.api.deps import RequestBody, Tenant, pool_of, scopes_of
+from app.api.deps import RequestBody, Tenant
+from app.request_state import pool_of, scopes_of
 from app.webhooks import service
 
 router = APIRouter(prefix="/api/webhooks", tags=["Webhooks"])

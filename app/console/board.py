@@ -19,20 +19,10 @@ from fastapi.responses import Response
 from markupsafe import Markup
 from starlette.datastructures import FormData
 
-from app.console.web import (
-    PostedForm,
-    SignedIn,
-    Viewer,
-    console_router,
-    form_text,
-    pool_of,
-    render,
-    root_url,
-)
-from app.db import Scopes
+from app.console.web import PostedForm, SignedIn, Viewer, console_router, form_text, render
 from app.errors import AppError, BadRequest
+from app.request_state import limits_of, pool_of, root_url, scopes_of
 from app.runs import service as runs_service
-from app.tenants.quota import RunLimits
 from understudy_client.contract.board import Board, BoardCard, RevisionRate
 
 router = console_router()
@@ -55,16 +45,6 @@ AGENT_NOTE = (
 
 # The chart: one bar per revision.
 BAR_W, BAR_GAP, CHART_H = 12, 4, 36
-
-
-def _scopes(request: Request) -> Scopes:
-    scopes: Scopes = request.app.state.scopes
-    return scopes
-
-
-def _limits(request: Request) -> RunLimits:
-    limits: RunLimits = request.app.state.run_limits
-    return limits
 
 
 def _mode(value: str | None) -> str:
@@ -170,7 +150,7 @@ async def _plan(request: Request, viewer: Viewer, board: Board) -> _Plan:
             start.append(card.scenario_id)
     async with pool_of(request).acquire() as conn:
         live = await runs_service.count_live(conn, viewer.tenant.id)
-    return _Plan(start, skip, live, _limits(request).max_live)
+    return _Plan(start, skip, live, limits_of(request).max_live)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,14 +166,14 @@ async def _start(
     refused: list[tuple[str, str]] = []
     for scenario_id in scenario_ids:
         try:
-            async with _scopes(request).transaction() as tx:
+            async with scopes_of(request).transaction() as tx:
                 run = await runs_service.start_run(
                     tx,
                     viewer.tenant.id,
                     runs_service.StartRequest(
                         scenario_id, mode, None, "board", None, revision=revision
                     ),
-                    limits=_limits(request),
+                    limits=limits_of(request),
                     root_url=root_url(request),
                 )
             started.append(_Started(scenario_id, run.id))

@@ -360,7 +360,7 @@ class Verdict:
 
 
 def verdict_of(c: Comparison) -> Verdict:
-    """The overall result in words a non-statistician reads correctly (STATISTICS.md)."""
+    """The overall result in words a non-statistician reads correctly (docs/evals.md)."""
     a, b = c.baseline_rate, c.current_rate
     details: list[str] = []
     if c.delta is None:

@@ -29,17 +29,14 @@ from app.console.web import (
     console_router,
     page_cursor,
     pager,
-    pool_of,
     redirect,
     render,
-    root_url,
 )
-from app.db import Scopes
 from app.errors import AppError
 from app.evals import service
+from app.request_state import limits_of, pool_of, root_url, scopes_of
 from app.scenarios import service as scenarios_service
 from app.schedules import service as schedules_service
-from app.tenants.quota import RunLimits
 from understudy_client import ci
 from understudy_client.contract.evals import EvalView
 
@@ -47,16 +44,6 @@ router = console_router()
 
 PAGE_SIZE = 50
 LIVE_TEMPLATE = "evals/_live.html"
-
-
-def _scopes(request: Request) -> Scopes:
-    scopes: Scopes = request.app.state.scopes
-    return scopes
-
-
-def _limits(request: Request) -> RunLimits:
-    limits: RunLimits = request.app.state.run_limits
-    return limits
 
 
 # --- the list -------------------------------------------------------------------------
@@ -154,10 +141,10 @@ async def new_post(request: Request, viewer: SignedIn, form: PostedForm) -> Resp
     try:
         if not start:
             preview = await service.preview_eval(
-                pool_of(request), viewer.tenant.id, eval_request, limits=_limits(request)
+                pool_of(request), viewer.tenant.id, eval_request, limits=limits_of(request)
             )
             return _new_page(request, categories, posted, preview=preview)
-        async with _scopes(request).transaction() as tx:
+        async with scopes_of(request).transaction() as tx:
             eval_id = await service.create_eval(
                 tx, viewer.tenant.id, eval_request, root_url=root_url(request)
             )
@@ -227,7 +214,7 @@ async def eval_live(request: Request, viewer: SignedIn, eval_id: str) -> Respons
 
 @router.post("/evals/{eval_id}/cancel")
 async def cancel(request: Request, viewer: SignedIn, form: PostedForm, eval_id: str) -> Response:
-    async with _scopes(request).transaction() as tx:
+    async with scopes_of(request).transaction() as tx:
         await service.cancel_eval(tx, viewer.tenant.id, eval_id)
     return redirect(f"/evals/{eval_id}")
 

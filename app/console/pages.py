@@ -16,7 +16,6 @@ from app.console.web import (
     console_of,
     console_router,
     is_https,
-    pool_of,
     redirect,
     render,
     safe_next,
@@ -24,6 +23,7 @@ from app.console.web import (
 )
 from app.errors import Unauthorized
 from app.evals import service as evals_service
+from app.request_state import pool_of
 from app.runs import service as runs_service
 from app.scenarios import service as scenarios_service
 from app.tenants import service as tenants_service
@@ -152,7 +152,7 @@ async def home(request: Request, viewer: SignedIn) -> Response:
     scenarios = await scenarios_service.list_scenarios(pool, viewer.tenant.id)
     lines = [views.run_line(r) for r in runs]
     live = sum(1 for r in lines if r.status == "live")
-    # The board's headline for the mode of the latest run (CONSOLE.md: home shows it).
+    # The board's headline for the mode of the latest run (docs/console.md: home shows it).
     board = (
         await runs_service.load_board(pool, viewer.tenant.id, mode=runs[0].mode) if runs else None
     )

@@ -15,9 +15,10 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from app.console import run_views as rv
-from app.console.web import SignedIn, console_router, pool_of, render
+from app.console.web import SignedIn, console_router, render
 from app.errors import BadRequest
 from app.fhir import service as fhir_service
+from app.request_state import pool_of
 from app.runs import service as runs_service
 from app.runs.service import RunRow
 from understudy_client.contract.runs import ExpectationResult

@@ -41,17 +41,15 @@ from app.console.web import (
     form_text,
     page_cursor,
     pager,
-    pool_of,
     redirect,
     render,
-    root_url,
 )
-from app.db import Scopes
 from app.errors import BadRequest, NotFound
 from app.fhir import service as fhir_service
 from app.kit.clock import utcnow
 from app.kit.urls import run_view_base
 from app.patient_sim import report as sim_report
+from app.request_state import pool_of, root_url, scopes_of
 from app.runs import service as runs_service
 from app.runs import simulated_patient as sim_service
 from app.runs.service import FINAL, RunRow
@@ -78,11 +76,6 @@ LIVE_SECTIONS = {
     "thread": "_run_thread.html",
     "trace": "_run_trace.html",
 }
-
-
-def _scopes(request: Request) -> Scopes:
-    scopes: Scopes = request.app.state.scopes
-    return scopes
 
 
 async def _flush_trace(request: Request) -> None:
@@ -324,14 +317,14 @@ async def run_live(request: Request, viewer: SignedIn, run_id: str) -> Response:
 async def finish(request: Request, viewer: SignedIn, form: PostedForm, run_id: str) -> Response:
     await _flush_trace(request)
     await runs_service.grade_run(
-        _scopes(request), viewer.tenant.id, run_id, final=True, llm=request.app.state.llm
+        scopes_of(request), viewer.tenant.id, run_id, final=True, llm=request.app.state.llm
     )
     return redirect(f"/runs/{run_id}")
 
 
 @router.post("/runs/{run_id}/cancel")
 async def cancel(request: Request, viewer: SignedIn, form: PostedForm, run_id: str) -> Response:
-    async with _scopes(request).transaction() as tx:
+    async with scopes_of(request).transaction() as tx:
         await runs_service.cancel_run(tx, viewer.tenant.id, run_id)
     return redirect(f"/runs/{run_id}")
 
@@ -340,7 +333,7 @@ async def cancel(request: Request, viewer: SignedIn, form: PostedForm, run_id: s
 async def delete_data(
     request: Request, viewer: SignedIn, form: PostedForm, run_id: str
 ) -> Response:
-    async with _scopes(request).transaction() as tx:
+    async with scopes_of(request).transaction() as tx:
         removed = await runs_service.delete_run_data(tx, viewer.tenant.id, run_id)
     return redirect(f"/runs/{run_id}?removed={removed}")
 
@@ -353,7 +346,7 @@ async def reply(request: Request, viewer: SignedIn, form: PostedForm, run_id: st
         raise BadRequest("type a reply first")
     if len(text) > REPLY_MAX:
         raise BadRequest(f"a reply is at most {REPLY_MAX} characters")
-    written = await sim_service.human_reply(_scopes(request), viewer.tenant.id, run_id, text)
+    written = await sim_service.human_reply(scopes_of(request), viewer.tenant.id, run_id, text)
     return redirect(f"/runs/{run_id}?replied={written.turn}#conversation")
 
 

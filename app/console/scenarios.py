@@ -17,19 +17,16 @@ from app.console.web import (
     Viewer,
     console_router,
     form_text,
-    pool_of,
     redirect,
     render,
-    root_url,
 )
-from app.db import Scopes
 from app.errors import AppError
 from app.fhir.service import parse_body
 from app.orchestration import check, reference
+from app.request_state import limits_of, pool_of, root_url, scopes_of
 from app.runs import service as runs_service
 from app.scenarios import service as scenarios_service
 from app.tenants import service as tenants_service
-from app.tenants.quota import RunLimits
 from app.trace.recorder import TraceRecorder
 
 log = logging.getLogger("understudy.console")
@@ -37,16 +34,6 @@ router = console_router()
 
 # A pasted or uploaded scenario larger than this is not one a person wrote by hand.
 MAX_DOCUMENT_BYTES = 512 * 1024
-
-
-def _scopes(request: Request) -> Scopes:
-    scopes: Scopes = request.app.state.scopes
-    return scopes
-
-
-def _limits(request: Request) -> RunLimits:
-    limits: RunLimits = request.app.state.run_limits
-    return limits
 
 
 @router.get("/scenarios")
@@ -104,7 +91,7 @@ async def import_post(request: Request, viewer: SignedIn, form: PostedForm) -> R
         return render(request, "scenarios/import.html", status=422, document=text, outcome=outcome)
     try:
         # A dry run writes nothing: no transaction for it (as the REST import).
-        async with _scopes(request).transaction(autocommit=not save) as tx:
+        async with scopes_of(request).transaction(autocommit=not save) as tx:
             imported = await scenarios_service.import_scenario(
                 tx, viewer.tenant.id, document, dry_run=not save
             )
@@ -141,7 +128,7 @@ def _choice(form: FormData, name: str) -> str | None:
 async def start_run(
     request: Request, viewer: SignedIn, form: PostedForm, scenario_id: str
 ) -> Response:
-    async with _scopes(request).transaction() as tx:
+    async with scopes_of(request).transaction() as tx:
         run = await runs_service.start_run(
             tx,
             viewer.tenant.id,
@@ -153,7 +140,7 @@ async def start_run(
                 None,
                 _choice(form, "patient_driver") or runs_service.PatientDriver.SIM,
             ),
-            limits=_limits(request),
+            limits=limits_of(request),
             root_url=root_url(request),
         )
     return redirect(f"/runs/{run.id}")
@@ -176,11 +163,11 @@ async def _flush_trace(request: Request) -> None:
 async def _target(request: Request, viewer: Viewer, key: str) -> check.Target:
     return check.Target(
         app=request.app,
-        scopes=_scopes(request),
+        scopes=scopes_of(request),
         tenant_id=viewer.tenant.id,
         authorization=f"Bearer {key}",
         root=root_url(request),
-        limits=_limits(request),
+        limits=limits_of(request),
     )
 
 
@@ -191,7 +178,7 @@ async def reference_run(
     loaded = await scenarios_service.get_scenario(pool_of(request), viewer.tenant.id, scenario_id)
     # The replay goes through the HTTP stack as the REST route's does; the session holds
     # no key, so it gets one that lives only for the replay.
-    async with tenants_service.transient_key(_scopes(request), viewer.tenant.id) as key:
+    async with tenants_service.transient_key(scopes_of(request), viewer.tenant.id) as key:
         run = await reference.reference_run(
             await _target(request, viewer, key),
             loaded,
@@ -208,7 +195,7 @@ async def check_page(
     request: Request, viewer: SignedIn, form: PostedForm, scenario_id: str
 ) -> Response:
     loaded = await scenarios_service.get_scenario(pool_of(request), viewer.tenant.id, scenario_id)
-    async with tenants_service.transient_key(_scopes(request), viewer.tenant.id) as key:
+    async with tenants_service.transient_key(scopes_of(request), viewer.tenant.id) as key:
         report = await check.check_scenario(await _target(request, viewer, key), loaded)
     return render(
         request,

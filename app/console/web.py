@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
-import asyncpg
 import jinja2
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -32,6 +31,7 @@ from app.console import session as sessions
 from app.console import views
 from app.errors import AppError, BadRequest
 from app.kit import jsontext
+from app.request_state import pool_of
 from app.settings import Settings
 from app.tenants import service as tenants_service
 from app.tenants.service import TenantInfo
@@ -107,11 +107,6 @@ def console_of(request: Request) -> Console:
     return console
 
 
-def pool_of(request: Request) -> asyncpg.Pool:
-    pool: asyncpg.Pool = request.app.state.db.pool
-    return pool
-
-
 @dataclass(frozen=True, slots=True)
 class Viewer:
     """The signed-in person: their tenant, the session, its CSRF token for forms."""
@@ -165,11 +160,6 @@ def form_text(form: FormData, name: str) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return None
     return value.strip()
-
-
-def root_url(request: Request) -> str:
-    configured: str | None = request.app.state.settings.public_url
-    return configured.rstrip("/") if configured else str(request.base_url).rstrip("/")
 
 
 def is_https(request: Request) -> bool:
