@@ -79,7 +79,7 @@ MedicationRequest written).
     that are due and not finished (sampled every 0.25 s: a grading backlog), and the CPU
     and run-queue wait of the server (and worker) processes. By default the worker runs
     as its own `understudy worker` beside `understudy serve --dev --no-worker` (the
-    deployed shape, DESIGN.md); --in-process-worker measures `serve`'s own worker, which
+    deployed shape, docs/operations.md); --in-process-worker measures `serve`'s own worker, which
     shares one event loop with the API.
 
 Afterwards the keys this run left in Redis are deleted, scoped to its own queue, tenant

@@ -1,6 +1,6 @@
 """Each feature owns its tables: only modules of the owning package name them in SQL.
 
-Every other feature reaches a table through the owner's service module (CONVENTIONS:
+Every other feature reaches a table through the owner's service module (docs/architecture.md:
 "a feature calls another through its service module, never its repository"), so a
 table's statements live in one package and can change with it.
 """

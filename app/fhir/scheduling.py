@@ -10,7 +10,7 @@ Statuses: `pending` (a hold awaiting confirmation), `booked`, `arrived`, `checke
 `fulfilled` hold the practitioner's time; `proposed`, `waitlist`, `cancelled`, `noshow`
 and `entered-in-error` do not.
 
-The rules (DESIGN.md "Scheduling rules"), for writes by the system under test (setup,
+The rules (docs/scenarios.md "Scheduling rules"), for writes by the system under test (setup,
 stimulus and simulated-patient writes are exempt):
 
 - an Appointment whose `end` is not after its `start` is a 422 (in lenient runs too: it

@@ -1,1 +1,1 @@
-"""Rubric judges (DESIGN.md "Expectations and grading", `rubric`)."""
+"""Rubric judges (docs/grading.md "Rubric judges")."""

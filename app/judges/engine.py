@@ -1,4 +1,4 @@
-"""Rubric judging: pure functions, no I/O (DESIGN.md "Expectations and grading", `rubric`).
+"""Rubric judging: pure functions, no I/O (docs/grading.md "Rubric judges").
 
 Two engines give the same `Judgement`, and only the first decides a rubric:
 

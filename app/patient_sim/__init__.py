@@ -1,1 +1,1 @@
-"""The simulated patient (DESIGN.md "Simulated patient")."""
+"""The simulated patient (docs/scenarios.md "Simulated patient")."""

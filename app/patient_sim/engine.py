@@ -1,4 +1,4 @@
-"""The simulated patient's mind: pure functions, no I/O (DESIGN.md "Simulated patient").
+"""The simulated patient's mind: pure functions, no I/O (docs/scenarios.md "Simulated patient").
 
 The caller (`app.runs.simulated_patient`) reads the thread, asks the model through
 `complete_json` with `llm_messages` and `LlmSimReply`, or falls back to

@@ -1,4 +1,4 @@
-"""The scenario health board's rules (CONSOLE.md "Board rules"): pure functions over run
+"""The scenario health board's rules (docs/console.md "Board rules"): pure functions over run
 rows and per-revision tallies, so the rules are tested as tables.
 
 For one mode and one revision, a run counts for a scenario's card when it is of that

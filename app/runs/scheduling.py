@@ -2,7 +2,7 @@
 
 A run view's context carries its run's setting (`run.scheduling`, recorded at start
 from the scenario). A write on the tenant base belongs to the run whose fixture ids it
-references (DESIGN.md "Run views"); the FHIR store asks this only when it would refuse
+references (docs/architecture.md "Run views"); the FHIR store asks this only when it would refuse
 a booking, so passing writes cost nothing more.
 """
 

@@ -1,4 +1,4 @@
-"""The scenario format (DESIGN.md "Scenarios" and "Expectations and grading").
+"""The scenario format (docs/scenarios.md and docs/grading.md "Expectation types").
 
 A scenario is JSON; these models are its shape. Field names are camelCase in JSON and
 snake_case here (`populate_by_name`, aliases). Semantic checks that need more than the
@@ -166,7 +166,7 @@ MessageScope = Literal["patient", "practitioner", "any"]
 
 
 class MessageExpectation(ExpectationBase):
-    """What the system said (DESIGN.md "Message checks"): the Communications it wrote
+    """What the system said (docs/grading.md "Message checks"): the Communications it wrote
     during the run to a fixture patient (`to` widens it), sent after the evidence of
     `after` if given; every field set is one clause, and it holds when every clause does.
     `not` and `register` are names Python already uses: the fields are `not_` and
@@ -314,7 +314,7 @@ class Scenario(Model):
     oracle: list[OracleCall] = Field(default_factory=list)
     variants: list[Variant] = Field(default_factory=list)
     patient_sim: PatientSim | None = None
-    # "lenient" lifts the scheduling rules (DESIGN.md "Scheduling rules") off the run's
+    # "lenient" lifts the scheduling rules (docs/scenarios.md "Scheduling rules") off the run's
     # writes, for a scenario that tests something else than booking.
     scheduling: Literal["strict", "lenient"] = "strict"
     # The end-state comparison with the reference solution (`matches-reference`), on by

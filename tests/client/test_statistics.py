@@ -1,4 +1,4 @@
-"""Eval statistics: every test vector in STATISTICS.md (each to its printed precision,
+"""Eval statistics: every test vector in docs/evals.md (each to its printed precision,
 i.e. an absolute tolerance of half the last printed digit) plus the edge cases."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The scheduling rules (DESIGN.md "Scheduling rules") over real HTTP."""
+"""The scheduling rules (docs/scenarios.md "Scheduling rules") over real HTTP."""
 
 from __future__ import annotations
 

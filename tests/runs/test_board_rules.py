@@ -1,4 +1,4 @@
-"""The board's rules as tables (CONSOLE.md "Board rules"): states, the last-3 rule, the
+"""The board's rules as tables (docs/console.md "Board rules"): states, the last-3 rule, the
 hash reset, the reasons for no result, the sort with its ties, the headline, the chart."""
 
 from __future__ import annotations

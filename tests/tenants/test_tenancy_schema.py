@@ -1,4 +1,4 @@
-"""Tenancy is explicit in the schema (CONVENTIONS.md, habit 1).
+"""Tenancy is explicit in the schema (docs/architecture.md "Tenancy").
 
 Every table but `tenant` carries a NOT NULL `tenant_id`, and every index, unique
 constraint and primary key on a tenant-owned table leads with it, so no query can reach

@@ -1,7 +1,7 @@
 """Search index extraction: the values a resource is found by, computed once per write.
 
-`extract_index` turns a resource into the search columns of its row (see DESIGN.md, FHIR
-API / storage): ``tokens``, ``refs`` and ``strings`` (text arrays behind GIN indexes),
+`extract_index` turns a resource into the search columns of its row (see docs/architecture.md,
+"The FHIR store"): ``tokens``, ``refs`` and ``strings`` (text arrays behind GIN indexes),
 ``dates`` (half-open UTC ranges for the side table), ``sort`` keys and ``all_refs`` (every
 reference in the body, used to attribute the resource to a run / patient).
 

@@ -1,4 +1,4 @@
-"""`message`: grade what the system said (DESIGN.md "Message checks").
+"""`message`: grade what the system said (docs/grading.md "Message checks").
 
 In scope: the Communications the system wrote during the run (never the simulated
 patient's replies: those are not the system's writes) whose recipient is a fixture patient;

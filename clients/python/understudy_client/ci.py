@@ -1,4 +1,4 @@
-"""The CI gate (`scripts/eval_ci.py`, `understudy eval ci`; rules: STATISTICS.md "CI gate").
+"""The CI gate (`scripts/eval_ci.py`, `understudy eval ci`; rules: docs/evals.md "CI gate").
 
 Start an eval, wait for it with progress on stderr (in agent mode driving it with the
 harness; in workflow mode the team's automation does the work through its webhooks),

@@ -1,4 +1,4 @@
-"""Eval statistics (docs: /work/shared/STATISTICS.md). Pure functions, standard library only.
+"""Eval statistics (docs: docs/evals.md). Pure functions, standard library only.
 
 Everything that is a probability over counts is computed exactly: binomial
 coefficients with `math.comb`, hypergeometric weights as exact integers, ratios with
@@ -518,7 +518,7 @@ def ci_gate(
     incomplete: bool,
     require_baseline: bool,
 ) -> GateResult:
-    """The CI gate (STATISTICS.md "CI gate").
+    """The CI gate (docs/evals.md "CI gate").
 
     Exit 2 (could not be judged): no baseline while `require_baseline`, or no pass rate
     (no valid runs) while `min_pass_rate` is set. Otherwise exit 1 when the overall test
