@@ -102,9 +102,11 @@ def test_nothing_cites_a_document_outside_the_repository() -> None:
 
 
 def test_every_cited_docs_page_exists() -> None:
+    this = Path(__file__).resolve().relative_to(ROOT).as_posix()
     missing = [
         f"{path}:{_line(text, match.start())}: docs/{match.group(1)}"
         for path, text in texts()
+        if path != this  # its examples cite pages that do not exist
         for match in DOC_CITATION.finditer(text)
         if not (ROOT / "docs" / match.group(1)).is_file()
     ]
