@@ -96,7 +96,9 @@ _ROUTE_CODES: dict[tuple[str, str], set[int]] = {
     ("GET", FHIR_BASE + "/{resource_type}/{resource_id}"): {410},
     ("PUT", FHIR_BASE + "/{resource_type}"): {409, 412, 415, 422, 429},
     ("PUT", FHIR_BASE + "/{resource_type}/{resource_id}"): {409, 412, 415, 422, 429},
+    ("PATCH", FHIR_BASE + "/{resource_type}"): {404, 409, 410, 412, 415, 422, 429},
     ("PATCH", FHIR_BASE + "/{resource_type}/{resource_id}"): {409, 410, 412, 415, 422, 429},
+    ("DELETE", FHIR_BASE + "/{resource_type}"): {404, 409, 412, 429},
     ("DELETE", FHIR_BASE + "/{resource_type}/{resource_id}"): {409, 412, 429},
     ("GET", FHIR_BASE + "/{resource_type}/{resource_id}/_history"): {410},
     ("GET", FHIR_BASE + "/{resource_type}/{resource_id}/_history/{version}"): {410},
@@ -168,6 +170,25 @@ SCENARIO_EXAMPLE: dict[str, Any] = {
     "variants": [{"persona": "terse", "brief": "Chen: call back {{patient.name}}."}],
 }
 
+# A PATCH: JSON Patch, JSON merge patch, or FHIRPath Patch (Parameters as FHIR JSON).
+FHIRPATH_PATCH_EXAMPLE: dict[str, Any] = {
+    "resourceType": "Parameters",
+    "parameter": [
+        {
+            "name": "operation",
+            "part": [
+                {"name": "type", "valueCode": "replace"},
+                {"name": "path", "valueString": "Patient.birthDate"},
+                {"name": "value", "valueDate": "1988-04-12"},
+            ],
+        }
+    ],
+}
+PATCH_BODY: tuple[tuple[str, ...], dict[str, Any]] = (
+    ("application/json-patch+json", "application/merge-patch+json", "application/fhir+json"),
+    {"examples": [FHIRPATH_PATCH_EXAMPLE]},
+)
+
 # Routes that read their body themselves: what they expect, for clients and generators.
 _RAW_BODIES: dict[tuple[str, str], tuple[tuple[str, ...], dict[str, Any]]] = {
     ("POST", FHIR_BASE): (FHIR_TYPES, RESOURCE_SCHEMA),
@@ -175,10 +196,8 @@ _RAW_BODIES: dict[tuple[str, str], tuple[tuple[str, ...], dict[str, Any]]] = {
     ("POST", FHIR_BASE + "/{resource_type}"): (FHIR_TYPES, RESOURCE_BODY),
     ("PUT", FHIR_BASE + "/{resource_type}"): (FHIR_TYPES, RESOURCE_BODY),
     ("PUT", FHIR_BASE + "/{resource_type}/{resource_id}"): (FHIR_TYPES, RESOURCE_BODY),
-    ("PATCH", FHIR_BASE + "/{resource_type}/{resource_id}"): (
-        ("application/json-patch+json", "application/merge-patch+json"),
-        {},
-    ),
+    ("PATCH", FHIR_BASE + "/{resource_type}"): PATCH_BODY,
+    ("PATCH", FHIR_BASE + "/{resource_type}/{resource_id}"): PATCH_BODY,
     ("POST", FHIR_BASE + "/{resource_type}/_search"): (
         ("application/x-www-form-urlencoded",),
         {"type": "object", "additionalProperties": {"type": "string"}},
@@ -353,6 +372,10 @@ _FHIR_SUCCESS: dict[tuple[str, str], dict[str, str]] = {
         "201": "Created with the client's id",
     },
     ("DELETE", FHIR_BASE + "/{resource_type}/{resource_id}"): {"204": "Deleted"},
+    ("PATCH", FHIR_BASE + "/{resource_type}"): {"200": "The one match patched"},
+    ("DELETE", FHIR_BASE + "/{resource_type}"): {
+        "204": "The one match deleted, or nothing matched"
+    },
 }
 
 

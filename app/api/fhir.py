@@ -33,6 +33,7 @@ from app.trace.recorder import record_refs
 FHIR_JSON = "application/fhir+json; charset=utf-8"
 _JSON_TYPES = (
     "application/fhir+json",
+    "application/json+fhir",  # the DSTU2 name, still sent by some clients
     "application/json",
     "application/json-patch+json",
     "application/merge-patch+json",
@@ -287,32 +288,65 @@ async def update(
     return write_response(request, ctx, result)
 
 
-# What a PATCH body may be: JSON Patch, or a JSON merge patch (plain JSON is read as one).
-_PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/json")
+# What a PATCH body may be: JSON Patch, a JSON merge patch (plain JSON is read as one),
+# or a FHIRPath Patch (a Parameters resource as FHIR JSON).
+_FHIR_MEDIA = ("application/fhir+json", "application/json+fhir", "application/json")
+_PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", *_FHIR_MEDIA)
 _PATCH_FORMATS = (
-    "application/json-patch+json (JSON Patch, RFC 6902) or application/merge-patch+json "
-    "(JSON merge patch, RFC 7396; application/json is read as one)"
+    "application/json-patch+json (JSON Patch, RFC 6902), application/merge-patch+json "
+    "(JSON merge patch, RFC 7396; application/json is read as one) or "
+    "application/fhir+json with a Parameters resource (FHIRPath Patch)"
 )
 
 
 def patch_content_type(request: Request, document: Any) -> str:
-    """The PATCH's format, or a 415 naming the supported ones: a text/plain or form body
-    used to be applied as a merge patch (and wrote a new version though nothing changed);
-    a FHIRPath Patch (a Parameters resource) is not supported yet and says so."""
+    """The PATCH's format, or a 415 naming the supported ones (a text/plain or form body
+    used to be applied as a merge patch). A Parameters body is a FHIRPath Patch when it
+    comes as FHIR JSON (or plain JSON); as JSON Patch or merge patch it is refused."""
     content_type = request.headers.get("content-type", "application/json")
     media = content_type.split(";")[0].strip().lower()
-    if isinstance(document, dict) and document.get("resourceType") == "Parameters":
-        raise UnsupportedMediaType(
-            f"FHIRPath Patch (a Parameters body) is not supported: send {_PATCH_FORMATS}"
-        )
-    if media not in _PATCH_TYPES and media != "application/fhir+json":
+    if media not in _PATCH_TYPES:
         raise UnsupportedMediaType(
             f"content type '{media}' is not a patch format: send {_PATCH_FORMATS}"
+        )
+    if (
+        isinstance(document, dict)
+        and document.get("resourceType") == "Parameters"
+        and media not in _FHIR_MEDIA
+    ):
+        raise UnsupportedMediaType(
+            f"a Parameters body (FHIRPath Patch) must be sent as application/fhir+json, "
+            f"not {media}: send {_PATCH_FORMATS}"
         )
     return content_type
 
 
-@router.patch("/{resource_type}/{resource_id}", summary="JSON Patch or JSON merge patch")
+@router.patch(
+    "/{resource_type}",
+    summary="Conditional patch (?criteria): patch the one match (JSON Patch, merge patch or "
+    "FHIRPath Patch)",
+)
+async def conditional_patch(request: Request, resource_type: str, tenant: Tenant) -> Response:
+    ctx = await context(request, tenant)
+    document = service.parse_body(await read_body(request))
+    content_type = patch_content_type(request, document)
+    await before_write(request, tenant, 1)
+    async with writing(request, ctx) as conn:
+        result = await service.conditional_patch(
+            ctx,
+            conn,
+            resource_type,
+            request.url.query,
+            document,
+            content_type,
+            if_match=request.headers.get("if-match"),
+        )
+    return write_response(request, ctx, result)
+
+
+@router.patch(
+    "/{resource_type}/{resource_id}", summary="JSON Patch, JSON merge patch or FHIRPath Patch"
+)
 async def patch(request: Request, resource_type: str, resource_id: str, tenant: Tenant) -> Response:
     ctx = await context(request, tenant)
     document = service.parse_body(await read_body(request))
@@ -329,6 +363,18 @@ async def patch(request: Request, resource_type: str, resource_id: str, tenant: 
             if_match=request.headers.get("if-match"),
         )
     return write_response(request, ctx, result)
+
+
+@router.delete(
+    "/{resource_type}",
+    summary="Conditional delete (?criteria): delete the one match; none deletes nothing",
+)
+async def conditional_delete(request: Request, resource_type: str, tenant: Tenant) -> Response:
+    ctx = await context(request, tenant)
+    await before_write(request, tenant, 1)
+    async with writing(request, ctx) as conn:
+        await service.conditional_delete(ctx, conn, resource_type, request.url.query)
+    return Response(status_code=204)
 
 
 @router.delete("/{resource_type}/{resource_id}", summary="Delete (a later read answers 410)")

@@ -14,9 +14,10 @@ from urllib.parse import parse_qsl, urlencode
 import orjson
 
 from app.db import Conn
-from app.errors import AppError, BadRequest, Issue
+from app.errors import AppError, BadRequest, Issue, NotFound
 from app.fhir import repository, service
 from app.fhir.outcomes import operation_outcome
+from app.fhir.search.query import has_criteria
 from app.kit import jsontext
 from app.kit.clock import fhir_instant, utcnow
 from app.kit.ids import new_resource_id
@@ -169,6 +170,44 @@ class _Entry:
     if_none_exist: str | None
     if_match: str | None
 
+    @property
+    def conditional(self) -> bool:
+        """A PUT, PATCH or DELETE of `Type?criteria` (not yet resolved to an id)."""
+        return self.method in ("PUT", "PATCH", "DELETE") and self.resource_id is None
+
+
+async def _resolve_conditional(
+    ctx: service.FhirContext, conn: Conn, e: _Entry
+) -> dict[str, Any] | None:
+    """Turn a transaction's conditional entry into the plain one on its match (`e` is
+    changed): a PUT of no match creates (with the body's id, if any, as PUT with an id
+    does); a DELETE of no match is answered now (nothing to delete); a PATCH of no match
+    is a 404; several matches are a 412. The answer when there is nothing to write."""
+    interaction = {"PUT": "conditional update", "PATCH": "conditional patch"}.get(
+        e.method, "conditional delete"
+    )
+    found = await service.conditional_match(ctx, conn, e.resource_type, e.query, interaction)
+    if found is not None:
+        body_id = e.resource.get("id") if isinstance(e.resource, dict) else None
+        if e.method == "PUT" and body_id is not None and body_id != found.id:
+            raise BadRequest(
+                f"the body's id '{body_id}' is not the matching {e.resource_type}'s ({found.id})"
+            )
+        e.resource_id = found.id
+        if e.method == "PUT" and isinstance(e.resource, dict):
+            e.resource = {**e.resource, "id": found.id}
+        return None
+    if e.method == "DELETE":
+        return {"response": {"status": "204 No Content"}}
+    if e.method == "PATCH":
+        raise NotFound(f"conditional patch: no {e.resource_type} matches '{e.query}'")
+    body_id = e.resource.get("id") if isinstance(e.resource, dict) else None
+    if isinstance(body_id, str):
+        e.resource_id = body_id
+    else:
+        e.method = "POST"  # created with an id given out with the other POSTs'
+    return None
+
 
 def _entry_error(index: int, exc: AppError) -> AppError:
     issues = [
@@ -234,11 +273,15 @@ def _parse_entries(ctx: service.FhirContext, bundle: dict[str, Any]) -> list[_En
             raise BadRequest(
                 f"{where}.resource is missing", [Issue("missing", f"{where}.resource")]
             )
-        if method in ("PUT", "PATCH", "DELETE") and resource_id is None:
+        if (
+            method in ("PUT", "PATCH", "DELETE")
+            and resource_id is None
+            and not has_criteria(parse_qsl(query, keep_blank_values=True))
+        ):
             raise BadRequest(
-                f"{where}: {method} needs a url of the form Type/id (conditional forms are not "
-                "supported)",
-                [Issue("not supported", f"{where}.request.url", code="not-supported")],
+                f"{where}: {method} needs a url of the form Type/id, or Type?criteria for "
+                "the conditional form",
+                [Issue("no id and no criteria", f"{where}.request.url")],
             )
         entries.append(
             _Entry(
@@ -354,6 +397,13 @@ async def _transaction(
             found = None
             if e.method == "POST" and e.if_none_exist:
                 found = await service.conditional_match(ctx, conn, e.resource_type, e.if_none_exist)
+            elif e.conditional:
+                # A conditional PUT, PATCH or DELETE is resolved now, against what was
+                # there before the transaction, into the plain form on its match.
+                early = await _resolve_conditional(ctx, conn, e)
+                if early is not None:
+                    results[e.index] = early
+                    continue
         except AppError as exc:
             raise _entry_error(e.index, exc) from None
         condition = (
@@ -479,13 +529,14 @@ async def _write_entry(
         )
         return _response_entry(ctx, result, minimal)
     if e.method == "PATCH":
+        document, content_type = _patch_document(resource)
         result = await service.patch(
             ctx,
             conn,
             e.resource_type,
             e.resource_id,
-            _patch_document(resource),
-            "application/json-patch+json",
+            document,
+            content_type,
             if_match=e.if_match,
             deferred=deferred,
         )
@@ -495,19 +546,45 @@ async def _write_entry(
     return {"response": {"status": "204 No Content"}}
 
 
-def _patch_document(resource: Any) -> Any:
-    """A PATCH entry carries its JSON Patch as a Binary resource (base64) or as Parameters;
-    we accept a Binary, or a raw JSON Patch list for convenience."""
+async def _conditional_entry(
+    ctx: service.FhirContext, conn: Conn, e: _Entry, minimal: bool
+) -> dict[str, Any]:
+    """A batch's conditional PUT, PATCH or DELETE, as the single request would make it."""
+    if e.method == "PUT":
+        result = await service.conditional_update(ctx, conn, e.resource_type, e.query, e.resource)
+        return _response_entry(ctx, result, minimal)
+    if e.method == "PATCH":
+        document, content_type = _patch_document(e.resource)
+        result = await service.conditional_patch(
+            ctx, conn, e.resource_type, e.query, document, content_type, if_match=e.if_match
+        )
+        return _response_entry(ctx, result, minimal)
+    await service.conditional_delete(ctx, conn, e.resource_type, e.query)
+    return {"response": {"status": "204 No Content"}}
+
+
+def _patch_document(resource: Any) -> tuple[Any, str]:
+    """A PATCH entry's patch and its format: a Parameters resource (FHIRPath Patch, what
+    FHIR R4 puts in a Bundle), a Binary holding a JSON Patch (base64), or a raw JSON
+    Patch list for convenience."""
     if isinstance(resource, list):
-        return resource
+        return resource, "application/json-patch+json"
+    if isinstance(resource, dict) and resource.get("resourceType") == "Parameters":
+        return resource, "application/fhir+json"
     if isinstance(resource, dict) and resource.get("resourceType") == "Binary":
         import base64
 
         try:
-            return jsontext.loads(base64.b64decode(resource.get("data", "")))
+            return (
+                jsontext.loads(base64.b64decode(resource.get("data", ""))),
+                "application/json-patch+json",
+            )
         except ValueError as exc:
             raise BadRequest(f"the Binary does not hold a JSON Patch: {exc}") from None
-    raise BadRequest("a PATCH entry needs a Binary resource holding a JSON Patch document")
+    raise BadRequest(
+        "a PATCH entry needs a Parameters resource (FHIRPath Patch) or a Binary holding a "
+        "JSON Patch document"
+    )
 
 
 async def _get_entry(ctx: service.FhirContext, conn: Conn, e: _Entry) -> dict[str, Any]:
@@ -562,4 +639,6 @@ async def _batch_entry(
             f"reference '{dangling}' cannot be resolved: batch entries may not refer to "
             "each other (use a transaction)"
         )
+    if e.conditional:
+        return await _conditional_entry(ctx, conn, e, minimal)
     return await _write_entry(ctx, conn, e, e.resource, minimal, if_none_exist=e.if_none_exist)

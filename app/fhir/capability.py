@@ -37,6 +37,14 @@ _RESULT_PARAMS = (
     "_format=json (or Accept: application/json) labels the answer application/json, "
     "application/fhir+json being the default; XML is 406"
 )
+# R4 has no element for conditional patch: said here.
+_CONDITIONAL = (
+    "Conditional update, patch and delete (PUT, PATCH, DELETE [type]?criteria) act on the "
+    "one match and answer 412 for several; with no match a conditional update creates, a "
+    "conditional patch is 404 and a conditional delete deletes nothing. PATCH takes JSON "
+    "Patch, JSON merge patch and FHIRPath Patch (a Parameters resource as "
+    "application/fhir+json)."
+)
 
 
 def _resource_entry(resource_type: str) -> dict[str, Any]:
@@ -60,7 +68,8 @@ def _resource_entry(resource_type: str) -> dict[str, Any]:
         "updateCreate": True,
         "conditionalCreate": True,
         "conditionalUpdate": True,
-        "conditionalDelete": "not-supported",
+        # R4's single-match form: several matches are a 412, none deletes nothing.
+        "conditionalDelete": "single",
         "searchParam": params,
     }
     if ref_params:
@@ -87,11 +96,20 @@ def capability_statement(base_url: str) -> bytes:
         "fhirVersion": "4.0.1",
         # The same JSON under either type: Accept or _format picks the label; no XML.
         "format": ["application/fhir+json", "application/json", "json"],
-        "patchFormat": ["application/json-patch+json", "application/merge-patch+json"],
+        # JSON Patch, JSON merge patch, and FHIRPath Patch (a Parameters resource); PATCH
+        # and conditional PATCH ([type]?criteria) take each.
+        "patchFormat": [
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/fhir+json",
+        ],
         "rest": [
             {
                 "mode": "server",
-                "documentation": "Search result parameters: " + _RESULT_PARAMS,
+                "documentation": "Search result parameters: "
+                + _RESULT_PARAMS
+                + ". "
+                + _CONDITIONAL,
                 "security": {
                     "description": "Send 'Authorization: Bearer <tenant key>' on every request "
                     "except this one."

@@ -477,6 +477,56 @@ async def conditional_update(
     return await create(ctx, conn, resource_type, resource)
 
 
+async def conditional_patch(
+    ctx: FhirContext,
+    conn: Conn,
+    resource_type: str,
+    criteria: str,
+    document: Any,
+    content_type: str,
+    *,
+    if_match: str | None = None,
+    deferred: Deferred | None = None,
+) -> WriteResult:
+    """`PATCH [type]?criteria`: the one match is patched as `PATCH [type]/[id]` would
+    patch it; none is a 404, more than one a 412 (FHIR's conditional patch)."""
+    check_type(resource_type)
+    found = await conditional_match(ctx, conn, resource_type, criteria, "conditional patch")
+    if found is None:
+        raise NotFound(
+            f"conditional patch: no {resource_type} matches '{criteria.split('?', 1)[-1]}'"
+        )
+    return await patch(
+        ctx,
+        conn,
+        resource_type,
+        found.id,
+        document,
+        content_type,
+        if_match=if_match,
+        deferred=deferred,
+    )
+
+
+async def conditional_delete(
+    ctx: FhirContext,
+    conn: Conn,
+    resource_type: str,
+    criteria: str,
+    *,
+    deferred: Deferred | None = None,
+) -> str | None:
+    """`DELETE [type]?criteria`: the one match is deleted (its id is returned); none
+    deletes nothing and succeeds; more than one is a 412 (FHIR R4's single-match
+    conditional delete)."""
+    check_type(resource_type)
+    found = await conditional_match(ctx, conn, resource_type, criteria, "conditional delete")
+    if found is None:
+        return None
+    await delete(ctx, conn, resource_type, found.id, deferred=deferred)
+    return found.id
+
+
 async def read(
     ctx: FhirContext, conn: Conn, resource_type: str, resource_id: str
 ) -> repository.StoredResource:

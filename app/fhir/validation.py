@@ -77,7 +77,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
-__all__ = ["ValidationIssue", "is_known_type", "validate_resource"]
+__all__ = ["Element", "ValidationIssue", "elements_of", "is_known_type", "validate_resource"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -757,6 +757,54 @@ def _shape(cls: Any) -> _Shape:
     if shape is None:
         shape = _SHAPES[cls] = _build_shape(cls)
     return shape
+
+
+@dataclass(frozen=True, slots=True)
+class Element:
+    """One child element of a resource or complex type, for code that edits resources
+    by element (FHIRPath Patch): its JSON key, its FHIRPath name (the choice group's
+    for `valueQuantity` and the like), whether it repeats, and its type."""
+
+    key: str
+    name: str
+    is_list: bool
+    fhir_type: str  # "HumanName", "date", "Resource", a backbone's model name; "" unknown
+    choice: bool
+    # Pass to `elements_of` for this element's own children (None: a primitive, a
+    # contained resource (look at its resourceType) or unknown).
+    owner: Any
+
+
+_ELEMENTS: dict[Any, dict[str, Element]] = {}
+
+
+def elements_of(owner: Any) -> dict[str, Element] | None:
+    """The child elements (by JSON key, "_" extension keys left out) of a resource type
+    (its name) or of a complex element (the `owner` of an `Element`); None if unknown."""
+    if owner is None:
+        return None
+    if isinstance(owner, str):
+        if owner not in _RESOURCE_TYPES:
+            return None
+        owner = _model_class(owner)
+    elif hasattr(owner, "get_model_klass"):
+        owner = owner.get_model_klass()
+    found = _ELEMENTS.get(owner)
+    if found is None:
+        found = {
+            key: Element(
+                key,
+                field.choice or field.element,
+                field.is_list,
+                field.fhir_type,
+                field.choice is not None,
+                field.target,
+            )
+            for key, field in _shape(owner).fields.items()
+            if not key.startswith("_")
+        }
+        _ELEMENTS[owner] = found
+    return found
 
 
 # --------------------------------------------------------------------------

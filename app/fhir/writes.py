@@ -17,6 +17,7 @@ import json_merge_patch
 import jsonpatch
 
 from app.errors import BadRequest, InvalidResource, Issue, Unprocessable
+from app.fhir.fhirpatch import apply_fhirpath_patch, is_fhirpath_patch
 from app.fhir.validation import validate_resource
 from app.kit.clock import fhir_instant
 
@@ -67,7 +68,10 @@ def update_body(resource_type: str, resource_id: str, resource: Any) -> dict[str
 
 
 def apply_patch(original: dict[str, Any], document: Any, content_type: str) -> Any:
-    """JSON Patch (RFC 6902) for application/json-patch+json, else JSON merge patch."""
+    """JSON Patch (RFC 6902) for application/json-patch+json; FHIRPath Patch for a
+    Parameters resource (sent as FHIR JSON); else JSON merge patch."""
+    if "json-patch" not in content_type and is_fhirpath_patch(document):
+        return apply_fhirpath_patch(original, document)
     if "json-patch" in content_type or isinstance(document, list):
         try:
             return jsonpatch.apply_patch(original, document)

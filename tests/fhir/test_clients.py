@@ -117,6 +117,38 @@ async def test_fhirpy_conditional_update(tenant: TenantHandle) -> None:
         assert patient_entry["conditionalUpdate"] is True
 
 
+async def test_fhirpy_conditional_patch_and_delete(tenant: TenantHandle) -> None:
+    """`searchset.patch(**fields)` is a conditional patch (PATCH [type]?criteria, a merge
+    patch sent as application/json) and `searchset.delete()` a conditional delete."""
+    fp = fhirpy_client(tenant)
+    family = unique_family()
+    system, mrn = "urn:test:mrn", f"MRN-{family}"
+    body = {**patient_json(family, 1), "identifier": [{"system": system, "value": mrn}]}
+    matching = fp.resources("Patient").search(identifier=f"{system}|{mrn}")
+    with pytest.raises(ResourceNotFound), pytest.warns(DeprecationWarning):  # no match: 404
+        await matching.patch(active=True)
+    made = fp.resource("Patient", **body)
+    await made.save()
+    with pytest.warns(DeprecationWarning):  # fhirpy warns on every searchset.patch()
+        patched = await matching.patch(active=True, gender=None)
+    assert patched.id == made.id and patched["active"] is True and "gender" not in patched
+    assert patched["meta"]["versionId"] == "2"
+    # Several matches: 412, which fhirpy raises as MultipleResourcesFound.
+    twin = fp.resource("Patient", **{**body, "name": [{"family": family, "given": ["Twin"]}]})
+    await twin.save()
+    with pytest.raises(MultipleResourcesFound), pytest.warns(DeprecationWarning):
+        await matching.patch(active=False)
+    with pytest.raises(MultipleResourcesFound):
+        await matching.delete()
+    await twin.delete()  # type: ignore[no-untyped-call]
+    _, status = await matching.delete()
+    assert status == 204
+    with pytest.raises(ResourceNotFound):
+        await fp.reference("Patient", made.id).to_resource()
+    _, status = await matching.delete()  # nothing left to match: still a success
+    assert status == 204
+
+
 async def test_fhirpy_crud_and_merge_patch(tenant: TenantHandle) -> None:
     fp = fhirpy_client(tenant)
     family = unique_family()

@@ -133,12 +133,16 @@ async def test_a_patch_in_no_patch_format_is_415_naming_the_formats(
         assert r.status_code == 415, (content_type, r.text)
         text = r.json()["issue"][0]["diagnostics"]
         assert "application/json-patch+json" in text and "application/merge-patch+json" in text
+        assert "application/fhir+json" in text and "FHIRPath Patch" in text
     fhirpath_patch = {
         "resourceType": "Parameters",
         "parameter": [{"name": "operation", "part": [{"name": "type", "valueCode": "delete"}]}],
     }
+    # A FHIRPath Patch comes as FHIR JSON; sent as a merge patch it is refused.
     r = await client.patch(
-        f"/Patient/{pid}", json=fhirpath_patch, headers={"Content-Type": "application/fhir+json"}
+        f"/Patient/{pid}",
+        json=fhirpath_patch,
+        headers={"Content-Type": "application/merge-patch+json"},
     )
     assert r.status_code == 415 and "FHIRPath Patch" in r.json()["issue"][0]["diagnostics"]
     # Nothing was written by the refused patches.
