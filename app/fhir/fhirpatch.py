@@ -25,17 +25,11 @@ from functools import lru_cache
 from typing import Any, Final
 
 import fhirpathpy
-from antlr4 import CommonTokenStream, InputStream  # type: ignore[import-untyped]
-from antlr4.error.ErrorListener import ErrorListener  # type: ignore[import-untyped]
-from antlr4.tree.Tree import ParseTreeWalker  # type: ignore[import-untyped]
-from fhirpathpy.engine.invocations import invocation_registry
 from fhirpathpy.models import models
-from fhirpathpy.parser.generated.FHIRPathLexer import FHIRPathLexer
-from fhirpathpy.parser.generated.FHIRPathListener import FHIRPathListener
-from fhirpathpy.parser.generated.FHIRPathParser import FHIRPathParser
 
 from app.errors import AppError, BadRequest, Issue, Unprocessable
 from app.fhir.validation import Element, elements_of
+from app.kit.fhirpath_grammar import FHIRPathParser, FhirPathSyntaxError, Parsed, parse
 
 __all__ = ["OPERATION_TYPES", "apply_fhirpath_patch", "is_fhirpath_patch"]
 
@@ -55,35 +49,6 @@ def is_fhirpath_patch(document: Any) -> bool:
 
 
 # --- the path ---------------------------------------------------------------------------
-
-
-class _SyntaxProblem(Exception):
-    pass
-
-
-class _RaisingListener(ErrorListener):  # type: ignore[misc]
-    def syntaxError(  # ANTLR's name
-        self, recognizer: Any, offendingSymbol: Any, line: int, column: int, msg: str, e: Any
-    ) -> None:
-        raise _SyntaxProblem(f"column {column + 1}: {msg.replace('<EOF>', 'the end')}")
-
-
-class _Functions(FHIRPathListener):
-    """Unknown functions and wrong argument counts, which fhirpathpy finds only when it
-    evaluates them (and so never on an empty collection)."""
-
-    def __init__(self) -> None:
-        self.problems: list[str] = []
-
-    def enterFunctn(self, ctx: Any) -> None:  # ANTLR's name
-        name = ctx.identifier().getText()
-        params = ctx.paramList()
-        count = len(params.expression()) if params is not None else 0
-        invocation: Any = invocation_registry.get(name)
-        if invocation is None or "fn" not in invocation:
-            self.problems.append(f"unknown function '{name}()'")
-        elif "variadic" not in invocation and count not in invocation.get("arity", {0: []}):
-            self.problems.append(f"{name}() does not take {count} argument(s)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +86,7 @@ def _is(node: Any, cls: Any) -> bool:
     return isinstance(node, cls)
 
 
-def _steps(expr: Any, source: InputStream) -> list[_Step]:
+def _steps(expr: Any, source: Parsed) -> list[_Step]:
     if _is(expr, FHIRPathParser.TermExpressionContext):
         term = expr.term()
         if _is(term, FHIRPathParser.InvocationTermContext):
@@ -140,7 +105,7 @@ def _steps(expr: Any, source: InputStream) -> list[_Step]:
     )
 
 
-def _invocation(inv: Any, source: InputStream) -> _Step:
+def _invocation(inv: Any, source: Parsed) -> _Step:
     if _is(inv, FHIRPathParser.MemberInvocationContext):
         return _Step("member", _identifier(inv.identifier().getText()))
     if _is(inv, FHIRPathParser.ThisInvocationContext):
@@ -160,7 +125,7 @@ def _invocation(inv: Any, source: InputStream) -> _Step:
         return _Step(name, number=number)
     if name == "where" and len(args) == 1:
         arg = args[0]
-        return _Step("where", criteria=source.getText(arg.start.start, arg.stop.stop))
+        return _Step("where", criteria=source.text(arg))
     if name == "ofType" and len(args) == 1:
         return _Step("ofType", _identifier(args[0].getText()).rpartition(".")[2])
     raise _Unsupported(f"{name}() cannot be used in a patch path")
@@ -173,26 +138,16 @@ def _parse_path(text: str) -> _Path | str:
         return "the path is empty"
     if len(text) > _MAX_PATH:
         return f"the path is longer than {_MAX_PATH} characters"
-    listener = _RaisingListener()
-    source = InputStream(text)
-    lexer = FHIRPathLexer(source)
-    lexer.removeErrorListeners()
-    lexer.addErrorListener(listener)
-    parser: Any = FHIRPathParser(CommonTokenStream(lexer))
-    parser.removeErrorListeners()
-    parser.addErrorListener(listener)
     try:
-        tree = parser.entireExpression()
-        functions = _Functions()
-        ParseTreeWalker().walk(functions, tree)
-    except _SyntaxProblem as problem:
+        parsed = parse(text)
+    except FhirPathSyntaxError as problem:
         return f"not valid FHIRPath ({problem})"
     except RecursionError:
         return "the path is nested too deeply"
-    if functions.problems:
-        return f"not valid FHIRPath ({functions.problems[0]})"
+    if parsed.problems:
+        return f"not valid FHIRPath ({parsed.problems[0]})"
     try:
-        return _Path(text, tuple(_steps(tree.expression(), source)))
+        return _Path(text, tuple(_steps(parsed.tree.expression(), parsed)))
     except _Unsupported as exc:
         return f"cannot be patched: {exc}"
     except RecursionError:
