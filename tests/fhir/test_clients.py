@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import orjson
 import pytest
 import requests
 from fhirclient.client import FHIRClient
@@ -810,3 +811,71 @@ async def test_httpx_conditional_create_and_transaction(client: httpx.AsyncClien
     assert failed.status_code == 400
     count = await client.get("/Patient", params={"family": family, "_summary": "count"})
     assert count.json()["total"] == 2
+
+
+async def test_on_a_runs_base_fhirpy_conditional_update_and_a_fhirpath_patch(
+    tenant: TenantHandle,
+) -> None:
+    """An agent pointed at a run's own FHIR base, with a client unchanged: fhirpy's
+    conditional update of the run's patient and a FHIRPath Patch (Parameters) of it,
+    both on the run's resources and counted as the run's changes."""
+    async with httpx.AsyncClient(base_url=tenant.server, headers=tenant.headers) as client:
+        started = await client.post(
+            "/api/testing/runs", json={"scenarioId": "scheduling.book-named-practitioner"}
+        )
+        assert started.status_code == 201, started.text
+        run = started.json()
+    base, patient_ref = run["fhirBase"], run["fixture"]["patient"]
+    patient_id = patient_ref.split("/")[1]
+    fp = AsyncFHIRClient(base, authorization=f"Bearer {tenant.key}")
+    current = await fp.reference("Patient", patient_id).to_resource()
+    matching = fp.resources("Patient").search(_id=patient_id)
+    updated, created = await matching.update(
+        fp.resource("Patient", **{**dict(current), "gender": "other"})
+    )
+    assert created is False and updated.id == patient_id
+    patch = {
+        "resourceType": "Parameters",
+        "parameter": [
+            {
+                "name": "operation",
+                "part": [
+                    {"name": "type", "valueCode": "add"},
+                    {"name": "path", "valueString": "Patient"},
+                    {"name": "name", "valueString": "telecom"},
+                    {
+                        "name": "value",
+                        "part": [
+                            {"name": "system", "valueCode": "phone"},
+                            {"name": "value", "valueString": "555-0142"},
+                        ],
+                    },
+                ],
+            },
+            {
+                "name": "operation",
+                "part": [
+                    {"name": "type", "valueCode": "replace"},
+                    {"name": "path", "valueString": "Patient.gender"},
+                    {"name": "value", "valueCode": "female"},
+                ],
+            },
+        ],
+    }
+    async with httpx.AsyncClient(base_url=base, headers=tenant.headers) as fhir:
+        patched = await fhir.patch(
+            f"/Patient/{patient_id}",
+            content=orjson.dumps(patch),
+            headers={"Content-Type": "application/fhir+json"},
+        )
+        assert patched.status_code == 200, patched.text
+        after = patched.json()
+        assert after["gender"] == "female"
+        assert {"system": "phone", "value": "555-0142"} in after["telecom"]
+        assert int(after["meta"]["versionId"]) == int(updated["meta"]["versionId"]) + 1
+        assert (await fhir.get(f"/Patient/{patient_id}")).json()["gender"] == "female"
+    async with httpx.AsyncClient(base_url=tenant.server, headers=tenant.headers) as client:
+        calls = (await client.get(f"/api/testing/runs/{run['id']}/trace")).json()["calls"]
+        methods = [(c["method"], c["status"]) for c in calls if "Patient" in c["path"]]
+        assert ("PUT", 200) in methods and ("PATCH", 200) in methods, methods
+        await client.post(f"/api/testing/runs/{run['id']}/cancel")
