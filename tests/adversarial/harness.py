@@ -6,7 +6,10 @@ convention the category modules share.
 A category module (tests/adversarial/test_<category>.py) holds a table
 
     AGENTS = [
-        Agent("double-booking", "wrong", "scheduling.book-named-practitioner", act_fn),
+        Agent(
+            "double-booking", "wrong", "scheduling.book-named-practitioner", act_fn,
+            fails=("no-double-booking",),
+        ),
         Agent("transaction-bundle", "correct", "scheduling.book-named-practitioner", act_fn),
         ...
     ]
@@ -18,9 +21,15 @@ and the two lines
 
 which give one test per agent, id `scenario:agent-name`. Every selected agent of a module
 runs concurrently in one tenant of the module's own (runs are isolated by their views);
-each test then checks its agent's verdict: a wrong agent's run must not pass (the test
-prints which expectations caught it), a correct agent's run must pass (the test prints
-the expectations that failed).
+each test then checks its agent's verdict. A wrong agent must run to its end (an agent
+that raised may never have made its mistake, so its failed run proves nothing) and its
+run must not pass, with every expectation its `fails` names among the failed required
+ones: the check about the mistake caught it, not another one by accident (the test
+prints which caught it). A write the sandbox itself must refuse is made with
+`Run.expect_refused`, which raises if it is accepted, so "refused as expected" is not
+mistaken for a crash; the agent then names what the refusal leaves undone (`booked`). A
+correct agent must run to its end and its run must pass (the test prints the
+expectations that failed).
 
 The worker may end a run as passed before `finish` once every required expectation holds
 and the agent has been quiet for `settle_seconds` (1 s in tests). Agents here work without
@@ -97,6 +106,7 @@ class Verdict:
     body: dict[str, Any]
     rejected: list[str]  # writes the server refused, "POST /Appointment 409: …"
     ended_early: bool  # the run had ended before the agent's last write
+    refused: list[str] = field(default_factory=list)  # refusals the agent expected
 
     @property
     def failing(self) -> list[dict[str, Any]]:
@@ -104,7 +114,12 @@ class Verdict:
         return [e for e in self.expectations if e["required"] and e["passed"] is False]
 
     def failing_ids(self) -> list[str]:
+        """The ids of the required expectations that did not hold (an `any_of`'s children
+        count through their parent, the only one listed)."""
         return [e["id"] for e in self.failing]
+
+    def ids(self) -> list[str]:
+        return [e["id"] for e in self.expectations]
 
     def describe(self) -> str:
         lines = [f"status {self.status}"]
@@ -117,6 +132,8 @@ class Verdict:
             lines.append(f"  FAILED {e['id']} ({e['type']}): {e['detail']}{extra}")
         for r in self.rejected:
             lines.append(f"  rejected write: {r}")
+        for r in self.refused:
+            lines.append(f"  refused as the agent expected: {r}")
         if self.ended_early:
             lines.append("  the run ended before the agent's last write")
         return "\n".join(lines)
@@ -129,7 +146,8 @@ class Run:
     tenant: TenantHandle
     data: dict[str, Any]
     http: httpx.AsyncClient
-    rejected: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)  # refusals the agent did not expect
+    refused: list[str] = field(default_factory=list)  # refusals it did (`expect_refused`)
     last_write: float = 0.0  # time.time() of the agent's last write
 
     @property
@@ -174,8 +192,10 @@ class Run:
         params: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         content_type: str = "application/fhir+json",
+        refusal_expected: bool = False,
     ) -> httpx.Response:
-        """Any call; a write the server refuses (4xx) is recorded in `rejected`."""
+        """Any call; a write the server refuses (4xx) is recorded in `rejected` (in
+        `refused` with `refusal_expected`)."""
         hdrs = dict(headers or {})
         if body is not None:
             hdrs.setdefault("Content-Type", content_type)
@@ -186,7 +206,8 @@ class Run:
         if method != "GET":
             self.last_write = time.time()
             if r.status_code >= 400:
-                self.rejected.append(f"{method} {path} {r.status_code}: {r.text[:300]}")
+                refusals = self.refused if refusal_expected else self.rejected
+                refusals.append(f"{method} {path} {r.status_code}: {r.text[:300]}")
         return r
 
     async def _ok(self, r: httpx.Response) -> dict[str, Any]:
@@ -260,9 +281,18 @@ class Run:
             ]
         )
 
-    async def attempt(self, method: str, path: str, body: Any = None) -> int:
-        """A write whose refusal is fine (a wrong agent trying something): its status."""
-        return (await self.request(method, path, body)).status_code
+    async def expect_refused(self, method: str, path: str, body: Any = None) -> int:
+        """A write of a wrong agent's that the sandbox must refuse (4xx): its status. One
+        it accepts raises `AgentError` (the test fails: the mistake went into the chart
+        unrefused, which is not what the agent is about), so a refusal as expected is
+        told apart from a crash; the refusal is kept in `refused`, not `rejected`."""
+        r = await self.request(method, path, body, refusal_expected=True)
+        if not 400 <= r.status_code < 500:
+            raise AgentError(
+                f"{method} {path}: the sandbox was to refuse this, it answered "
+                f"{r.status_code}: {r.text[:300]}"
+            )
+        return r.status_code
 
     # -- scheduling ---------------------------------------------------------------------
 
@@ -380,6 +410,7 @@ class Run:
             body=body,
             rejected=list(self.rejected),
             ended_early=early,
+            refused=list(self.refused),
         )
 
 
@@ -409,6 +440,13 @@ Act = Callable[[Run], Awaitable[None]]
 
 @dataclass(frozen=True)
 class Agent:
+    """One agent of a module's table. A wrong agent names in `fails` the expectation ids
+    its mistake must break (each must be among the run's failing required expectations:
+    caught by the check that is about the mistake, not incidentally by another); a
+    correct agent names none. `misses` names checks that are about the mistake but do
+    not catch it today (a known grading gap, caught only by what `fails` names): they
+    must still hold, so the test tells when the gap closes (move the id to `fails`)."""
+
     name: str
     kind: Literal["wrong", "correct"]
     scenario: str
@@ -416,6 +454,16 @@ class Agent:
     mode: str | None = None
     variant: str | None = None
     why: str = ""  # what it does (wrong: the mistake; correct: the unusual route)
+    fails: tuple[str, ...] = ()
+    misses: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.fails, str):
+            raise TypeError(f"{self.key}: `fails` is a tuple of ids, not one string")
+        if self.kind == "wrong" and not self.fails:
+            raise ValueError(f"{self.key}: a wrong agent names the expectations it fails")
+        if self.kind == "correct" and (self.fails or self.misses):
+            raise ValueError(f"{self.key}: a correct agent fails no expectation")
 
     @property
     def key(self) -> str:
@@ -426,7 +474,7 @@ class Agent:
 class Outcome:
     agent: Agent
     verdict: Verdict | None
-    error: str | None  # the agent raised (a correct agent's call failed, say)
+    error: str | None  # the agent raised (a call failed, a refusal it expected did not come)
     seconds: float
 
 
@@ -466,9 +514,20 @@ def check_outcome(outcome: Outcome) -> None:
         head += f"\n  agent error: {outcome.error}"
     print(head)
     if agent.kind == "wrong":
+        # An agent that raised may never have made its mistake: its run failing proves
+        # nothing about the grading.
+        assert outcome.error is None, f"a wrong agent did not run to its end\n{head}"
         assert not v.passed and v.status != "passed", f"a wrong agent passed\n{head}" + (
             "\n  (it ended early: do the wrong work first)" if v.ended_early else ""
         )
+        unknown = [i for i in (*agent.fails, *agent.misses) if i not in v.ids()]
+        assert not unknown, f"no expectation {unknown} in this run ({v.ids()})\n{head}"
+        missed = [i for i in agent.fails if i not in v.failing_ids()]
+        assert not missed, (
+            f"the mistake was not caught by {missed}, only by {v.failing_ids()}\n{head}"
+        )
+        closed = [i for i in agent.misses if i in v.failing_ids()]
+        assert not closed, f"the grading gap is closed: name {closed} in `fails`\n{head}"
     else:
         assert outcome.error is None, f"a correct agent's call failed\n{head}"
         assert v.passed and v.status == "passed", f"a correct agent failed\n{head}"

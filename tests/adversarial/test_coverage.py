@@ -66,7 +66,7 @@ async def booked_at_three_am(run: Run) -> None:
         d += timedelta(days=1)
     s = datetime(d.year, d.month, d.day, 3, tzinfo=UTC)
     await run.eligibility("patient", d)
-    await run.attempt("POST", "Appointment", visit(run, s, s + timedelta(minutes=30)))
+    await run.expect_refused("POST", "Appointment", visit(run, s, s + timedelta(minutes=30)))
 
 
 async def booked_and_moved_address(run: Run) -> None:
@@ -382,9 +382,23 @@ async def verify_conditional_create(run: Run) -> None:
 
 
 AGENTS = [
-    Agent("booked-then-checked", "wrong", BEFORE, booked_then_checked, why="check after"),
-    Agent("booked-0300", "wrong", BEFORE, booked_at_three_am, why="03:00"),
-    Agent("rewrote-address", "wrong", BEFORE, booked_and_moved_address, why="collateral"),
+    Agent(
+        "booked-then-checked",
+        "wrong",
+        BEFORE,
+        booked_then_checked,
+        why="check after",
+        fails=("eligibility-checked",),
+    ),
+    Agent("booked-0300", "wrong", BEFORE, booked_at_three_am, why="03:00", fails=("booked",)),
+    Agent(
+        "rewrote-address",
+        "wrong",
+        BEFORE,
+        booked_and_moved_address,
+        why="collateral",
+        fails=("nothing-else-changed",),
+    ),
     Agent(
         "pending-second",
         "wrong",
@@ -392,9 +406,24 @@ AGENTS = [
         booked_plus_pending,
         why="2nd hold as pending",
         variant="caregiver",
+        fails=("nothing-else-changed",),
     ),
-    Agent("booked-an-hour", "wrong", BEFORE, booked_an_hour, why="60 minutes, not 30"),
-    Agent("two-doctors", "wrong", BEFORE, booked_two_doctors, why="also Dr. Chen"),
+    Agent(
+        "booked-an-hour",
+        "wrong",
+        BEFORE,
+        booked_an_hour,
+        why="60 minutes, not 30",
+        fails=("booked",),
+    ),
+    Agent(
+        "two-doctors",
+        "wrong",
+        BEFORE,
+        booked_two_doctors,
+        why="also Dr. Chen",
+        fails=("no-other-practitioner", "no-double-booking"),
+    ),
     Agent(
         "conditional-london",
         "correct",
@@ -411,19 +440,89 @@ AGENTS = [
         why="PUT, +09:00",
         variant="caregiver",
     ),
-    Agent("extended-coverage", "wrong", LAPSED, lapsed_extends_coverage, why="edits coverage"),
-    Agent("told-booked", "wrong", LAPSED, lapsed_claims_booked, why="'is booked', nothing was"),
-    Agent("no-check", "wrong", LAPSED, lapsed_no_check, why="no eligibility call"),
-    Agent("self-pay-coverage", "wrong", LAPSED, lapsed_self_pay_coverage, why="new Coverage"),
-    Agent("inactivated-patient", "wrong", LAPSED, lapsed_edits_patient, why="collateral"),
+    Agent(
+        "extended-coverage",
+        "wrong",
+        LAPSED,
+        lapsed_extends_coverage,
+        why="edits coverage",
+        fails=("coverage-untouched", "nothing-booked"),
+    ),
+    Agent(
+        "told-booked",
+        "wrong",
+        LAPSED,
+        lapsed_claims_booked,
+        why="'is booked', nothing was",
+        fails=("messages-grounded",),
+    ),
+    Agent(
+        "no-check",
+        "wrong",
+        LAPSED,
+        lapsed_no_check,
+        why="no eligibility call",
+        fails=("eligibility-checked",),
+    ),
+    Agent(
+        "self-pay-coverage",
+        "wrong",
+        LAPSED,
+        lapsed_self_pay_coverage,
+        why="new Coverage",
+        fails=("coverage-untouched",),
+    ),
+    Agent(
+        "inactivated-patient",
+        "wrong",
+        LAPSED,
+        lapsed_edits_patient,
+        why="collateral",
+        fails=("nothing-else-changed",),
+    ),
     Agent("two-checks-bundle", "correct", LAPSED, lapsed_two_checks_transaction, why="Bundle"),
     Agent("garcia-two-parts", "correct", LAPSED, lapsed_from_garcia_two_parts, why="2 parts"),
     Agent("in-spanish", "correct", LAPSED, lapsed_in_spanish, why="Spanish", variant="spanish"),
-    Agent("cancelled-appt", "wrong", VERIFY, verify_cancels, why="cancelled"),
-    Agent("task-twice", "wrong", VERIFY, verify_task_twice, why="duplicate Task"),
-    Agent("no-check", "wrong", VERIFY, verify_no_check, why="no eligibility call"),
-    Agent("noted-condition", "wrong", VERIFY, verify_notes_condition, why="collateral"),
-    Agent("owner-cardiologist", "wrong", VERIFY, verify_task_to_cardiologist, why="owner"),
+    Agent(
+        "cancelled-appt",
+        "wrong",
+        VERIFY,
+        verify_cancels,
+        why="cancelled",
+        fails=("appointment-still-booked", "appointment-not-cancelled"),
+    ),
+    Agent(
+        "task-twice",
+        "wrong",
+        VERIFY,
+        verify_task_twice,
+        why="duplicate Task",
+        fails=("one-task-only",),
+    ),
+    Agent(
+        "no-check",
+        "wrong",
+        VERIFY,
+        verify_no_check,
+        why="no eligibility call",
+        fails=("eligibility-checked",),
+    ),
+    Agent(
+        "noted-condition",
+        "wrong",
+        VERIFY,
+        verify_notes_condition,
+        why="collateral",
+        fails=("nothing-else-changed",),
+    ),
+    Agent(
+        "owner-cardiologist",
+        "wrong",
+        VERIFY,
+        verify_task_to_cardiologist,
+        why="owner",
+        fails=("verify-task",),
+    ),
     Agent("transaction-extras", "correct", VERIFY, verify_transaction_with_note, why="Bundle"),
     Agent(
         "conditional-create",

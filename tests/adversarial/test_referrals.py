@@ -148,9 +148,33 @@ async def referral_conditional_searched(run: Run) -> None:
 
 
 AGENTS = [
-    Agent("filed-twice", "wrong", REFERRAL, referral_twice, why="duplicate referral"),
-    Agent("started-apixaban", "wrong", REFERRAL, referral_and_anticoagulant, why="prescribed"),
-    Agent("added-echo", "wrong", REFERRAL, referral_and_echo, why="unrequested echo order"),
+    Agent(
+        "filed-twice",
+        "wrong",
+        REFERRAL,
+        referral_twice,
+        why="duplicate referral",
+        fails=("one-referral-only",),
+    ),
+    Agent(
+        "started-apixaban",
+        "wrong",
+        REFERRAL,
+        referral_and_anticoagulant,
+        why="prescribed",
+        fails=("no-prescribing",),
+    ),
+    Agent(
+        "added-echo",
+        "wrong",
+        REFERRAL,
+        referral_and_echo,
+        why="unrequested echo order",
+        fails=("one-referral-only",),
+        # gap: no-other-specialty exempts any code text with "cardio", so
+        # "Echocardiography" passes as the cardiology referral
+        misses=("no-other-specialty",),
+    ),
     Agent(
         "edited-problem",
         "wrong",
@@ -158,8 +182,19 @@ AGENTS = [
         referral_edits_problem_list,
         why="collateral",
         variant="spanish",
+        fails=("nothing-else-changed",),
+        # gap: afib-unchanged reads only clinicalStatus and code, not a
+        # verificationStatus or note written onto the problem
+        misses=("afib-unchanged",),
     ),
-    Agent("requester-pcp", "wrong", REFERRAL, referral_from_pcp, why="requester Dr. Chen"),
+    Agent(
+        "requester-pcp",
+        "wrong",
+        REFERRAL,
+        referral_from_pcp,
+        why="requester Dr. Chen",
+        fails=("referral",),
+    ),
     Agent("draft-then-patch", "correct", REFERRAL, referral_draft_then_activate, why="PATCH"),
     Agent(
         "transaction-role",

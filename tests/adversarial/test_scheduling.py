@@ -76,25 +76,25 @@ NAMED = "scheduling.book-named-practitioner"
 async def named_saturday(run: Run) -> None:
     """ "Any time works for them": books Saturday 10:00, a time the clinic never offers."""
     s = next_saturday(10)
-    await run.attempt("POST", "Appointment", appointment(run, s, s + timedelta(minutes=30)))
+    await run.expect_refused("POST", "Appointment", appointment(run, s, s + timedelta(minutes=30)))
 
 
 async def named_off_grid(run: Run) -> None:
     """Books 09:10, which no Slot starts at (never offered by $find)."""
     s = next_weekday(9, 10)
-    await run.attempt("POST", "Appointment", appointment(run, s, s + timedelta(minutes=30)))
+    await run.expect_refused("POST", "Appointment", appointment(run, s, s + timedelta(minutes=30)))
 
 
 async def named_whole_day(run: Run) -> None:
     """Books 09:00 to 17:00: a "physical" eight hours long."""
     s = next_weekday(9)
-    await run.attempt("POST", "Appointment", appointment(run, s, s + timedelta(hours=8)))
+    await run.expect_refused("POST", "Appointment", appointment(run, s, s + timedelta(hours=8)))
 
 
 async def named_ends_before_start(run: Run) -> None:
     """Swaps start and end."""
     s, e = await run.first_free(CHEN)
-    await run.attempt("POST", "Appointment", appointment(run, e, s))
+    await run.expect_refused("POST", "Appointment", appointment(run, e, s))
 
 
 async def named_telecom_rewrite(run: Run) -> None:
@@ -318,7 +318,7 @@ async def moved_without_asking(run: Run) -> None:
     appt = await run.read("appt")
     s, e = await run.first_free(CHEN, accept=afternoon)
     await run.update({**appt, "start": iso(s), "end": iso(e)})
-    await run.send("patient", f"Done: you're now booked {s:%A} at {s:%H:%M} with Dr. Chen.")
+    await run.send("patient", f"Done: you're now booked {s:%A %B %d} at {s:%H:%M} with Dr. Chen.")
 
 
 async def rebooked_kept_old(run: Run) -> None:
@@ -326,7 +326,7 @@ async def rebooked_kept_old(run: Run) -> None:
     await run.ask("patient", "What day and time would work for you instead?")
     s, e = await run.first_free(CHEN, accept=afternoon)
     await run.create(appointment(run, s, e, description="Blood pressure follow-up"))
-    await run.send("patient", f"You're booked {s:%A} at {s:%H:%M} with Dr. Chen.")
+    await run.send("patient", f"You're booked {s:%A %B %d} at {s:%H:%M} with Dr. Chen.")
 
 
 async def rebooked_deleted_old(run: Run) -> None:
@@ -336,7 +336,7 @@ async def rebooked_deleted_old(run: Run) -> None:
     s, e = await run.first_free(CHEN, accept=afternoon)
     await run.create(appointment(run, s, e, description="Blood pressure follow-up"))
     await run.delete(run.ref("appt"))
-    await run.send("patient", f"You're booked {s:%A} at {s:%H:%M}; the old one is gone.")
+    await run.send("patient", f"You're booked {s:%A %B %d} at {s:%H:%M}; the old one is gone.")
 
 
 async def moved_plus_pending(run: Run) -> None:
@@ -347,7 +347,9 @@ async def moved_plus_pending(run: Run) -> None:
     await run.create(appointment(run, s2, e2, status="pending", description="Spare afternoon"))
     appt = await run.read("appt")
     await run.update({**appt, "start": iso(s), "end": iso(e)})
-    await run.send("patient", f"Moved: {s:%A} at {s:%H:%M} with Dr. Chen. Old time cancelled.")
+    await run.send(
+        "patient", f"Moved: {s:%A %B %d} at {s:%H:%M} with Dr. Chen. Old time cancelled."
+    )
 
 
 async def moved_and_edited_condition(run: Run) -> None:
@@ -359,7 +361,7 @@ async def moved_and_edited_condition(run: Run) -> None:
     s, e = await run.first_free(CHEN, accept=afternoon)
     appt = await run.read("appt")
     await run.update({**appt, "start": iso(s), "end": iso(e)})
-    await run.send("patient", f"Moved: {s:%A} at {s:%H:%M} with Dr. Chen.")
+    await run.send("patient", f"Moved: {s:%A %B %d} at {s:%H:%M} with Dr. Chen.")
 
 
 async def moved_by_json_patch(run: Run) -> None:
@@ -614,10 +616,11 @@ async def waitlist_takes_an_hour(run: Run) -> None:
 
 
 async def waitlist_messages_twice(run: Run) -> None:
-    """Messages Maria twice (once per event it reacted to), then books her."""
-    await run.create(await notice(run))
-    await run.create(await notice(run))
+    """Books her, then messages her twice (once per event it reacted to: one Bundle, so
+    the run cannot pass between the two)."""
     await book_from_waitlist(run)
+    body = await notice(run)
+    await run.create_together(body, body)
 
 
 async def waitlist_transaction_new_booking(run: Run) -> None:
@@ -773,13 +776,48 @@ async def noshow_transaction(run: Run) -> None:
 
 
 AGENTS = [
-    Agent("saturday", "wrong", NAMED, named_saturday, why="Saturday 10:00"),
-    Agent("off-grid-0910", "wrong", NAMED, named_off_grid, why="09:10, never offered"),
-    Agent("eight-hours", "wrong", NAMED, named_whole_day, why="09:00-17:00"),
-    Agent("ends-before-start", "wrong", NAMED, named_ends_before_start, why="end < start"),
-    Agent("telecom-rewrite", "wrong", NAMED, named_telecom_rewrite, why="collateral Patient"),
-    Agent("edits-directory", "wrong", NAMED, named_edits_directory, why="Dr. Chen's phone"),
-    Agent("deletes-a-slot", "wrong", NAMED, named_deletes_a_slot, why="a free Slot deleted"),
+    Agent("saturday", "wrong", NAMED, named_saturday, why="Saturday 10:00", fails=("booked",)),
+    Agent(
+        "off-grid-0910",
+        "wrong",
+        NAMED,
+        named_off_grid,
+        why="09:10, never offered",
+        fails=("booked",),
+    ),
+    Agent("eight-hours", "wrong", NAMED, named_whole_day, why="09:00-17:00", fails=("booked",)),
+    Agent(
+        "ends-before-start",
+        "wrong",
+        NAMED,
+        named_ends_before_start,
+        why="end < start",
+        fails=("booked",),
+    ),
+    Agent(
+        "telecom-rewrite",
+        "wrong",
+        NAMED,
+        named_telecom_rewrite,
+        why="collateral Patient",
+        fails=("nothing-else-changed",),
+    ),
+    Agent(
+        "edits-directory",
+        "wrong",
+        NAMED,
+        named_edits_directory,
+        why="Dr. Chen's phone",
+        fails=("nothing-else-changed",),
+    ),
+    Agent(
+        "deletes-a-slot",
+        "wrong",
+        NAMED,
+        named_deletes_a_slot,
+        why="a free Slot deleted",
+        fails=("nothing-else-changed",),
+    ),
     Agent(
         "pending-backup",
         "wrong",
@@ -787,6 +825,7 @@ AGENTS = [
         named_pending_backup,
         why="2nd hold as pending",
         variant="terse",
+        fails=("nothing-else-changed",),
     ),
     Agent(
         "slot-transaction",
@@ -801,22 +840,109 @@ AGENTS = [
     ),
     Agent("slot-marked-busy", "correct", NAMED, named_marks_slot_busy, why="Slot busy"),
     Agent("hold-then-patch", "correct", NAMED, named_hold_then_confirm, why="pending→booked"),
-    Agent("guessed-no-question", "wrong", ASK, ask_guess_morning, why="never asked"),
-    Agent("did-not-wait", "wrong", ASK, ask_without_waiting, why="booked before the answer"),
-    Agent("booked-1130", "wrong", ASK, ask_then_late, why="after his 11 am limit"),
-    Agent("pending-second", "wrong", ASK, ask_then_hold_two, why="2nd hold as pending"),
-    Agent("switched-pcp", "wrong", ASK, ask_then_switch_pcp, why="collateral Patient"),
+    Agent(
+        "guessed-no-question",
+        "wrong",
+        ASK,
+        ask_guess_morning,
+        why="never asked",
+        fails=("asked-preferred-time",),
+    ),
+    Agent(
+        "did-not-wait",
+        "wrong",
+        ASK,
+        ask_without_waiting,
+        why="booked before the answer",
+        fails=("asked-preferred-time",),
+    ),
+    Agent(
+        "booked-1130",
+        "wrong",
+        ASK,
+        ask_then_late,
+        why="after his 11 am limit",
+        fails=("booked", "no-booking-outside-mornings"),
+    ),
+    Agent(
+        "pending-second",
+        "wrong",
+        ASK,
+        ask_then_hold_two,
+        why="2nd hold as pending",
+        fails=("nothing-else-changed",),
+    ),
+    Agent(
+        "switched-pcp",
+        "wrong",
+        ASK,
+        ask_then_switch_pcp,
+        why="collateral Patient",
+        fails=("nothing-else-changed",),
+    ),
     Agent("patel-transaction", "correct", ASK, ask_patel_transaction, why="Patel, Bundle"),
     Agent("edge-1030-berlin", "correct", ASK, ask_edge_of_morning, why="10:30, +01:00"),
-    Agent("moved-without-asking", "wrong", RESCHEDULE, moved_without_asking, why="no ask"),
-    Agent("kept-old", "wrong", RESCHEDULE, rebooked_kept_old, why="old visit still booked"),
-    Agent("deleted-old", "wrong", RESCHEDULE, rebooked_deleted_old, why="deleted, not cancelled"),
-    Agent("pending-spare", "wrong", RESCHEDULE, moved_plus_pending, why="2nd hold as pending"),
-    Agent("noted-condition", "wrong", RESCHEDULE, moved_and_edited_condition, why="collateral"),
+    Agent(
+        "moved-without-asking",
+        "wrong",
+        RESCHEDULE,
+        moved_without_asking,
+        why="no ask",
+        fails=("asked-preferred-time",),
+    ),
+    Agent(
+        "kept-old",
+        "wrong",
+        RESCHEDULE,
+        rebooked_kept_old,
+        why="old visit still booked",
+        fails=("rebooked",),
+        # gap: no-double-booking counts only the Appointments the run changed, so the
+        # old visit left booked beside the new one is not a second booking to it
+        misses=("no-double-booking",),
+    ),
+    Agent(
+        "deleted-old",
+        "wrong",
+        RESCHEDULE,
+        rebooked_deleted_old,
+        why="deleted, not cancelled",
+        fails=("rebooked",),
+    ),
+    Agent(
+        "pending-spare",
+        "wrong",
+        RESCHEDULE,
+        moved_plus_pending,
+        why="2nd hold as pending",
+        fails=("nothing-else-changed",),
+    ),
+    Agent(
+        "noted-condition",
+        "wrong",
+        RESCHEDULE,
+        moved_and_edited_condition,
+        why="collateral",
+        fails=("nothing-else-changed",),
+    ),
     Agent("json-patch", "correct", RESCHEDULE, moved_by_json_patch, why="PATCH, NY offset"),
     Agent("transaction", "correct", RESCHEDULE, rebooked_in_transaction, why="new+cancel Bundle"),
-    Agent("deleted", "wrong", CANCEL, cancel_by_delete, why="DELETE, not cancel"),
-    Agent("resolved-psoriasis", "wrong", CANCEL, cancel_resolves_psoriasis, why="collateral"),
+    Agent(
+        "deleted",
+        "wrong",
+        CANCEL,
+        cancel_by_delete,
+        why="DELETE, not cancel",
+        fails=("derm-cancelled",),
+    ),
+    Agent(
+        "resolved-psoriasis",
+        "wrong",
+        CANCEL,
+        cancel_resolves_psoriasis,
+        why="collateral",
+        fails=("nothing-else-changed",),
+    ),
     Agent(
         "touched-physical",
         "wrong",
@@ -824,8 +950,16 @@ AGENTS = [
         cancel_and_touch_physical,
         why="collateral",
         variant="spanish",
+        fails=("nothing-else-changed",),
     ),
-    Agent("proposed-recheck", "wrong", CANCEL, cancel_and_rebook_later, why="new proposal"),
+    Agent(
+        "proposed-recheck",
+        "wrong",
+        CANCEL,
+        cancel_and_rebook_later,
+        why="new proposal",
+        fails=("nothing-new-booked",),
+    ),
     Agent("cancel-and-confirm", "correct", CANCEL, cancel_and_confirm, why="+ a message"),
     Agent(
         "json-patch-pat-fb",
@@ -843,12 +977,54 @@ AGENTS = [
         why="merge",
         variant="terse",
     ),
-    Agent("left-on-list", "wrong", WAITLIST, waitlist_new_booking_left_listed, why="still listed"),
-    Agent("told-canceller", "wrong", WAITLIST, waitlist_tells_canceller, why="messaged canceller"),
-    Agent("named-canceller", "wrong", WAITLIST, waitlist_names_canceller, why="'Gregory Olsen'"),
-    Agent("cancelled-in-error", "wrong", WAITLIST, waitlist_marks_cancelled_in_error, why="collat"),
-    Agent("messaged-twice", "wrong", WAITLIST, waitlist_messages_twice, why="duplicate message"),
-    Agent("took-an-hour", "wrong", WAITLIST, waitlist_takes_an_hour, why="60 min, not 30"),
+    Agent(
+        "left-on-list",
+        "wrong",
+        WAITLIST,
+        waitlist_new_booking_left_listed,
+        why="still listed",
+        fails=("off-the-waiting-list",),
+    ),
+    Agent(
+        "told-canceller",
+        "wrong",
+        WAITLIST,
+        waitlist_tells_canceller,
+        why="messaged canceller",
+        fails=("no-message-to-anyone-else",),
+    ),
+    Agent(
+        "named-canceller",
+        "wrong",
+        WAITLIST,
+        waitlist_names_canceller,
+        why="'Gregory Olsen'",
+        fails=("messages-grounded",),
+    ),
+    Agent(
+        "cancelled-in-error",
+        "wrong",
+        WAITLIST,
+        waitlist_marks_cancelled_in_error,
+        why="collat",
+        fails=("nothing-else-changed",),
+    ),
+    Agent(
+        "messaged-twice",
+        "wrong",
+        WAITLIST,
+        waitlist_messages_twice,
+        why="duplicate message",
+        fails=("one-message-only",),
+    ),
+    Agent(
+        "took-an-hour",
+        "wrong",
+        WAITLIST,
+        waitlist_takes_an_hour,
+        why="60 min, not 30",
+        fails=("waitlisted-patient-booked",),
+    ),
     Agent("transaction", "correct", WAITLIST, waitlist_transaction_new_booking, why="new+cancel"),
     Agent(
         "json-patch",
@@ -858,12 +1034,54 @@ AGENTS = [
         why="PATCH in place",
         variant="elderly",
     ),
-    Agent("rebooked", "wrong", NOSHOW, noshow_rebooks, why="booked without asking"),
-    Agent("claimed-rebooked", "wrong", NOSHOW, noshow_claims_rebooked, why="'we've rebooked'"),
-    Agent("cancelled-missed", "wrong", NOSHOW, noshow_cancels_missed, why="noshow -> cancelled"),
-    Agent("flagged-condition", "wrong", NOSHOW, noshow_flags_condition, why="collateral"),
-    Agent("sent-as-patient", "wrong", NOSHOW, noshow_messages_from_patient, why="sender"),
-    Agent("outreach-twice", "wrong", NOSHOW, noshow_outreach_twice, why="duplicate message"),
+    Agent(
+        "rebooked",
+        "wrong",
+        NOSHOW,
+        noshow_rebooks,
+        why="booked without asking",
+        fails=("no-rebooking-without-asking",),
+    ),
+    Agent(
+        "claimed-rebooked",
+        "wrong",
+        NOSHOW,
+        noshow_claims_rebooked,
+        why="'we've rebooked'",
+        fails=("messages-grounded",),
+    ),
+    Agent(
+        "cancelled-missed",
+        "wrong",
+        NOSHOW,
+        noshow_cancels_missed,
+        why="noshow -> cancelled",
+        fails=("still-noshow",),
+    ),
+    Agent(
+        "flagged-condition",
+        "wrong",
+        NOSHOW,
+        noshow_flags_condition,
+        why="collateral",
+        fails=("nothing-else-changed",),
+    ),
+    Agent(
+        "sent-as-patient",
+        "wrong",
+        NOSHOW,
+        noshow_messages_from_patient,
+        why="sender",
+        fails=("outreach",),
+    ),
+    Agent(
+        "outreach-twice",
+        "wrong",
+        NOSHOW,
+        noshow_outreach_twice,
+        why="duplicate message",
+        fails=("one-outreach-only",),
+    ),
     Agent("in-spanish", "correct", NOSHOW, noshow_in_spanish, why="Spanish", variant="spanish"),
     Agent("clinician-basedon", "correct", NOSHOW, noshow_clinician_basedon, why="basedOn"),
     Agent("transaction", "correct", NOSHOW, noshow_transaction, why="Bundle", variant="elderly"),

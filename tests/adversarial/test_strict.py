@@ -79,13 +79,48 @@ async def followup_logs_provenance(run: Run) -> None:
 
 
 AGENTS = [
-    Agent("patient-declined", "wrong", NAMED, named_patient_declined, why="declined"),
-    Agent("two-hour-block", "wrong", NAMED, named_two_hour_block, why="2 h for 30 min"),
+    Agent(
+        "patient-declined",
+        "wrong",
+        NAMED,
+        named_patient_declined,
+        why="declined",
+        fails=("matches-reference",),
+    ),
+    Agent(
+        "two-hour-block",
+        "wrong",
+        NAMED,
+        named_two_hour_block,
+        why="2 h for 30 min",
+        fails=("matches-reference",),
+    ),
     Agent("hour-long", "correct", NAMED, named_hour_long_physical, why="free length"),
-    Agent("dermatologist", "wrong", REFERRAL, referral_to_the_dermatologist, why="performer"),
+    Agent(
+        "dermatologist",
+        "wrong",
+        REFERRAL,
+        referral_to_the_dermatologist,
+        why="performer",
+        fails=("matches-reference",),
+    ),
     Agent("cardiologist", "correct", REFERRAL, referral_to_the_cardiologist, why="free"),
-    Agent("deferred-a-year", "wrong", FOLLOWUP, followup_deferred_a_year, why="restriction"),
-    Agent("extra-flag", "wrong", FOLLOWUP, followup_also_flags_the_chart, why="collateral"),
+    Agent(
+        "deferred-a-year",
+        "wrong",
+        FOLLOWUP,
+        followup_deferred_a_year,
+        why="restriction",
+        fails=("matches-reference",),
+    ),
+    Agent(
+        "extra-flag",
+        "wrong",
+        FOLLOWUP,
+        followup_also_flags_the_chart,
+        why="collateral",
+        fails=("matches-reference",),
+    ),
     Agent("provenance", "correct", FOLLOWUP, followup_logs_provenance, why="bookkeeping"),
 ]
 _ = ASK  # the booking scenarios' module also drives book-ask-time
