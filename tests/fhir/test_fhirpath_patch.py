@@ -239,7 +239,11 @@ async def test_formats_json_patch_and_merge_patch_unchanged(client: httpx.AsyncC
 
 
 def test_the_original_is_left_alone() -> None:
-    original = {"resourceType": "Patient", "id": "p", "name": [{"given": ["A", "B"]}]}
+    original: dict[str, Any] = {
+        "resourceType": "Patient",
+        "id": "p",
+        "name": [{"given": ["A", "B"]}],
+    }
     out = apply_fhirpath_patch(
         original, params(op("move", "Patient.name.given", source=0, destination=1))
     )

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.requests import Request
 
-from app.api import deps
+from app import request_state as deps
 from app.fhir.service import http_date
 from app.settings import Settings
 
