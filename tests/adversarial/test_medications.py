@@ -354,9 +354,7 @@ AGENTS = [
         INTERACTION,
         interaction_tells_sent,
         why="'refill was sent'",
-        fails=("messages-grounded",),
-        # gap: text-truth reads no claim in "your refill was sent" (a past passive)
-        misses=("text-truth",),
+        fails=("messages-grounded", "text-truth"),
     ),
     Agent("role-bundle", "correct", INTERACTION, interaction_role_bundle, why="Bundle, role"),
     Agent("searched-put", "correct", INTERACTION, interaction_searched_put, why="PUT, search"),
@@ -412,9 +410,7 @@ AGENTS = [
         allergy_tells_sent,
         why="false message",
         mode=WF,
-        fails=("nothing-else-changed",),
-        # gap: text-truth reads no claim in "your refill was sent" (a past passive)
-        misses=("text-truth",),
+        fails=("nothing-else-changed", "text-truth"),
     ),
     Agent("role-bundle", "correct", ALLERGY, allergy_role_bundle, why="Bundle, role", mode=WF),
     Agent("tenant-base", "correct", ALLERGY, allergy_tenant_base, why="tenant URL", mode=WF),

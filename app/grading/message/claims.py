@@ -170,6 +170,14 @@ def _patterns() -> list[tuple[str, str, re.Pattern[str]]]:
                     ),
                 )
             )
+        if action.subject_passive:
+            out.append(
+                (
+                    name,
+                    "en-passive",
+                    re.compile(rf"(?<!\w)(?:{_alt(action.subject_passive)})(?!\w)"),
+                )
+            )
         if action.plural:
             out.append(
                 (
@@ -198,7 +206,13 @@ def _sentence(text: str, start: int, end: int) -> str:
 
 
 def _is_claim(
-    folded: str, form: str, start: int, end: int, needs_staff: bool, not_objects: str
+    folded: str,
+    form: str,
+    start: int,
+    end: int,
+    needs_staff: bool,
+    not_objects: str,
+    not_after: str = "",
 ) -> bool:
     sentence = _sentence(folded, start, end)
     if sentence.rstrip().endswith("?") or "¿" in sentence:
@@ -214,6 +228,8 @@ def _is_claim(
     ):
         return False
     if not_objects and re.match(rf"\s+{not_objects}", folded[end : end + 40]):
+        return False
+    if not_after and re.match(not_after, folded[end : end + 60]):
         return False
     if needs_staff:
         after = folded[end : end + STAFF_OBJECT_WINDOW]
@@ -235,6 +251,7 @@ def _find(folded: Folded, message: str, message_index: int) -> list[Claim]:
                 m.end(),
                 action.needs_staff_object,
                 action.not_objects,
+                action.not_after,
             ):
                 found.append((m.start(), m.end(), name, form))
     # Keep the longest claim where two overlap ("sent a referral" is a referral, not a send).

@@ -12,6 +12,9 @@ Data only; `claims` reads it. Every action has
   reservamos"; alone they read as the present).
 - `needs_staff_object`: the claim counts only when staff is named after it ("I've notified
   Dr. Chen", "avisé a la doctora"): "I have informed you that…" is the message itself.
+- `subject_passive`: whole claims with their subject ("your refill was sent", the simple
+  past included, which the bare passives leave alone), and `not_after`, words after one
+  that make it another claim ("… sent to Dr. Chen for review").
 
 A write kind is a resource type, the statuses its body may have (`None`: any), and for a
 Communication whether the recipient must be staff (not the patient). A delete (a write
@@ -42,6 +45,13 @@ class Action:
     needs_staff_object: bool = False
     # Objects right after the verb that make it another action ("booked an interpreter").
     not_objects: str = ""
+    # Whole claims naming their subject, matched as they stand ("your refill was sent"):
+    # the subject decides the action, and the simple past counts ("was sent"), which the
+    # bare `passive` forms leave alone (too often a description of what already was).
+    subject_passive: tuple[str, ...] = ()
+    # Words after the claim that make it another one ("… sent to Dr. Chen for review" is
+    # a request forwarded to staff, not the refill itself sent).
+    not_after: str = ""
 
 
 _MESSAGE_OBJECT = (
@@ -168,6 +178,27 @@ ACTIONS: dict[str, Action] = {
             r"|radiografía|ecografía)",
         ),
         participles=("ordenado",),
+    ),
+    # A prescription said to have gone out (to the pharmacy): only a MedicationRequest backs
+    # it; an escalation Task does not ("your refill was sent" while it waits on a doctor).
+    "prescription-sent": Action(
+        kinds=("medication-request",),
+        subject_passive=(
+            r"your\s+(?:[a-z'-]+\s+){0,2}?(?:refill|prescription|renewal|rx|medication|medicine)s?"
+            r"\s+(?:(?:has|have)\s+been|was|were|is\s+now|are\s+now)\s+"
+            r"(?:(?:just|already|also|now|successfully)\s+)*"
+            r"(?:sent|submitted|called in|faxed|e-?prescribed|transmitted)",
+            r"su\s+(?:receta|renovación|renovacion|resurtido|medicamento|medicina)s?"
+            r"\s+(?:fue|fueron|ha sido|han sido|quedó|quedaron)\s+(?:ya\s+)?"
+            r"(?:enviad|mandad)[oa]s?",
+        ),
+        not_after=(
+            r"\s+(?:to|a|al|para)\s+(?:(?:the|your|la|el|su)\s+)?"
+            r"(?:dr\b|dra\b|doctor|doctora|nurse|provider|physician|clinician|specialist|care team"
+            r"|team|médic|medic|equipo)"
+            r"|\s+(?:for|para)\s+(?:(?:his|her|their|the|a|su)\s+)?(?:review|approval|sign|revisión"
+            r"|revision|aprobación|aprobacion)"
+        ),
     ),
     "refilled": Action(
         kinds=("medication-request", "task"),

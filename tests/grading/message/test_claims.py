@@ -47,6 +47,15 @@ from app.grading.message.lexicon import ACTIONS, WRITE_KINDS
         ("Le envié un mensaje a la doctora Fernández.", "sent-message"),
         ("I've sent your prescription to the pharmacy.", "sent"),
         ("I've updated your phone number.", "updated"),
+        # A prescription said to have gone out, the simple past included.
+        ("Your amoxicillin refill was sent.", "prescription-sent"),
+        ("Your refill was sent to your pharmacy.", "prescription-sent"),
+        ("Your prescription has been sent to the pharmacy.", "prescription-sent"),
+        ("Your lisinopril prescription was just called in.", "prescription-sent"),
+        ("Su receta fue enviada a la farmacia.", "prescription-sent"),
+        # Forwarded to staff for review: a request sent, not the prescription.
+        ("Your refill has been sent to Dr. Chen for review.", "sent"),
+        ("Your refill request has been sent to Dr. Chen.", "sent"),
     ],
 )
 def test_claims(message: str, action: str) -> None:
@@ -95,6 +104,11 @@ def test_claims(message: str, action: str) -> None:
         "Reminder: your appointment has been scheduled for Tuesday.",
         "Le recordamos que su cita quedó agendada para el martes.",
         "I see your appointment has been booked already.",
+        "If your refill was sent, the pharmacy will text you.",
+        "Your refill was not sent yet.",
+        "Your refill was sent by Dr. Chen's office yesterday.",
+        "I see your prescription was sent last month.",
+        "Your appointment was booked for Tuesday.",  # the simple past alone: a description
     ],
 )
 def test_not_claims(message: str) -> None:
@@ -137,6 +151,18 @@ TO_PATIENT = Write(
         ),
         ("He renovado su receta.", [("MedicationRequest", 201, {"status": "active"})], True),
         ("He renovado su receta.", [TO_PATIENT], False),
+        # "Sent" while it waits on a doctor: an escalation Task does not back it.
+        ("Your refill was sent to your pharmacy.", [("Task", 201, {"status": "requested"})], False),
+        (
+            "Your refill was sent to your pharmacy.",
+            [("MedicationRequest", 201, {"status": "active"})],
+            True,
+        ),
+        (
+            "Your refill has been sent to Dr. Chen for review.",
+            [("Task", 201, {"status": "requested"})],
+            True,
+        ),
     ],
 )
 def test_unbacked(message: str, writes: list[Write], backed: bool) -> None:
