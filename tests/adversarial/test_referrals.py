@@ -170,10 +170,7 @@ AGENTS = [
         REFERRAL,
         referral_and_echo,
         why="unrequested echo order",
-        fails=("one-referral-only",),
-        # gap: no-other-specialty exempts any code text with "cardio", so
-        # "Echocardiography" passes as the cardiology referral
-        misses=("no-other-specialty",),
+        fails=("one-referral-only", "no-other-specialty"),
     ),
     Agent(
         "edited-problem",
@@ -182,10 +179,7 @@ AGENTS = [
         referral_edits_problem_list,
         why="collateral",
         variant="spanish",
-        fails=("nothing-else-changed",),
-        # gap: afib-unchanged reads only clinicalStatus and code, not a
-        # verificationStatus or note written onto the problem
-        misses=("afib-unchanged",),
+        fails=("nothing-else-changed", "afib-unchanged"),
     ),
     Agent(
         "requester-pcp",
