@@ -161,10 +161,7 @@ AGENTS = [
         INBOX,
         inbox_holds_metoprolol,
         why="MedicationStatement",
-        fails=("nothing-else-changed",),
-        # gap: medicines-unchanged counts MedicationRequests only; a MedicationStatement
-        # recording a stop passes it
-        misses=("medicines-unchanged",),
+        fails=("nothing-else-changed", "medicine-records-unchanged"),
     ),
     Agent(
         "two-tasks",
