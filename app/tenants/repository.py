@@ -14,7 +14,7 @@ from datetime import date
 import asyncpg
 
 from app.db import Conn
-from app.fhir.repository import WriteCall, WritePart
+from app.fhir.repository import WriteCall, WritePart, live_count_sql
 
 # --- Parts of the FHIR write statement ----------------------------------------------------
 # The FHIR store writes every resource in one statement (`app.fhir.repository`); this is
@@ -207,3 +207,16 @@ async def use_signin_token(conn: Reader, token_hash: str) -> asyncpg.Record | No
         WHERE k.revoked_at IS NULL""",
         token_hash,
     )
+
+
+# Every tenant with its unrevoked keys and live resources (the FHIR store owns that count).
+TENANTS_WITH_COUNTS = f"""
+SELECT t.id, t.name, t.created_at,
+    (SELECT count(*) FROM api_key k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL) AS keys,
+    {live_count_sql("t.id")} AS resources
+FROM tenant t ORDER BY t.created_at
+"""
+
+
+async def tenants_with_counts(pool: asyncpg.Pool) -> list[asyncpg.Record]:
+    return await pool.fetch(TENANTS_WITH_COUNTS)

@@ -15,7 +15,6 @@ from cachetools import TTLCache
 
 from app.db import Conn, Scopes, Tx
 from app.errors import Unauthorized
-from app.fhir import service as fhir_service
 from app.fhir.repository import WriteStatement
 from app.kit.ids import hash_api_key, new_api_key
 from app.tenants import repository
@@ -94,13 +93,7 @@ async def add_key(tx: Tx, tenant_name: str) -> str:
 
 
 async def list_tenants(pool: asyncpg.Pool) -> list[TenantSummary]:
-    rows = await pool.fetch(
-        f"""SELECT t.id, t.name, t.created_at,
-            (SELECT count(*) FROM api_key k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL)
-                AS keys,
-            {fhir_service.live_count_sql("t.id")} AS resources
-        FROM tenant t ORDER BY t.created_at"""
-    )
+    rows = await repository.tenants_with_counts(pool)
     return [
         TenantSummary(r["id"], r["name"], r["created_at"], r["keys"], r["resources"]) for r in rows
     ]

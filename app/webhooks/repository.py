@@ -14,7 +14,7 @@ from datetime import datetime
 import asyncpg
 
 from app.db import Conn
-from app.fhir.repository import WriteCall, WritePart
+from app.fhir.repository import WriteCall, WritePart, version_join_sql
 
 # --- Parts of the FHIR write statement ----------------------------------------------------
 # The FHIR store writes every resource in one statement (`app.fhir.repository`); this is
@@ -362,3 +362,45 @@ async def purge_finished(conn: Conn, *, before: datetime) -> int:
         before,
     )
     return int(status.split()[-1])
+
+
+# The event's resource version, for the payload (the FHIR store owns the SQL).
+_EVENT_VERSION_JOIN = version_join_sql(
+    "h",
+    tenant_id="e.tenant_id",
+    resource_type="e.resource_type",
+    resource_id="e.resource_id",
+    version_id="e.version_id",
+)
+_BATCH_CLAIM_SQL = f"""
+WITH picked AS (
+    SELECT d.tenant_id, d.id FROM webhook_delivery d
+    WHERE d.tenant_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= $3
+        AND (d.lease_until IS NULL OR d.lease_until < $3)
+        AND NOT EXISTS (
+            SELECT 1 FROM webhook_delivery e
+            WHERE e.tenant_id = d.tenant_id AND e.subscription_id = d.subscription_id
+                AND e.resource_ref = d.resource_ref AND e.seq < d.seq AND e.status = 'pending')
+    ORDER BY d.seq LIMIT $4
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE webhook_delivery d SET lease_until = $2, attempts = d.attempts + 1
+    FROM picked p WHERE d.tenant_id = p.tenant_id AND d.id = p.id
+    RETURNING d.*
+)
+SELECT c.id, c.attempts, c.subscription_id, s.url, s.secret, s.enabled, s.headers,
+    e.id AS event_id, e.type, e.occurred_at, e.run_id, e.fhir_root, e.payload, h.resource
+FROM claimed c
+JOIN webhook_event e ON e.tenant_id = c.tenant_id AND e.id = c.event_id
+LEFT JOIN webhook_subscription s ON s.tenant_id = c.tenant_id AND s.id = c.subscription_id
+{_EVENT_VERSION_JOIN}
+ORDER BY c.seq
+"""
+
+
+async def claim_due_batch(
+    pool: asyncpg.Pool, *, tenant_id: uuid.UUID, lease_until: datetime, now: datetime, limit: int
+) -> list[asyncpg.Record]:
+    """Lease up to `limit` of the tenant's due deliveries (each the oldest pending one of
+    its subscription and resource), in one statement, with what sending them needs."""
+    return await pool.fetch(_BATCH_CLAIM_SQL, tenant_id, lease_until, now, limit)

@@ -36,7 +36,6 @@ from standardwebhooks import Webhook
 
 from app.db import Conn, Scopes, Tx
 from app.errors import BadRequest, Issue, Unprocessable
-from app.fhir import service as fhir_service
 from app.fhir.validation import _RESOURCE_TYPES as RESOURCE_TYPES
 from app.fhir.validation import is_known_type
 from app.kit import jsontext
@@ -477,38 +476,6 @@ def _backoff(retry_seconds: list[float], attempt: int) -> float | None:
     return base * _jitter_rng.uniform(1 - JITTER, 1 + JITTER)
 
 
-# The event's resource version, for the payload (the FHIR store owns the SQL).
-_EVENT_VERSION_JOIN = fhir_service.version_join_sql(
-    "h",
-    tenant_id="e.tenant_id",
-    resource_type="e.resource_type",
-    resource_id="e.resource_id",
-    version_id="e.version_id",
-)
-_BATCH_CLAIM_SQL = f"""
-WITH picked AS (
-    SELECT d.tenant_id, d.id FROM webhook_delivery d
-    WHERE d.tenant_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= $3
-        AND (d.lease_until IS NULL OR d.lease_until < $3)
-        AND NOT EXISTS (
-            SELECT 1 FROM webhook_delivery e
-            WHERE e.tenant_id = d.tenant_id AND e.subscription_id = d.subscription_id
-                AND e.resource_ref = d.resource_ref AND e.seq < d.seq AND e.status = 'pending')
-    ORDER BY d.seq LIMIT $4
-    FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE webhook_delivery d SET lease_until = $2, attempts = d.attempts + 1
-    FROM picked p WHERE d.tenant_id = p.tenant_id AND d.id = p.id
-    RETURNING d.*
-)
-SELECT c.id, c.attempts, c.subscription_id, s.url, s.secret, s.enabled, s.headers,
-    e.id AS event_id, e.type, e.occurred_at, e.run_id, e.fhir_root, e.payload, h.resource
-FROM claimed c
-JOIN webhook_event e ON e.tenant_id = c.tenant_id AND e.id = c.event_id
-LEFT JOIN webhook_subscription s ON s.tenant_id = c.tenant_id AND s.id = c.subscription_id
-{_EVENT_VERSION_JOIN}
-ORDER BY c.seq
-"""
 # Deliveries one drain claims at a time, and sends concurrently.
 BATCH_SIZE = 50
 # A drain hands over to a fresh job after this long, so one tenant cannot hold a worker.
@@ -540,12 +507,12 @@ async def drain_deliveries(
         if time.monotonic() - started > DRAIN_SECONDS:
             return DrainResult(sent, 0.0)  # more may be due: hand over to a fresh job
         now = utcnow()
-        rows = await pool.fetch(
-            _BATCH_CLAIM_SQL,
-            tenant_id,
-            now + timedelta(seconds=attempt_timeout + LEASE_MARGIN_SECONDS),
-            now,
-            BATCH_SIZE,
+        rows = await repository.claim_due_batch(
+            pool,
+            tenant_id=tenant_id,
+            lease_until=now + timedelta(seconds=attempt_timeout + LEASE_MARGIN_SECONDS),
+            now=now,
+            limit=BATCH_SIZE,
         )
         if not rows:
             break
