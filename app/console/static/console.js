@@ -49,18 +49,22 @@
     if (message && !window.confirm(message)) event.preventDefault();
   });
 
-  // Poll a JSON endpoint every `ms` with If-None-Match; call `onChange(json)` when it
-  // changed; stop when `onChange` returns false (the run is final).
-  function poll(url, ms, onChange) {
-    var etag = null;
+  // Poll a JSON endpoint every `ms` with If-None-Match (starting from `etag`, the one the
+  // page was rendered at, if given); call `onChange(json)` when it changed; stop when
+  // `onChange` returns false (the run or eval is final). An answer that is not JSON (a
+  // sign-in page after the session ended, say) is tried again on the next tick.
+  function poll(url, ms, onChange, etag) {
     var stopped = false;
+    etag = etag || null;
     function tick() {
       if (stopped) return;
       var headers = etag ? { "If-None-Match": etag } : {};
       fetch(url, { headers: headers, credentials: "same-origin" }).then(function (r) {
         if (r.status === 304) return null;
-        if (!r.ok) throw new Error("HTTP " + r.status);
-        etag = r.headers.get("ETag");
+        if (!r.ok || (r.headers.get("content-type") || "").indexOf("json") < 0) {
+          throw new Error("HTTP " + r.status);
+        }
+        etag = r.headers.get("ETag") || etag;
         return r.json();
       }).then(function (json) {
         if (json !== null && onChange(json) === false) stopped = true;

@@ -50,28 +50,12 @@
   }
 
   function poll(root) {
-    var url = root.getAttribute("data-run-live");
-    var etag = root.getAttribute("data-etag");
-    function tick() {
-      fetch(url, { headers: { "If-None-Match": etag }, credentials: "same-origin" })
-        .then(function (r) {
-          if (r.status === 304) return null;
-          if (!r.ok || (r.headers.get("content-type") || "").indexOf("json") < 0) {
-            throw new Error("HTTP " + r.status);
-          }
-          etag = r.headers.get("ETag") || etag;
-          return r.json();
-        })
-        .then(function (json) {
-          if (json === null) return true;
-          Object.keys(json.sections).forEach(function (name) { swap(name, json.sections[name]); });
-          root.setAttribute("data-status", json.status);
-          return !json.final;
-        })
-        .catch(function () { return true; /* try again on the next tick */ })
-        .then(function (again) { if (again) setTimeout(tick, POLL_MS); });
-    }
-    setTimeout(tick, POLL_MS);
+    // The shared poller (console.js, loaded first: both are deferred, in page order).
+    window.Understudy.poll(root.getAttribute("data-run-live"), POLL_MS, function (json) {
+      Object.keys(json.sections).forEach(function (name) { swap(name, json.sections[name]); });
+      root.setAttribute("data-status", json.status);
+      return !json.final;
+    }, root.getAttribute("data-etag"));
   }
 
   document.addEventListener("DOMContentLoaded", function () {
