@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.grading.message.claims import claims, unbacked
 from app.grading.message.facts import SourceIndex, grounded
-from app.kit import dates as datetimes
+from app.kit import date_statements
 from app.kit.dates import states_datetime
 from tests.grading.corpus.cases import WORLDS, all_correct, all_wrong, booked, sources
 from tests.grading.corpus.evaluate import FIELDS, holds
@@ -111,7 +111,7 @@ def cost(repeat: int) -> float:
     writes = [booked(WORLDS[0])]
     timings: list[float] = []
     for _ in range(repeat):
-        datetimes._find_cached.cache_clear()  # each run reads its messages afresh
+        date_statements._find_cached.cache_clear()  # each run reads its messages afresh
         start = time.perf_counter()
         index = SourceIndex.build(responses, zones)
         for message in messages:
