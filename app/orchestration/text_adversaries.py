@@ -41,8 +41,9 @@ from app.grading.message.claims import Write, claims, unbacked
 from app.grading.snapshot import RunSnapshot
 from app.grading.truth.chart import Chart
 from app.grading.truth.context import ASSERTED, language_of
-from app.grading.truth.grade import Text, TextCheck, body_texts, run_checks
+from app.grading.truth.grade import TextCheck, run_checks
 from app.grading.truth.reader import Fact
+from app.grading.truth.texts import Text, body_texts
 from app.kit.dates import SPANISH_MONTHS, SPANISH_WEEKDAYS, zone_info
 from app.orchestration.adversaries import refs_with_saves
 from app.orchestration.mutants import Mutant, describe
