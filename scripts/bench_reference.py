@@ -17,7 +17,7 @@ import statistics
 import time
 from datetime import UTC, datetime, timedelta
 
-from app.grading import reference
+from app.grading import reference_expected
 from app.grading.engine import grade
 from app.grading.replay import Replay
 from app.grading.snapshot import RunSnapshot
@@ -52,7 +52,7 @@ def _start_of(scenario_id: str) -> tuple[list[Expectation], list[Expectation], R
 
 def _timed(expectations: list[Expectation], snapshot: RunSnapshot, cold: bool) -> float:
     if cold:
-        reference._replays.clear()
+        reference_expected._replays.clear()
     began = time.perf_counter()
     grade(expectations, snapshot)
     return (time.perf_counter() - began) * 1000
