@@ -124,7 +124,9 @@ class OnePassPerRun:
 
 
 def _passes(ctx: dict[str, Any]) -> OnePassPerRun:
-    passes: OnePassPerRun = ctx.setdefault("passes", OnePassPerRun())
+    # Made once by `startup`: arq hands each job a copy of the worker's context, so one
+    # made here on first use would be the job's own, and hold back nothing.
+    passes: OnePassPerRun = ctx["passes"]
     return passes
 
 
@@ -325,6 +327,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     async def promote(tenant_id: uuid.UUID) -> None:
         await eval_events.settle(scopes, tenant_id, limits=limits)
 
+    ctx["passes"] = OnePassPerRun()
     ctx["settle_timers"] = timers = SettleTimers(ctx)
     ctx["scopes"] = scopes = Scopes(
         pool,
