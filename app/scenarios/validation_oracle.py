@@ -1,0 +1,59 @@
+"""Oracle checks: each call's shape, and the symbols and saved names it may use."""
+
+from __future__ import annotations
+
+from app.scenarios.validation_base import OnSymbol, field_of, list_of, path_symbols
+from app.scenarios.validation_problems import json_pointer
+from app.scenarios.validation_symbols import SymbolChecks
+
+
+class OracleChecks(SymbolChecks):
+    """The oracle (the reference solution)."""
+
+    def check_oracle(self) -> None:
+        calls = list_of(self.data.get("oracle"))
+        names = [field_of(c, "saveAs") if isinstance(c, dict) else None for c in calls]
+        saved: dict[str, str] = {}  # saveAs name -> path of the call that saves it
+        for index, call in enumerate(calls):
+            if not isinstance(call, dict):
+                continue
+            path = json_pointer("oracle", index)
+            # A call may use the scenario's symbols and what earlier calls saved.
+            allowed = {*self.symbols, *saved}
+            later = {n for n in names[index:] if isinstance(n, str)}
+
+            on_symbol = self.oracle_symbol_handler(allowed, later)
+
+            call_path = call.get("path")
+            if isinstance(call_path, str):
+                if not call_path.startswith("/"):
+                    self.add(
+                        f"{path}/path",
+                        "path must start with '/' (relative to the FHIR base, or /api/...)",
+                    )
+                for symbol in path_symbols(call_path):
+                    on_symbol(symbol, f"{path}/path")
+            if "body" in call:
+                self.walk_body(call["body"], f"{path}/body", on_symbol)
+            name = names[index]
+            if not isinstance(name, str):
+                continue
+            if name in self.symbols:
+                self.add(
+                    f"{path}/saveAs",
+                    f"saveAs {name!r} is already a symbol ({self.symbols[name].path})",
+                )
+            elif name in saved:
+                self.add(f"{path}/saveAs", f"saveAs {name!r} is already used by {saved[name]}")
+            else:
+                saved[name] = path
+
+    def oracle_symbol_handler(self, allowed: set[str], later: set[str]) -> OnSymbol:
+        def on_symbol(symbol: str, where: str) -> None:
+            if self.symbols_readable and symbol not in allowed and symbol in later:
+                self.used.add(symbol)
+                self.add(where, f"@{symbol} is used before the oracle call that saves it")
+            else:
+                self.use(symbol, where, allowed)
+
+        return on_symbol
