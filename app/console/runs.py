@@ -197,9 +197,9 @@ def _snippets(root: str, run: RunRow, patient: str | None) -> dict[str, str]:
     base = run_view_base(root, run.id)
     read = f"{base}/{patient}" if patient else f"{base}/metadata"
     curl = (
-        "# The tenant's API key in UNDERSTUDY_KEY (the console never shows it again)\n"
-        f'curl -s -H "Authorization: Bearer $UNDERSTUDY_KEY" {read}\n'
-        f'curl -s -H "Authorization: Bearer $UNDERSTUDY_KEY" {root}/api/testing/runs/{run.id}'
+        "# The tenant's API key in UNDERSTUDY_API_KEY (the console never shows it again)\n"
+        f'curl -s -H "Authorization: Bearer $UNDERSTUDY_API_KEY" {read}\n'
+        f'curl -s -H "Authorization: Bearer $UNDERSTUDY_API_KEY" {root}/api/testing/runs/{run.id}'
     )
     mcp = rv.pretty(
         {
@@ -207,7 +207,7 @@ def _snippets(root: str, run: RunRow, patient: str | None) -> dict[str, str]:
                 "understudy": {
                     "type": "http",
                     "url": f"{root}/mcp",
-                    "headers": {"Authorization": "Bearer ${UNDERSTUDY_KEY}"},
+                    "headers": {"Authorization": "Bearer ${UNDERSTUDY_API_KEY}"},
                 }
             }
         }
