@@ -151,29 +151,10 @@ def grade_changes(
     grade_named: Callable[[Expectation], ExpectationResult],
     by_id: dict[str, Expectation],
 ) -> ExpectationResult:
-    # ref -> (the expectation whose evidence allows it, the paths an update may touch;
-    # None: any). A resource several entries allow takes the widest.
-    allowed_refs: dict[str, tuple[str, tuple[str, ...] | None]] = {}
-    for entry in expectation.allow:
-        named, paths = (entry, None) if isinstance(entry, str) else (entry.of, tuple(entry.paths))
-        target = by_id.get(named)
-        if target is None:
-            detail = f"allow names no expectation: {named!r}"
-            return make_result(expectation, False, Evidence(), detail)
-        for ref in grade_named(target).refs:
-            known = allowed_refs.get(ref)
-            if known is None or (known[1] is not None and paths is None):
-                allowed_refs[ref] = (named, paths)
-            elif known[1] is not None and paths is not None:
-                allowed_refs[ref] = (known[0], known[1] + paths)
-
-    if expectation.scope == "tenant":
-        in_scope = list(snapshot.changed)
-    else:
-        in_scope = [c for c in snapshot.changed if c.via_run or c.run_id is not None]
-    # A record of the work (a Provenance, an AuditEvent) changes nothing in the chart.
-    in_scope = [c for c in in_scope if c.resource_type not in BOOKKEEPING_TYPES]
-    in_scope.sort(key=lambda c: (c.first_changed_at, c.resource_type, c.id))
+    allowed_refs = _allowed_refs(expectation, grade_named, by_id)
+    if isinstance(allowed_refs, str):
+        return make_result(expectation, False, Evidence(), allowed_refs)
+    in_scope = _in_scope(expectation, snapshot)
 
     accounted: list[str] = []
     unexpected: list[dict[str, Any]] = []
@@ -248,3 +229,39 @@ def grade_changes(
         f" and {more} more" if more > 0 else ""
     )
     return make_result(expectation, False, evidence, detail)
+
+
+def _allowed_refs(
+    expectation: ChangesExpectation,
+    grade_named: Callable[[Expectation], ExpectationResult],
+    by_id: dict[str, Expectation],
+) -> dict[str, tuple[str, tuple[str, ...] | None]] | str:
+    """ref -> (the expectation whose evidence allows it, the paths an update may touch;
+    None: any). A resource several entries allow takes the widest. A str: what is wrong
+    with `allow` (it names no expectation)."""
+    allowed_refs: dict[str, tuple[str, tuple[str, ...] | None]] = {}
+    for entry in expectation.allow:
+        named, paths = (entry, None) if isinstance(entry, str) else (entry.of, tuple(entry.paths))
+        target = by_id.get(named)
+        if target is None:
+            return f"allow names no expectation: {named!r}"
+        for ref in grade_named(target).refs:
+            known = allowed_refs.get(ref)
+            if known is None or (known[1] is not None and paths is None):
+                allowed_refs[ref] = (named, paths)
+            elif known[1] is not None and paths is not None:
+                allowed_refs[ref] = (known[0], known[1] + paths)
+    return allowed_refs
+
+
+def _in_scope(expectation: ChangesExpectation, snapshot: RunSnapshot) -> list[ChangedResource]:
+    """The changes the expectation judges, in the order first made: the run's (or the
+    tenant's), records of the work aside."""
+    if expectation.scope == "tenant":
+        in_scope = list(snapshot.changed)
+    else:
+        in_scope = [c for c in snapshot.changed if c.via_run or c.run_id is not None]
+    # A record of the work (a Provenance, an AuditEvent) changes nothing in the chart.
+    in_scope = [c for c in in_scope if c.resource_type not in BOOKKEEPING_TYPES]
+    in_scope.sort(key=lambda c: (c.first_changed_at, c.resource_type, c.id))
+    return in_scope
