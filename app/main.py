@@ -8,7 +8,7 @@ import inspect
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import asyncpg
@@ -182,23 +182,52 @@ def _direct_app(route: APIRoute) -> ASGIApp | None:
     return request_response(handle)
 
 
+async def _watch_database(db: Database, outage: OutageLog) -> None:
+    """While requests meet an outage, ask the database every second; log its return."""
+    while True:
+        await asyncio.sleep(1.0)
+        if outage.down:
+            with contextlib.suppress(Exception):
+                await db.pool.fetchval("SELECT 1")
+                outage.ok()
+
+
 def create_app(settings: Settings) -> FastAPI:
     if settings.database_url is None:
         raise ValueError("create_app needs settings.database_url (resolve endpoints first)")
-    database_url = settings.database_url
-    redis_url = settings.redis_url
     recorder_ref: dict[str, Any] = {}
+    mcp_ref: dict[str, McpEndpoint] = {}
     # PostgreSQL away: requests answer 503 (backend_away); logged once, and once back.
     outage = OutageLog(log, "database")
+    app = FastAPI(
+        title="Understudy",
+        version=VERSION,
+        description="A FHIR R4 sandbox with a testing API for clinical agents and automations.",
+        lifespan=_lifespan(settings, settings.database_url, outage, recorder_ref, mcp_ref),
+    )
+    app.state.settings = settings
+    # FHIR answers labelled with the JSON type the client asked for (or 406 for XML).
+    app.add_middleware(FhirFormatMiddleware)
+    # Inside the trace, so a refused request is still recorded.
+    app.add_middleware(
+        EdgeTextCheck, render=_error_response, max_body_bytes=settings.max_body_bytes
+    )
+    app.add_middleware(TraceMiddleware, recorder_ref=recorder_ref)
+    _install_error_handlers(app, outage)
+    mcp_ref["endpoint"] = _install_routes(app, settings)
+    return app
 
-    async def watch_database(db: Database) -> None:
-        """While requests meet an outage, ask the database every second; log its return."""
-        while True:
-            await asyncio.sleep(1.0)
-            if outage.down:
-                with contextlib.suppress(Exception):
-                    await db.pool.fetchval("SELECT 1")
-                    outage.ok()
+
+def _lifespan(
+    settings: Settings,
+    database_url: str,
+    outage: OutageLog,
+    recorder_ref: dict[str, Any],
+    mcp_ref: dict[str, McpEndpoint],
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """What the app opens at start-up (the pool, the job queue, the caches, the trace
+    recorder, the HTTP and LLM clients) into `app.state`, and closes at shutdown."""
+    redis_url = settings.redis_url
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -236,7 +265,7 @@ def create_app(settings: Settings) -> FastAPI:
 
         recorder = TraceRecorder(db.pool, on_flush=calls_recorded)
         recorder.start()
-        watcher = asyncio.create_task(watch_database(db), name="watch-database")
+        watcher = asyncio.create_task(_watch_database(db, outage), name="watch-database")
         recorder_ref["recorder"] = recorder
         app.state.db = db
         app.state.scopes = scopes
@@ -252,7 +281,7 @@ def create_app(settings: Settings) -> FastAPI:
             yield
         finally:
             watcher.cancel()
-            await mcp_endpoint.close()
+            await mcp_ref["endpoint"].close()
             await app.state.http.aclose()
             await app.state.autoanalyze.stop()
             await recorder.stop()
@@ -260,20 +289,13 @@ def create_app(settings: Settings) -> FastAPI:
                 await jobs.close()
             await db.close()
 
-    app = FastAPI(
-        title="Understudy",
-        version=VERSION,
-        description="A FHIR R4 sandbox with a testing API for clinical agents and automations.",
-        lifespan=lifespan,
-    )
-    app.state.settings = settings
-    # FHIR answers labelled with the JSON type the client asked for (or 406 for XML).
-    app.add_middleware(FhirFormatMiddleware)
-    # Inside the trace, so a refused request is still recorded.
-    app.add_middleware(
-        EdgeTextCheck, render=_error_response, max_body_bytes=settings.max_body_bytes
-    )
-    app.add_middleware(TraceMiddleware, recorder_ref=recorder_ref)
+    return lifespan
+
+
+def _install_error_handlers(app: FastAPI, outage: OutageLog) -> None:
+    """Every error rendered as an OperationOutcome (FHIR paths) or problem+json: the
+    app's own, a request that does not validate, an unknown route, the backend away
+    (503), and anything else (500, logged)."""
 
     @app.exception_handler(AppError)
     async def app_error(request: Request, exc: AppError) -> Response:
@@ -327,6 +349,11 @@ def create_app(settings: Settings) -> FastAPI:
             "internal error",
         )
 
+
+def _install_routes(app: FastAPI, settings: Settings) -> McpEndpoint:
+    """The health check, the FHIR API (at its base and each run's), the testing API's
+    routers, the console, the OpenAPI document and MCP at /mcp (returned)."""
+
     @app.get("/health", tags=["Service"], summary="Liveness (no key needed)")
     async def health() -> dict[str, str]:
         return {"status": "ok", "version": VERSION}
@@ -349,4 +376,4 @@ def create_app(settings: Settings) -> FastAPI:
     mcp_endpoint = McpEndpoint(app, settings)
     for path in (MCP_PATH, MCP_PATH + "/"):
         app.router.routes.append(Route(path, mcp_endpoint, include_in_schema=False))
-    return app
+    return mcp_endpoint
