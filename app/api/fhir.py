@@ -25,7 +25,7 @@ from app.kit.urls import fhir_base
 from app.request_state import pool_of, root_url, scopes_of
 from app.runs import service as runs_service
 from app.runs.fhir_writes import FHIR_WRITES
-from app.runs.scheduling import lenient_lookup
+from app.runs.lenient import lenient_lookup
 from app.tenants.quota import QuotaGuard
 from app.tenants.service import TenantInfo
 from app.trace.recorder import record_refs

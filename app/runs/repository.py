@@ -14,6 +14,7 @@ import asyncpg
 
 from app.db import Conn
 from app.fhir.repository import WriteCall, WritePart
+from app.runs.row import COLUMNS, JSON_COLUMNS, RunRow
 
 # --- Parts of the FHIR write statement ----------------------------------------------------
 # The FHIR store writes every resource in one statement (`app.fhir.repository`); these are
@@ -124,6 +125,19 @@ async def live_runs_with_refs(conn: Reader, *, tenant_id: uuid.UUID) -> list[asy
     )
 
 
+async def belongs_to_lenient_run(conn: Conn, *, tenant_id: uuid.UUID, refs: list[str]) -> bool:
+    """Whether a live run with lenient scheduling owns one of `refs` (`run_ref`)."""
+    found = await conn.fetchval(
+        """SELECT 1 FROM run_ref rr JOIN run r
+            ON r.tenant_id = rr.tenant_id AND r.id = rr.run_id
+        WHERE rr.tenant_id = $1 AND rr.ref = ANY($2::text[])
+        AND r.status = 'live' AND r.scheduling = 'lenient' LIMIT 1""",
+        tenant_id,
+        refs,
+    )
+    return found is not None
+
+
 async def lock_live_runs(conn: Conn, *, tenant_id: uuid.UUID, run_ids: list[str]) -> list[str]:
     """Lock those of the runs that are live, until the caller's transaction ends."""
     rows = await conn.fetch(
@@ -155,57 +169,26 @@ async def insert_refs(conn: Conn, *, tenant_id: uuid.UUID, run_id: str, refs: li
     )
 
 
-async def insert_run(
-    conn: Conn,
-    *,
-    tenant_id: uuid.UUID,
-    run_id: str,
-    scenario_id: str,
-    scenario_version: int,
-    scenario_hash: str,
-    builtin: bool,
-    mode: str,
-    variant: str | None,
-    label: str | None,
-    brief: str | None,
-    fixture_json: str,
-    expectations_json: str,
-    started_at: datetime,
-    deadline: datetime,
-    scheduling: str,
-    patient_driver: str = "sim",
-    revision: str | None = None,
-    provenance_json: str | None = None,
-) -> asyncpg.Record:
-    row = await conn.fetchrow(
-        """INSERT INTO run (tenant_id, id, scenario_id, scenario_version, scenario_hash,
-                builtin, mode, variant, label, status, brief, fixture, expectations,
-                started_at, deadline, changed_at, scheduling, patient_driver, revision,
-                provenance)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'live', $10, $11::jsonb, $12::jsonb,
-                $13, $14, $13, $15, $16, $17, $18::jsonb)
-            RETURNING *""",
-        tenant_id,
-        run_id,
-        scenario_id,
-        scenario_version,
-        scenario_hash,
-        builtin,
-        mode,
-        variant,
-        label,
-        brief,
-        fixture_json,
-        expectations_json,
-        started_at,
-        deadline,
-        scheduling,
-        patient_driver,
-        revision,
-        provenance_json,
-    )
+# Every column of the row, named once in `app.runs.row.RunRow`; JSONB ones cast.
+INSERT_RUN = "INSERT INTO run ({}) VALUES ({}) RETURNING *".format(
+    ", ".join(COLUMNS),
+    ", ".join(
+        f"${i}::jsonb" if name in JSON_COLUMNS else f"${i}"
+        for i, name in enumerate(COLUMNS, start=1)
+    ),
+)
+
+
+async def insert_run(conn: Conn, run: RunRow) -> asyncpg.Record:
+    row = await conn.fetchrow(INSERT_RUN, *run.column_values())
     assert row is not None
     return row
+
+
+async def delete_refs(conn: Conn, *, tenant_id: uuid.UUID, run_id: str) -> None:
+    await conn.execute(
+        "DELETE FROM run_ref WHERE tenant_id = $1 AND run_id = $2", tenant_id, run_id
+    )
 
 
 async def end_live_run(

@@ -27,9 +27,10 @@ from app.fhir import service as fhir_service
 from app.kit.clock import fhir_instant, utcnow
 from app.llm.client import LlmClient, LlmUnavailable
 from app.patient_sim import engine, repository
-from app.runs import service as runs_service
 from app.runs.errors import RunNotLive
 from app.runs.fhir_writes import FHIR_WRITES
+from app.runs.reads import get_run
+from app.runs.row import PatientDriver, RunRow
 from app.scenarios import service as scenarios_service
 from app.scenarios.schema import PatientSim, Scenario, Variant, symbol_name
 from app.webhooks import service as webhooks_service
@@ -60,9 +61,7 @@ def _seed(run_id: str, message_id: str) -> int:
     return int(hashlib.sha256(f"{run_id}:{message_id}".encode()).hexdigest()[:8], 16) >> 1
 
 
-async def _scenario_of(
-    pool: asyncpg.Pool, run: runs_service.RunRow
-) -> tuple[PatientSim, Variant | None] | None:
+async def _scenario_of(pool: asyncpg.Pool, run: RunRow) -> tuple[PatientSim, Variant | None] | None:
     loaded = await scenarios_service.get_scenario(pool, run.tenant_id, run.scenario_id)
     scenario: Scenario = loaded.scenario
     if scenario.patient_sim is None:
@@ -80,8 +79,8 @@ async def reply_to_messages(
     outcome = SimOutcome()
     pool = scopes.pool
     async with pool.acquire() as conn:
-        run = await runs_service.get_run(conn, tenant_id, run_id)
-    if run.status != "live" or run.patient_driver == runs_service.PatientDriver.HUMAN:
+        run = await get_run(conn, tenant_id, run_id)
+    if run.status != "live" or run.patient_driver == PatientDriver.HUMAN:
         # A human-driven run's patient is a person on the run page (`human_reply`).
         return outcome
     found = await _scenario_of(pool, run)
@@ -130,7 +129,7 @@ async def reply_to_messages(
 async def _answer(
     scopes: Scopes,
     llm: LlmClient | None,
-    run: runs_service.RunRow,
+    run: RunRow,
     sim: PatientSim,
     persona: Variant | None,
     patient_ref: str,
@@ -219,7 +218,7 @@ class _Claim:
 
 async def _write_reply(
     scopes: Scopes,
-    run: runs_service.RunRow,
+    run: RunRow,
     patient_ref: str,
     message_id: str,
     message: dict[str, Any],
@@ -311,10 +310,10 @@ async def human_reply(scopes: Scopes, tenant_id: uuid.UUID, run_id: str, text: s
     read them, so `asked` grades it the same)."""
     pool = scopes.pool
     async with pool.acquire() as conn:
-        run = await runs_service.get_run(conn, tenant_id, run_id)
+        run = await get_run(conn, tenant_id, run_id)
     if run.status != "live":
         raise RunNotLive(f"run '{run_id}' already ended as {run.status}")
-    if run.patient_driver != runs_service.PatientDriver.HUMAN:
+    if run.patient_driver != PatientDriver.HUMAN:
         raise NotHumanDriven(f"run '{run_id}' is answered by the simulated patient")
     found = await _scenario_of(pool, run)
     patient_ref = run.fixture.get(symbol_name(found[0].patient)) if found else None

@@ -12,18 +12,11 @@ import uuid
 
 from app.db import Conn
 from app.fhir.scheduling import LenientLookup
+from app.runs import repository
 
 
 def lenient_lookup(tenant_id: uuid.UUID) -> LenientLookup:
     async def belongs_to_lenient_run(conn: Conn, refs: list[str]) -> bool:
-        found = await conn.fetchval(
-            """SELECT 1 FROM run_ref rr JOIN run r
-                ON r.tenant_id = rr.tenant_id AND r.id = rr.run_id
-            WHERE rr.tenant_id = $1 AND rr.ref = ANY($2::text[])
-            AND r.status = 'live' AND r.scheduling = 'lenient' LIMIT 1""",
-            tenant_id,
-            refs,
-        )
-        return found is not None
+        return await repository.belongs_to_lenient_run(conn, tenant_id=tenant_id, refs=refs)
 
     return belongs_to_lenient_run

@@ -1,0 +1,256 @@
+"""A run's snapshot for grading (`app.grading.snapshot.RunSnapshot`), read from the
+database: the fixture as it is now, what the system under test changed, its traced
+calls, the webhook deliveries, what the simulated patient revealed and, when a message
+check needs it, what the system was shown. Each part is read only when an expectation
+looks at it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+from pydantic import TypeAdapter
+
+from app.db import Conn
+from app.fhir import service as fhir_service
+from app.grading.snapshot import Call, ChangedResource, Delivery, RunSnapshot
+from app.kit import jsontext
+from app.kit.clock import utcnow
+from app.kit.urls import FHIR_PREFIX, RUNS_PREFIX
+from app.patient_sim.report import revealed_facts
+from app.runs.row import RunRow
+from app.scenarios.schema import Expectation, walk_expectations
+from app.tenants.directory import aliases as directory_aliases
+from app.tenants.directory import names as directory_names
+from app.trace import service as trace_service
+from app.webhooks import service as webhooks_service
+
+_EXPECTATIONS = TypeAdapter(list[Expectation])
+
+
+def expectations_of(run: RunRow) -> list[Expectation]:
+    return _EXPECTATIONS.validate_python(run.expectations)
+
+
+def _relative_path(path: str) -> str:
+    """Trace paths as api_call expectations see them: FHIR calls relative to the base."""
+    if path.startswith(FHIR_PREFIX):
+        return path[len(FHIR_PREFIX) :] or "/"
+    if path.startswith(RUNS_PREFIX + "/"):
+        marker = "/fhir/r4"
+        index = path.find(marker)
+        if index >= 0:
+            return path[index + len(marker) :] or "/"
+    return path
+
+
+def _resource_types(expectations: list[Expectation], scope: str) -> set[str] | None:
+    """The resource types grading needs of a scope; None: every type (a `changes`
+    expectation looks at everything written)."""
+    out: set[str] = set()
+    for e in walk_expectations(expectations):
+        if e.type == "changes" and e.scope in (scope, "tenant"):
+            return None
+        if e.type in ("reference", "text-truth"):
+            return None
+        if e.type == "resource" and e.scope == scope:
+            out.add(e.resource_type)
+        elif e.type == "message" and scope == "patient":
+            out.add("Communication")
+    return out
+
+
+def _has_changes(expectations: list[Expectation]) -> bool:
+    """Whether grading needs each update's version from before the run."""
+    return any(e.type in ("changes", "reference") for e in walk_expectations(expectations))
+
+
+# What the system writes text in (messages, and `text-truth`'s staff texts).
+TEXT_TYPES = frozenset(
+    {
+        "Communication",
+        "Task",
+        "ServiceRequest",
+        "MedicationRequest",
+        "Appointment",
+        "DocumentReference",
+    }
+)
+
+
+def needs_grounding(expectations: list[Expectation]) -> bool:
+    """Whether a message check needs what the system was shown (`grounded`)."""
+    return any(
+        (e.type == "message" and e.grounded) or e.type == "text-truth"
+        for e in walk_expectations(expectations)
+    )
+
+
+async def _shown(conn: Conn, run: RunRow, snapshot: RunSnapshot, until: datetime) -> list[Any]:
+    """What the system under test was shown: the brief and the run's start (so "tomorrow"
+    can be checked against a date), the fixture and stimulus as they read before its
+    writes, the patient's messages, the resource versions its webhook deliveries carried
+    (workflow mode), and the kept response bodies of its reads and operations (`GET`,
+    `$`-operations, `_search`: a write's answer echoes what it wrote).
+    """
+    shown: list[Any] = [run.brief or "", run.started_at.date().isoformat()]
+    befores = {f"{c.resource_type}/{c.id}": c.before for c in snapshot.changed}
+    for symbol, ref in snapshot.fixture.items():
+        body = befores.get(ref) or snapshot.current.get(symbol)
+        if body is not None:
+            shown.append(body)
+    for patient in snapshot.patient_refs:
+        for row in await fhir_service.communications_of(conn, run.tenant_id, run.id, patient):
+            body = jsontext.loads(row["resource"])
+            sender = (body.get("sender") or {}).get("reference")
+            if sender in snapshot.patient_refs:
+                shown.append(body)
+    sent = await webhooks_service.run_delivered_versions(conn, run.tenant_id, run.id)
+    if sent:  # a workflow was sent these versions in its webhook payloads
+        wanted = {(t, i, v) for t, i, v in sent}
+        for row in await fhir_service.versions_of(
+            conn, run.tenant_id, sorted({(t, i) for t, i, _ in sent})
+        ):
+            key = (row["resource_type"], row["id"], row["version_id"])
+            if key in wanted and row["resource"] is not None:
+                shown.append(jsontext.loads(row["resource"]))
+    for row in await trace_service.responses_of_run(
+        conn, tenant_id=run.tenant_id, run_id=run.id, since=run.started_at, until=until
+    ):
+        path = row["path"]
+        if row["method"] == "GET" or "/$" in path or path.endswith("/_search"):
+            # Kept whole up to the cap, a longer Bundle as its resources, else cut text.
+            shown.append(_parsed(row["response"]))
+    return shown
+
+
+async def build_snapshot(
+    conn: Conn, run: RunRow, expectations: list[Expectation], *, final: bool
+) -> RunSnapshot:
+    now = utcnow()
+    refs = run.fixture
+    pairs = [cast(tuple[str, str], tuple(ref.split("/", 1))) for ref in refs.values()]
+    rows = await fhir_service.current_or_deleted(conn, run.tenant_id, pairs)
+    by_ref = {
+        f"{r['resource_type']}/{r['id']}": (
+            None if r["deleted"] or r["resource"] is None else jsontext.loads(r["resource"])
+        )
+        for r in rows
+    }
+    current = {symbol: by_ref.get(ref) for symbol, ref in refs.items()}
+    changed = await _changed(conn, run, expectations)
+    bodies = _reads_calls(expectations)
+    calls = [
+        Call(
+            at=c["at"],
+            method=c["method"],
+            path=_relative_path(c["path"]),
+            query=c["query"],
+            status=c["status"],
+            transport=c["transport"],
+            refs=tuple(c["refs"] or ()),
+            request=_parsed(c["request"]),
+            response=_parsed(c["response"]),
+        )
+        for c in await trace_service.calls_for_grading(
+            conn,
+            tenant_id=run.tenant_id,
+            run_id=run.id,
+            since=run.started_at,
+            until=now,
+            with_bodies=bodies,
+        )
+    ]
+    deliveries = [
+        Delivery(at=at, event=event, resource_ref=ref)
+        for at, event, ref in await webhooks_service.run_deliveries(conn, run.tenant_id, run.id)
+    ]
+    revealed, patient_replies = (
+        await revealed_facts(conn, run.tenant_id, run.id) if _asks(expectations) else ([], 0)
+    )
+    snapshot = RunSnapshot(
+        run_id=run.id,
+        started_at=run.started_at,
+        now=now,
+        deadline=run.deadline,
+        fixture=dict(refs),
+        current=current,
+        patient_refs=frozenset(r for r in refs.values() if r.startswith("Patient/")),
+        changed=changed,
+        calls=calls,
+        deliveries=deliveries,
+        webhooks_supported=True,
+        revealed=revealed,
+        patient_replies=patient_replies,
+        final=final,
+        aliases=directory_aliases(),
+        names=directory_names(),
+    )
+    if needs_grounding(expectations) and any(
+        c.resource_type in TEXT_TYPES and (c.via_run or c.run_id is not None) for c in changed
+    ):
+        # Read (and sent over the wire) only once there is a message to check: a run
+        # is graded after every write, most of them before anything was said.
+        snapshot.shown = await _shown(conn, run, snapshot, now)
+    return snapshot
+
+
+def _reads_calls(expectations: list[Expectation]) -> bool:
+    """Whether an api_call expectation's `where` reads what calls asked and answered."""
+    return any(e.type == "api_call" and e.where for e in walk_expectations(expectations))
+
+
+def _parsed(text: str | None) -> Any:
+    """A kept body as JSON, else as its text (cut at the cap, or not JSON)."""
+    if text is None:
+        return None
+    try:
+        return jsontext.loads(text)
+    except ValueError:
+        return text
+
+
+def _asks(expectations: list[Expectation]) -> bool:
+    """Whether any expectation (any_of children included) is an `asked`."""
+    return any(e.type == "asked" for e in walk_expectations(expectations))
+
+
+async def _changed(
+    conn: Conn, run: RunRow, expectations: list[Expectation]
+) -> list[ChangedResource]:
+    """Resources the system under test wrote during the run, filtered in SQL to the types
+    the expectations ask about: the run's own (patient scope) and, for tenant-scope
+    expectations, any tenant write in the run's window not owned by another run."""
+    own = _resource_types(expectations, "patient")
+    tenant = _resource_types(expectations, "tenant")
+    if own is not None and not own and tenant is not None and not tenant:
+        return []
+    with_before = _has_changes(expectations)
+    rows = await fhir_service.resources_changed_by_run(
+        conn,
+        run.tenant_id,
+        run.id,
+        own_types=None if own is None else sorted(own),
+        tenant_types=None if tenant is None else sorted(tenant),
+        since=run.started_at,
+        with_before=with_before,
+    )
+    out: list[ChangedResource] = []
+    for r in rows:
+        out.append(
+            ChangedResource(
+                resource_type=r["resource_type"],
+                id=r["id"],
+                resource=None
+                if r["deleted"] or r["resource"] is None
+                else jsontext.loads(r["resource"]),
+                first_changed_at=r["first_at"],
+                last_changed_at=r["last_at"],
+                created=r["created"],
+                all_refs=tuple(k.split("|", 1)[1] for k in r["all_refs"] or ()),
+                run_id=r["run_id"],
+                before=jsontext.loads(r["before"]) if with_before and r["before"] else None,
+                via_run=r["via_run"],
+            )
+        )
+    return out
