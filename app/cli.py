@@ -139,6 +139,7 @@ async def _serve(settings: Settings, with_worker: bool) -> None:
         log_level=settings.log_level,
         proxy_headers=True,
         access_log=False,
+        timeout_keep_alive=settings.keep_alive_seconds,
     )
     server = Server(config)
     stopping = asyncio.Event()

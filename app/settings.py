@@ -50,6 +50,15 @@ class Settings(BaseSettings):
         default=None,
         description="Base URL clients use (for absolute links); default: taken from each request.",
     )
+    keep_alive_seconds: int = Field(
+        default=75,
+        ge=1,
+        le=3600,
+        description="How long `serve` keeps an idle client connection open. Keep it above "
+        "the idle time after which a load balancer in front reuses or drops its connections "
+        "(HAProxy, nginx, cloud balancers: 5–60 s), or the balancer may send a request on a "
+        "connection the API is closing and the client sees the connection reset.",
+    )
     db_pool_size: int = Field(
         default=10, ge=2, le=200, description="PostgreSQL connections per process."
     )

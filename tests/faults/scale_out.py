@@ -220,6 +220,25 @@ async def _mcp_session(tenant: TenantHandle, report: Report) -> str | None:
     return run_id
 
 
+async def idle_connection_survives(api: str, idle_s: float) -> bool:
+    """Whether one client connection to `api` still answers after sitting idle `idle_s`
+    (a balancer reuses idle connections to its backends; uvicorn's own default closes
+    them after 5 s, and a request sent on a closing connection is reset)."""
+    opened: list[object] = []
+
+    async def note(event: str, info: dict[str, Any]) -> None:
+        if event == "connection.connect_tcp.complete":
+            opened.append(info)
+
+    # httpx itself drops a connection idle for 5 s unless told otherwise.
+    limits = httpx.Limits(keepalive_expiry=idle_s * 2)
+    async with httpx.AsyncClient(base_url=api, timeout=10, limits=limits) as client:
+        first = await client.get("/health", extensions={"trace": note})
+        await asyncio.sleep(idle_s)
+        second = await client.get("/health", extensions={"trace": note})
+    return first.status_code == second.status_code == 200 and len(opened) == 1
+
+
 async def exercise(
     balancer: str, db: Database, receiver: Receiver, *, tenants: int = 5, runs: int = 20
 ) -> Report:
