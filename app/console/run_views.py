@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from urllib.parse import quote
 import orjson
 from markupsafe import Markup, escape
 
+from app.fhir import service as fhir_service
 from app.kit.urls import FHIR_PREFIX, run_view_base
 from understudy_client.contract.runs import (
     ExpectationResult,
@@ -219,12 +221,12 @@ class Message:
 
 
 def thread_of(
-    rows: list[Any],
+    rows: Sequence[fhir_service.ThreadMessage],
     patient_ref: str | None,
     replies: list[SimulatedReply],
     issues: list[SimulatorIssue],
 ) -> list[Message]:
-    """The run's Communications (id, resource, last_updated rows, oldest first) as a
+    """The run's Communications (oldest first) as a
     thread, each reply of the patient with the engine that wrote it, each staff message
     with the simulator's issues on its answer."""
     by_reply = {r.reply: r for r in replies if r.reply}
@@ -234,8 +236,8 @@ def thread_of(
         issues_of.setdefault(issue.message, []).append(issue.issue)
     out: list[Message] = []
     for row in rows:
-        resource = loads(row["resource"]) or {}
-        ref = f"Communication/{row['id']}"
+        resource = loads(row.resource) or {}
+        ref = f"Communication/{row.id}"
         sender = str((resource.get("sender") or {}).get("reference", "")) or "–"
         answered = next(
             (
@@ -248,9 +250,9 @@ def thread_of(
         sim = by_reply.get(ref)
         out.append(
             Message(
-                id=row["id"],
+                id=row.id,
                 ref=ref,
-                at=row["last_updated"],
+                at=row.last_updated,
                 sent=resource.get("sent") if isinstance(resource.get("sent"), str) else None,
                 sender=sender,
                 from_patient=patient_ref is not None and sender == patient_ref,
@@ -384,32 +386,36 @@ def _mark(history: list[Version], run_id: str | None) -> str | None:
     return None
 
 
-def chart_groups(rows: list[Any], versions: list[Any], run_id: str | None) -> list[ChartGroup]:
+def chart_groups(
+    rows: Sequence[fhir_service.ChartResource],
+    versions: Sequence[fhir_service.StoredVersion],
+    run_id: str | None,
+) -> list[ChartGroup]:
     """The chart's resources grouped by type, newest first (the Patient's group first),
     each with its versions newest first."""
     history: dict[tuple[str, str], list[Version]] = {}
     for v in versions:
-        history.setdefault((v["resource_type"], v["id"]), []).append(
+        history.setdefault((v.resource_type, v.id), []).append(
             Version(
-                v["version_id"],
-                v["last_updated"],
-                v["interaction"],
-                ORIGINS.get(v["source"], "client") if v["source"] else "client",
-                v["run_id"],
-                loads(v["resource"]),
+                v.version_id,
+                v.last_updated,
+                v.interaction,
+                ORIGINS.get(v.source, "client") if v.source else "client",
+                v.run_id,
+                loads(v.resource),
             )
         )
     groups: dict[str, list[ChartEntry]] = {}
     for r in rows:
-        resource = loads(r["resource"]) or {}
-        key = (r["resource_type"], r["id"])
+        resource = loads(r.resource) or {}
+        key = (r.resource_type, r.id)
         versions_of = history.get(key, [])
-        groups.setdefault(r["resource_type"], []).append(
+        groups.setdefault(r.resource_type, []).append(
             ChartEntry(
-                r["resource_type"],
-                r["id"],
-                r["version_id"],
-                r["last_updated"],
+                r.resource_type,
+                r.id,
+                r.version_id,
+                r.last_updated,
                 resource,
                 summary_of(resource),
                 _mark(versions_of, run_id),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 from fastapi import Request
@@ -107,24 +106,24 @@ def check_rows(
     return sorted(rows, key=lambda r: not r.differs)
 
 
-def _changes(run: RunRow, rows: list[Any]) -> dict[str, Change]:
+def _changes(run: RunRow, rows: list[fhir_service.ChangedByRun]) -> dict[str, Change]:
     """The run's writes keyed for alignment: a fixture resource by its symbol, a created
     one by its type and its order among the run's creations of that type."""
     symbols = {ref: symbol for symbol, ref in run.fixture.items()}
     out: dict[str, Change] = {}
     counts: dict[str, int] = {}
-    for r in sorted(rows, key=lambda r: (r["first_at"], r["resource_type"], r["id"])):
-        ref = f"{r['resource_type']}/{r['id']}"
-        resource = None if r["deleted"] else rv.loads(r["resource"])
-        what = "deleted" if r["deleted"] else "created" if r["created"] else "updated"
+    for r in sorted(rows, key=lambda r: (r.first_at, r.resource_type, r.id)):
+        ref = f"{r.resource_type}/{r.id}"
+        resource = None if r.deleted else rv.loads(r.resource)
+        what = "deleted" if r.deleted else "created" if r.created else "updated"
         change = Change(
-            ref, what, rv.summary_of(resource), None if r["deleted"] else rv.chart_url(ref, run.id)
+            ref, what, rv.summary_of(resource), None if r.deleted else rv.chart_url(ref, run.id)
         )
         if ref in symbols:
             out[f"@{symbols[ref]}"] = change
         else:
-            counts[r["resource_type"]] = counts.get(r["resource_type"], 0) + 1
-            out[f"{r['resource_type']} #{counts[r['resource_type']]}"] = change
+            counts[r.resource_type] = counts.get(r.resource_type, 0) + 1
+            out[f"{r.resource_type} #{counts[r.resource_type]}"] = change
     return out
 
 

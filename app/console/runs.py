@@ -150,14 +150,14 @@ async def _checks(pool: asyncpg.Pool, run: RunRow) -> list[ExpectationResult]:
 async def _setup(pool: asyncpg.Pool, run: RunRow) -> list[rv.SetupResource]:
     pairs = [(ref.split("/", 1)[0], ref.split("/", 1)[1]) for ref in run.fixture.values()]
     rows = {
-        f"{r['resource_type']}/{r['id']}": r
+        f"{r.resource_type}/{r.id}": r
         for r in await fhir_service.origins_of(pool, run.tenant_id, pairs)
     }
     out = []
     for symbol, ref in run.fixture.items():
         row = rows.get(ref)
-        resource = None if row is None or row["deleted"] else rv.loads(row["resource"])
-        origin = rv.ORIGINS.get(row["source"], "client") if row and row["source"] else "fixture"
+        resource = None if row is None or row.deleted else rv.loads(row.resource)
+        origin = rv.ORIGINS.get(row.source, "client") if row and row.source else "fixture"
         out.append(
             rv.SetupResource(
                 symbol,
@@ -373,7 +373,7 @@ async def chart(
         rows = await fhir_service.origins_of(pool, tenant, [(resource_type, resource_id)])
         if not rows or not fhir_service.is_valid_id(resource_id):
             raise NotFound(f"no resource {ref}")
-        resource = None if rows[0]["deleted"] else rv.loads(rows[0]["resource"])
+        resource = None if rows[0].deleted else rv.loads(rows[0].resource)
         patient = rv.patient_of(resource) if resource else None
         if patient is not None:
             target = rv.chart_url(patient, run) + "#" + rv.anchor_of(resource_type, resource_id)
@@ -382,11 +382,11 @@ async def chart(
         title = ref
     else:
         chart_rows = list(await fhir_service.patient_chart(pool, tenant, resource_id))
-        if not any(r["resource_type"] == "Patient" for r in chart_rows):
+        if not any(r.resource_type == "Patient" for r in chart_rows):
             raise NotFound(f"no patient {ref}")
-        patient_row = next(r for r in chart_rows if r["resource_type"] == "Patient")
-        title = rv.summary_of(rv.loads(patient_row["resource"])) or ref
-    pairs = [(r["resource_type"], r["id"]) for r in chart_rows]
+        patient_row = next(r for r in chart_rows if r.resource_type == "Patient")
+        title = rv.summary_of(rv.loads(patient_row.resource)) or ref
+    pairs = [(r.resource_type, r.id) for r in chart_rows]
     versions = await fhir_service.versions_of(pool, tenant, pairs)
     groups = rv.chart_groups(chart_rows, list(versions), run)
     return render(
@@ -403,19 +403,19 @@ async def chart(
     )
 
 
-async def _single(pool: asyncpg.Pool, tenant: Any, ref: str) -> list[Any]:
+async def _single(pool: asyncpg.Pool, tenant: Any, ref: str) -> list[fhir_service.ChartResource]:
     resource_type, resource_id = ref.split("/", 1)
     async with pool.acquire() as conn:
         current = await fhir_service.current_version(conn, tenant, resource_type, resource_id)
-    if current is None or current.deleted:
+    if current is None or current.deleted or current.json is None:
         return []
     return [
-        {
-            "resource_type": resource_type,
-            "id": resource_id,
-            "version_id": current.version_id,
-            "last_updated": current.last_updated,
-            "resource": current.json,
-            "run_id": current.run_id,
-        }
+        fhir_service.ChartResource(
+            resource_type,
+            resource_id,
+            current.version_id,
+            current.last_updated,
+            current.json,
+            current.run_id,
+        )
     ]

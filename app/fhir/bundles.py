@@ -66,10 +66,10 @@ def search_bundle(ctx: service.FhirContext, resource_type: str, page: service.Se
     entries: list[dict[str, Any]] = []
     elements = page.query.elements
     for row in page.rows:
-        text = row["resource"]
+        text = row.resource
         entries.append(
             {
-                "fullUrl": f"{type_url}/{row['id']}",
+                "fullUrl": f"{type_url}/{row.id}",
                 "resource": _subset(text, elements) if elements else orjson.Fragment(text),
                 "search": {"mode": "match"},
             }

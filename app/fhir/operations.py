@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.db import Conn
 from app.errors import BadRequest, Issue, NotFound
-from app.fhir import scheduling, service
+from app.fhir import booking_rules, repository, service
 from app.fhir.repository import index_keys
 from app.fhir.search.index import normalize_reference, parse_date_range
 from app.kit.clock import fhir_instant, utcnow
@@ -81,26 +81,22 @@ async def find_appointments(ctx: service.FhirContext, conn: Conn, params: dict[s
         duration = int(params.get("duration") or 30)
     except ValueError:
         raise BadRequest("'duration' must be whole minutes", [Issue("bad", "duration")]) from None
-    if not 5 <= duration <= scheduling.MAX_VISIT_MINUTES:
+    if not 5 <= duration <= booking_rules.MAX_VISIT_MINUTES:
         raise BadRequest(
-            f"'duration' must be 5 to {scheduling.MAX_VISIT_MINUTES} minutes",
+            f"'duration' must be 5 to {booking_rules.MAX_VISIT_MINUTES} minutes",
             [Issue("out of range", "duration")],
         )
     ctx.touch(practitioner)
 
-    current = await conn.fetchval(
-        "SELECT deleted FROM fhir_resource WHERE tenant_id = $1 AND resource_type = 'Practitioner' "
-        "AND id = $2",
-        ctx.tenant_id,
-        practitioner.split("/", 1)[1],
-    )
-    if current is None or current:
+    if not await repository.resource_is_live(
+        conn, ctx.tenant_id, "Practitioner", practitioner.split("/", 1)[1]
+    ):
         raise NotFound(f"{practitioner} is not known")
-    time = await scheduling.free_time(
+    time = await booking_rules.free_time(
         conn, ctx.tenant_id, ctx.run_id, practitioner, start, end, now=now
     )
     duration_td = timedelta(minutes=duration)
-    proposals = [p for p in scheduling.combine(time.free, duration_td) if p[1] <= end]
+    proposals = [p for p in booking_rules.combine(time.free, duration_td) if p[1] <= end]
     entries = []
     for s, e, slot_ids in proposals[:MAX_FIND_RESULTS]:
         entries.append(
@@ -184,22 +180,16 @@ async def check_eligibility(
 ) -> EligibilityResponse:
     patient = request.patient
     ctx.touch(patient)
-    known = await conn.fetchval(
-        "SELECT NOT deleted FROM fhir_resource WHERE tenant_id = $1 AND resource_type = 'Patient' "
-        "AND id = $2",
-        ctx.tenant_id,
-        patient.split("/", 1)[1],
-    )
-    if not known:
+    if not await repository.resource_is_live(
+        conn, ctx.tenant_id, "Patient", patient.split("/", 1)[1]
+    ):
         raise NotFound(f"{patient} is not known")
-    rows = await conn.fetch(
-        """SELECT id, resource FROM fhir_resource WHERE tenant_id = $1
-        AND resource_type = 'Coverage' AND NOT deleted AND refs && $2::text[]
-        AND ($3::text IS NULL OR run_id IS NULL OR run_id = $3)
-        ORDER BY id""",
+    rows = await repository.fetch_visible_referencing(
+        conn,
         ctx.tenant_id,
-        index_keys(ctx.tenant_id, "Coverage", [f"beneficiary={patient}", f"patient={patient}"]),
         ctx.run_id,
+        "Coverage",
+        index_keys(ctx.tenant_id, "Coverage", [f"beneficiary={patient}", f"patient={patient}"]),
     )
     if not rows:
         return EligibilityResponse(
@@ -208,9 +198,9 @@ async def check_eligibility(
     reasons: list[str] = []
     fallback: str | None = None
     for row in rows:
-        ref = f"Coverage/{row['id']}"
+        ref = f"Coverage/{row.id}"
         ctx.touch(ref)
-        coverage = orjson.loads(row["resource"])
+        coverage = orjson.loads(row.resource)
         fallback = fallback or ref
         status = coverage.get("status")
         if status != "active":

@@ -243,6 +243,92 @@ def _joined(prefix: str, values: Sequence[str]) -> str:
     return SEP.join(prefix + v for v in values)
 
 
+@dataclass(slots=True)
+class _Columns:
+    """The write statement's arrays, one element per write ($2-$15 and $21) and one per
+    date index row ($16-$20), in the order of its parameters."""
+
+    rtypes: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    vids: list[int] = field(default_factory=list)
+    stamps: list[datetime] = field(default_factory=list)
+    interactions: list[str] = field(default_factory=list)
+    bodies: list[str | None] = field(default_factory=list)
+    tokens: list[str] = field(default_factory=list)
+    refs: list[str] = field(default_factory=list)
+    strings: list[str] = field(default_factory=list)
+    all_refs: list[str] = field(default_factory=list)
+    sorts: list[str | None] = field(default_factory=list)
+    run_ids: list[str | None] = field(default_factory=list)
+    owner_refs: list[str] = field(default_factory=list)
+    sources: list[str | None] = field(default_factory=list)
+    d_rtype: list[str] = field(default_factory=list)
+    d_id: list[str] = field(default_factory=list)
+    d_param: list[str] = field(default_factory=list)
+    d_low: list[datetime] = field(default_factory=list)
+    d_high: list[datetime] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+
+    def add(self, tenant_id: uuid.UUID, w: PreparedWrite) -> None:
+        self.rtypes.append(w.resource_type)
+        self.ids.append(w.id)
+        self.vids.append(w.version_id)
+        self.stamps.append(w.last_updated)
+        self.interactions.append(w.interaction)
+        self.bodies.append(w.body)
+        self.run_ids.append(w.run_id)
+        self.sources.append(w.source)
+        self.events.append(SEP.join(w.events))
+        own = f"{w.resource_type}/{w.id}"
+        idx = w.index
+        if idx is None:
+            self.tokens.append("")
+            self.refs.append("")
+            self.strings.append("")
+            self.all_refs.append("")
+            self.sorts.append(None)
+            self.owner_refs.append(own)
+            return
+        scoped = key_prefix(tenant_id, w.resource_type)
+        self.tokens.append(_joined(scoped, idx.tokens))
+        self.refs.append(_joined(scoped, idx.refs))
+        self.strings.append(_joined(scoped, idx.strings))
+        self.all_refs.append(_joined(key_prefix(tenant_id, None), idx.all_refs))
+        self.sorts.append(_sort_json(idx.sort))
+        self.owner_refs.append(SEP.join([own, *idx.all_refs]))
+        for param, low, high in idx.dates:
+            self.d_rtype.append(w.resource_type)
+            self.d_id.append(w.id)
+            self.d_param.append(param)
+            self.d_low.append(low)
+            self.d_high.append(high)
+
+    def args(self) -> tuple[Any, ...]:
+        """$2 to $21."""
+        return (
+            self.rtypes,
+            self.ids,
+            self.vids,
+            self.stamps,
+            self.interactions,
+            self.bodies,
+            self.tokens,
+            self.refs,
+            self.strings,
+            self.all_refs,
+            self.sorts,
+            self.run_ids,
+            self.owner_refs,
+            self.sources,
+            self.d_rtype,
+            self.d_id,
+            self.d_param,
+            self.d_low,
+            self.d_high,
+            self.events,
+        )
+
+
 async def write_versions(
     conn: Conn,
     tenant_id: uuid.UUID,
@@ -263,83 +349,13 @@ async def write_versions(
     """
     if not writes:
         return WriteOutcome([], [])
-    rtypes: list[str] = []
-    ids: list[str] = []
-    vids: list[int] = []
-    stamps: list[datetime] = []
-    interactions: list[str] = []
-    bodies: list[str | None] = []
-    tokens: list[str] = []
-    refs: list[str] = []
-    strings: list[str] = []
-    all_refs: list[str] = []
-    sorts: list[str | None] = []
-    run_ids: list[str | None] = []
-    owner_refs: list[str] = []
-    sources: list[str | None] = []
-    events: list[str] = []
-    d_rtype: list[str] = []
-    d_id: list[str] = []
-    d_param: list[str] = []
-    d_low: list[datetime] = []
-    d_high: list[datetime] = []
+    columns = _Columns()
     for w in writes:
-        rtypes.append(w.resource_type)
-        ids.append(w.id)
-        vids.append(w.version_id)
-        stamps.append(w.last_updated)
-        interactions.append(w.interaction)
-        bodies.append(w.body)
-        run_ids.append(w.run_id)
-        sources.append(w.source)
-        events.append(SEP.join(w.events))
-        own = f"{w.resource_type}/{w.id}"
-        idx = w.index
-        if idx is None:
-            tokens.append("")
-            refs.append("")
-            strings.append("")
-            all_refs.append("")
-            sorts.append(None)
-            owner_refs.append(own)
-            continue
-        scoped = key_prefix(tenant_id, w.resource_type)
-        tokens.append(_joined(scoped, idx.tokens))
-        refs.append(_joined(scoped, idx.refs))
-        strings.append(_joined(scoped, idx.strings))
-        all_refs.append(_joined(key_prefix(tenant_id, None), idx.all_refs))
-        sorts.append(_sort_json(idx.sort))
-        owner_refs.append(SEP.join([own, *idx.all_refs]))
-        for param, low, high in idx.dates:
-            d_rtype.append(w.resource_type)
-            d_id.append(w.id)
-            d_param.append(param)
-            d_low.append(low)
-            d_high.append(high)
-    now = writes[0].last_updated
-    call = WriteCall(now, count_usage, fhir_root)
+        columns.add(tenant_id, w)
+    call = WriteCall(writes[0].last_updated, count_usage, fhir_root)
     args = (
         tenant_id,
-        rtypes,
-        ids,
-        vids,
-        stamps,
-        interactions,
-        bodies,
-        tokens,
-        refs,
-        strings,
-        all_refs,
-        sorts,
-        run_ids,
-        owner_refs,
-        sources,
-        d_rtype,
-        d_id,
-        d_param,
-        d_low,
-        d_high,
-        events,
+        *columns.args(),
         *[arg for part in statement.parts for arg in part.args(call)],
     )
     if len(writes) <= GENERIC_PLAN_WRITES:
@@ -530,140 +546,63 @@ async def fetch_referencing(
     return [_stored(r) for r in rows]
 
 
-# --- Reads and deletes other features ask for (through app.fhir.service) -----------------
-
-Queryable = asyncpg.Pool | Conn
-
-
-async def fetch_current_or_deleted(
-    conn: Conn, tenant_id: uuid.UUID, refs: Sequence[tuple[str, str]]
-) -> list[asyncpg.Record]:
-    """(resource_type, id, deleted, resource) of the given (type, id) pairs that exist."""
-    return await conn.fetch(
-        """SELECT r.resource_type, r.id, r.deleted, r.resource FROM fhir_resource r
-        JOIN unnest($2::text[], $3::text[]) AS k(t, i) ON r.resource_type = k.t AND r.id = k.i
-        WHERE r.tenant_id = $1""",
+async def resource_is_live(
+    conn: Conn, tenant_id: uuid.UUID, resource_type: str, resource_id: str
+) -> bool:
+    """Whether the resource exists and is not deleted (whatever run it belongs to)."""
+    live = await conn.fetchval(
+        "SELECT NOT deleted FROM fhir_resource WHERE tenant_id = $1 AND resource_type = $2 "
+        "AND id = $3",
         tenant_id,
-        [t for t, _ in refs],
-        [i for _, i in refs],
+        resource_type,
+        resource_id,
     )
+    return bool(live)
 
 
-async def fetch_changed_by_run(
+async def fetch_live_body(
+    conn: Conn, tenant_id: uuid.UUID, resource_type: str, resource_id: str
+) -> str | None:
+    """The JSON of the resource, None when it does not exist or is deleted."""
+    body: str | None = await conn.fetchval(
+        "SELECT resource FROM fhir_resource WHERE tenant_id = $1 "
+        "AND resource_type = $2 AND id = $3 AND NOT deleted",
+        tenant_id,
+        resource_type,
+        resource_id,
+    )
+    return body
+
+
+@dataclass(frozen=True, slots=True)
+class IdAndBody:
+    id: str
+    resource: str
+
+
+async def fetch_visible_referencing(
     conn: Conn,
     tenant_id: uuid.UUID,
-    run_id: str,
-    *,
-    own_types: Sequence[str] | None,
-    tenant_types: Sequence[str] | None,
-    since: datetime,
-    with_before: bool = False,
-) -> list[asyncpg.Record]:
-    """Resources clients wrote (not setup, stimulus or the simulator): the run's own of
-    `own_types`, and of `tenant_types` any since `since` not owned by another run (None:
-    every type; an empty list: none). Each row: resource_type, id, first_at, last_at,
-    created, via_run (some of those writes were the run's: through its view, or attributed
-    to it), and the current deleted, resource, all_refs (scoped keys) and run_id; with
-    `with_before`, also `before`: the body of the version before the first of those
-    writes, for a resource not created by them (NULL otherwise)."""
-    before_sql = (
-        """, (SELECT b.resource FROM fhir_history b WHERE b.tenant_id = $1
-            AND b.resource_type = h.resource_type AND b.id = h.id
-            AND b.version_id = h.first_version - 1 AND NOT h.created) AS before"""
-        if with_before
-        else ""
-    )
-    return await conn.fetch(
-        f"""WITH h AS (
-            SELECT resource_type, id, min(last_updated) AS first_at,
-                max(last_updated) AS last_at, bool_or(interaction = 'create') AS created,
-                min(version_id) AS first_version, bool_or(coalesce(run_id = $2, false)) AS via_run
-            FROM fhir_history
-            WHERE tenant_id = $1 AND source IS NULL AND (
-                (run_id = $2 AND ($6 OR resource_type = ANY($3::text[])))
-                OR (($7 OR resource_type = ANY($4::text[])) AND last_updated >= $5
-                    AND (run_id IS NULL OR run_id = $2))
-            )
-            GROUP BY resource_type, id
-        )
-        SELECT h.*, r.deleted, r.resource, r.all_refs, r.run_id{before_sql}
-        FROM h JOIN fhir_resource r
-            ON r.tenant_id = $1 AND r.resource_type = h.resource_type AND r.id = h.id""",
-        tenant_id,
-        run_id,
-        list(own_types or ()),
-        list(tenant_types or ()),
-        since,
-        own_types is None,
-        tenant_types is None,
-    )
-
-
-async def delete_run_resources(conn: Conn, tenant_id: uuid.UUID, run_id: str) -> int:
-    """Delete the run's resources with their date index and history; return how many."""
-    await conn.execute(
-        """DELETE FROM fhir_date d USING fhir_resource r
-        WHERE r.tenant_id = $1 AND r.run_id = $2 AND d.tenant_id = $1
-            AND d.resource_type = r.resource_type AND d.id = r.id""",
-        tenant_id,
-        run_id,
-    )
-    await conn.execute(
-        """DELETE FROM fhir_history h USING fhir_resource r
-        WHERE r.tenant_id = $1 AND r.run_id = $2 AND h.tenant_id = $1
-            AND h.resource_type = r.resource_type AND h.id = r.id""",
-        tenant_id,
-        run_id,
-    )
-    status = await conn.execute(
-        "DELETE FROM fhir_resource WHERE tenant_id = $1 AND run_id = $2", tenant_id, run_id
-    )
-    return int(status.split()[-1])
-
-
-async def fetch_written_by_run(
-    db: Queryable, tenant_id: uuid.UUID, run_id: str, resource_types: Sequence[str]
-) -> list[str]:
-    """The current JSON of the live resources of `resource_types` that clients wrote in
-    the run (not setup, stimulus or the simulator), one per resource."""
-    rows = await db.fetch(
-        """SELECT DISTINCT ON (r.resource_type, r.id) r.resource FROM fhir_history h
-        JOIN fhir_resource r ON r.tenant_id = h.tenant_id AND r.resource_type = h.resource_type
-            AND r.id = h.id
-        WHERE h.tenant_id = $1 AND h.run_id = $2 AND h.source IS NULL
-            AND h.resource_type = ANY($3::text[]) AND NOT r.deleted""",
-        tenant_id,
-        run_id,
-        list(resource_types),
-    )
-    return [r["resource"] for r in rows]
-
-
-async def fetch_communications_of(
-    db: Queryable, tenant_id: uuid.UUID, run_id: str, ref: str
-) -> list[asyncpg.Record]:
-    """(id, resource, last_updated) of the run's live Communications referencing `ref`,
-    oldest first."""
-    return await db.fetch(
-        """SELECT id, resource, last_updated FROM fhir_resource
-        WHERE tenant_id = $1 AND resource_type = 'Communication' AND NOT deleted
-            AND run_id = $2 AND all_refs && $3::text[]
-        ORDER BY last_updated, id""",
-        tenant_id,
-        run_id,
-        index_keys(tenant_id, None, [ref]),
-    )
-
-
-async def fetch_ids_like(conn: Conn, tenant_id: uuid.UUID, pattern: str) -> set[tuple[str, str]]:
-    """(resource_type, id) of the tenant's resources (deleted ones too) whose id is LIKE
-    `pattern`."""
+    run_id: str | None,
+    resource_type: str,
+    keys: Sequence[str],
+) -> list[IdAndBody]:
+    """The live resources of `resource_type` whose reference keys overlap `keys` (scoped
+    with index_keys) that a run's view sees (any, without a run), by id."""
     rows = await conn.fetch(
-        "SELECT resource_type, id FROM fhir_resource WHERE tenant_id = $1 AND id LIKE $2",
+        """SELECT id, resource FROM fhir_resource WHERE tenant_id = $1
+        AND resource_type = $2 AND NOT deleted AND refs && $3::text[]
+        AND ($4::text IS NULL OR run_id IS NULL OR run_id = $4)
+        ORDER BY id""",
         tenant_id,
-        pattern,
+        resource_type,
+        list(keys),
+        run_id,
     )
-    return {(r["resource_type"], r["id"]) for r in rows}
+    return [IdAndBody(r["id"], r["resource"]) for r in rows]
+
+
+# --- Fragments of other features' statements that must stay one round trip ------------
 
 
 def live_count_sql(tenant_id: str) -> str:
@@ -683,68 +622,4 @@ def version_join_sql(
         f"LEFT JOIN fhir_history {alias} ON {alias}.tenant_id = {tenant_id} "
         f"AND {alias}.resource_type = {resource_type}\n"
         f"    AND {alias}.id = {resource_id} AND {alias}.version_id = {version_id}"
-    )
-
-
-# Cap on the resources one chart shows: a patient of a test run has tens; the canonical
-# directory's busiest practitioner is not a patient.
-CHART_MAX = 2000
-
-
-async def fetch_patient_chart(
-    db: Queryable, tenant_id: uuid.UUID, patient_id: str
-) -> list[asyncpg.Record]:
-    """The patient's current resources: the Patient and every live resource referencing
-    it, newest first (resource_type, id, version_id, last_updated, resource, run_id)."""
-    return await db.fetch(
-        f"""SELECT resource_type, id, version_id, last_updated, resource, run_id
-        FROM fhir_resource
-        WHERE tenant_id = $1 AND NOT deleted AND (
-            (resource_type = 'Patient' AND id = $2) OR all_refs && $3::text[])
-        ORDER BY last_updated DESC, resource_type, id LIMIT {CHART_MAX}""",
-        tenant_id,
-        patient_id,
-        index_keys(tenant_id, None, [f"Patient/{patient_id}"]),
-    )
-
-
-async def fetch_versions_of(
-    db: Queryable, tenant_id: uuid.UUID, refs: Sequence[tuple[str, str]]
-) -> list[asyncpg.Record]:
-    """Every stored version of the given (type, id) pairs, newest first: resource_type, id,
-    version_id, last_updated, interaction, run_id, source, resource."""
-    if not refs:
-        return []
-    return await db.fetch(
-        """SELECT h.resource_type, h.id, h.version_id, h.last_updated, h.interaction,
-                h.run_id, h.source, h.resource
-        FROM fhir_history h
-        JOIN unnest($2::text[], $3::text[]) AS k(t, i) ON h.resource_type = k.t AND h.id = k.i
-        WHERE h.tenant_id = $1
-        ORDER BY h.last_updated DESC, h.version_id DESC""",
-        tenant_id,
-        [t for t, _ in refs],
-        [i for _, i in refs],
-    )
-
-
-async def fetch_origins(
-    db: Queryable, tenant_id: uuid.UUID, refs: Sequence[tuple[str, str]]
-) -> list[asyncpg.Record]:
-    """Of the given (type, id) pairs that exist: resource_type, id, deleted, resource (the
-    current body) and source (who wrote the first version: setup, stimulus, sim, or NULL
-    for a client)."""
-    if not refs:
-        return []
-    return await db.fetch(
-        """SELECT r.resource_type, r.id, r.deleted, r.resource,
-            (SELECT h.source FROM fhir_history h WHERE h.tenant_id = $1
-                AND h.resource_type = r.resource_type AND h.id = r.id
-                ORDER BY h.version_id LIMIT 1) AS source
-        FROM fhir_resource r
-        JOIN unnest($2::text[], $3::text[]) AS k(t, i) ON r.resource_type = k.t AND r.id = k.i
-        WHERE r.tenant_id = $1""",
-        tenant_id,
-        [t for t, _ in refs],
-        [i for _, i in refs],
     )

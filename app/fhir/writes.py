@@ -1,5 +1,5 @@
 """What a write does to a resource, before it is stored: pure, shared by the FHIR API
-(`app.fhir.service`) and by every in-memory replay of writes (`app.grading.replay`:
+(`app.fhir.interactions`) and by every in-memory replay of writes (`app.grading.replay`:
 the expected end state of a scenario's reference solution, the scenario check's
 mutants), so the two can never disagree on what a PUT, a PATCH or a create leaves.
 

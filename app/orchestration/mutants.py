@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.fhir.scheduling import HOLDING
+from app.fhir.booking_rules import HOLDING
 from app.fhir.validation import required_codes
 from app.grading.api_call import path_matches
 from app.grading.message.claims import Write, claims, unbacked

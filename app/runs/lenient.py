@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 
 from app.db import Conn
-from app.fhir.scheduling import LenientLookup
+from app.fhir.booking_rules import LenientLookup
 from app.runs import repository
 
 

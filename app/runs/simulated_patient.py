@@ -95,7 +95,7 @@ async def reply_to_messages(
     thread: list[engine.Turn] = []
     replies_so_far = len(answered)
     for row in rows:
-        resource = orjson.loads(row["resource"])
+        resource = orjson.loads(row.resource)
         sender = str((resource.get("sender") or {}).get("reference", ""))
         recipients = [str(r.get("reference", "")) for r in resource.get("recipient") or []]
         text = _text(resource)
@@ -104,7 +104,7 @@ async def reply_to_messages(
             continue
         if patient_ref not in recipients:
             continue
-        if row["id"] not in answered:
+        if row.id not in answered:
             written = await _answer(
                 scopes,
                 llm,
@@ -112,7 +112,7 @@ async def reply_to_messages(
                 sim,
                 persona,
                 patient_ref,
-                row["id"],
+                row.id,
                 resource,
                 text,
                 thread,
@@ -365,11 +365,11 @@ async def _latest_staff_message(
     """The newest message of the run to the patient from someone else: id, body, text."""
     latest = None
     for row in await fhir_service.communications_of(pool, tenant_id, run_id, patient_ref):
-        resource = orjson.loads(row["resource"])
+        resource = orjson.loads(row.resource)
         sender = str((resource.get("sender") or {}).get("reference", ""))
         recipients = [str(r.get("reference", "")) for r in resource.get("recipient") or []]
         if sender != patient_ref and patient_ref in recipients:
-            latest = (row["id"], resource, _text(resource))
+            latest = (row.id, resource, _text(resource))
     return latest
 
 

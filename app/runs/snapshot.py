@@ -100,20 +100,20 @@ async def _shown(conn: Conn, run: RunRow, snapshot: RunSnapshot, until: datetime
         if body is not None:
             shown.append(body)
     for patient in snapshot.patient_refs:
-        for row in await fhir_service.communications_of(conn, run.tenant_id, run.id, patient):
-            body = jsontext.loads(row["resource"])
+        for message in await fhir_service.communications_of(conn, run.tenant_id, run.id, patient):
+            body = jsontext.loads(message.resource)
             sender = (body.get("sender") or {}).get("reference")
             if sender in snapshot.patient_refs:
                 shown.append(body)
     sent = await webhooks_service.run_delivered_versions(conn, run.tenant_id, run.id)
     if sent:  # a workflow was sent these versions in its webhook payloads
         wanted = {(t, i, v) for t, i, v in sent}
-        for row in await fhir_service.versions_of(
+        for version in await fhir_service.versions_of(
             conn, run.tenant_id, sorted({(t, i) for t, i, _ in sent})
         ):
-            key = (row["resource_type"], row["id"], row["version_id"])
-            if key in wanted and row["resource"] is not None:
-                shown.append(jsontext.loads(row["resource"]))
+            key = (version.resource_type, version.id, version.version_id)
+            if key in wanted and version.resource is not None:
+                shown.append(jsontext.loads(version.resource))
     for row in await trace_service.responses_of_run(
         conn, tenant_id=run.tenant_id, run_id=run.id, since=run.started_at, until=until
     ):
@@ -132,8 +132,8 @@ async def build_snapshot(
     pairs = [cast(tuple[str, str], tuple(ref.split("/", 1))) for ref in refs.values()]
     rows = await fhir_service.current_or_deleted(conn, run.tenant_id, pairs)
     by_ref = {
-        f"{r['resource_type']}/{r['id']}": (
-            None if r["deleted"] or r["resource"] is None else jsontext.loads(r["resource"])
+        f"{r.resource_type}/{r.id}": (
+            None if r.deleted or r.resource is None else jsontext.loads(r.resource)
         )
         for r in rows
     }
@@ -239,18 +239,16 @@ async def _changed(
     for r in rows:
         out.append(
             ChangedResource(
-                resource_type=r["resource_type"],
-                id=r["id"],
-                resource=None
-                if r["deleted"] or r["resource"] is None
-                else jsontext.loads(r["resource"]),
-                first_changed_at=r["first_at"],
-                last_changed_at=r["last_at"],
-                created=r["created"],
-                all_refs=tuple(k.split("|", 1)[1] for k in r["all_refs"] or ()),
-                run_id=r["run_id"],
-                before=jsontext.loads(r["before"]) if with_before and r["before"] else None,
-                via_run=r["via_run"],
+                resource_type=r.resource_type,
+                id=r.id,
+                resource=None if r.deleted or r.resource is None else jsontext.loads(r.resource),
+                first_changed_at=r.first_at,
+                last_changed_at=r.last_at,
+                created=r.created,
+                all_refs=tuple(k.split("|", 1)[1] for k in r.all_refs or ()),
+                run_id=r.run_id,
+                before=jsontext.loads(r.before) if with_before and r.before else None,
+                via_run=r.via_run,
             )
         )
     return out

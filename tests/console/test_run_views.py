@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from app.console import run_views as rv
+from app.fhir import service as fhir_service
 from understudy_client.contract.runs import SimulatedReply, SimulatorIssue, TraceCall
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -16,8 +17,8 @@ PATIENT = "Patient/p1"
 CHEN = "Practitioner/chen"
 
 
-def _row(rid: str, resource: dict[str, Any]) -> dict[str, Any]:
-    return {"id": rid, "resource": orjson.dumps(resource).decode(), "last_updated": AT}
+def _row(rid: str, resource: dict[str, Any]) -> fhir_service.ThreadMessage:
+    return fhir_service.ThreadMessage(rid, orjson.dumps(resource).decode(), AT)
 
 
 def _message(sender: str, recipient: str, text: str, answers: str | None = None) -> Any:
@@ -95,11 +96,10 @@ def test_the_patient_a_resource_is_about(resource: dict[str, Any], patient: str 
     assert rv.patient_of(resource) == patient
 
 
-def _version(v: int, interaction: str, source: str | None, run: str | None) -> dict[str, Any]:
-    return {
-        "resource_type": "Task", "id": "t", "version_id": v, "last_updated": AT,
-        "interaction": interaction, "source": source, "run_id": run, "resource": "{}",
-    }  # fmt: skip
+def _version(
+    v: int, interaction: str, source: str | None, run: str | None
+) -> fhir_service.StoredVersion:
+    return fhir_service.StoredVersion("Task", "t", v, AT, interaction, run, source, "{}")
 
 
 @pytest.mark.parametrize(
@@ -114,10 +114,11 @@ def _version(v: int, interaction: str, source: str | None, run: str | None) -> d
         ([_version(1, "create", None, "run_2")], None),
     ],
 )
-def test_the_chart_marks_what_the_run_did(versions: list[dict[str, Any]], mark: str | None) -> None:
+def test_the_chart_marks_what_the_run_did(
+    versions: list[fhir_service.StoredVersion], mark: str | None
+) -> None:
     body = '{"resourceType": "Task", "status": "requested"}'
-    row = {"resource_type": "Task", "id": "t", "version_id": 1, "last_updated": AT,
-           "resource": body, "run_id": None}  # fmt: skip
+    row = fhir_service.ChartResource("Task", "t", 1, AT, body, None)
     [group] = rv.chart_groups([row], versions, "run_1")
     assert group.entries[0].mark == mark
     assert group.entries[0].summary == "requested"

@@ -44,7 +44,7 @@ import orjson
 
 from app.db import Conn
 from app.errors import Conflict, Issue, Unprocessable
-from app.fhir.repository import index_keys
+from app.fhir import booking_repository, repository
 from app.fhir.search.index import normalize_reference
 from app.kit.clock import utcnow
 
@@ -130,65 +130,28 @@ async def free_time(
     hold their time (except `exclude`, the one being written). `claimed` are Slot ids an
     Appointment names: such a Slot counts when busy, unless another Appointment holds it."""
     claimed_ids = sorted({c.split("/", 1)[1] for c in claimed if c.startswith("Slot/")})
-    schedules = [
-        f"schedule=Schedule/{r['id']}"
-        for r in await conn.fetch(
-            """SELECT id FROM fhir_resource WHERE tenant_id = $1 AND resource_type = 'Schedule'
-            AND NOT deleted AND refs && $2::text[]
-            AND ($3::text IS NULL OR run_id IS NULL OR run_id = $3)""",
-            tenant_id,
-            index_keys(tenant_id, "Schedule", [f"actor={practitioner}"]),
-            run_id,
-        )
-    ]
+    schedules = await booking_repository.fetch_schedule_ids(conn, tenant_id, run_id, practitioner)
     if not schedules:
         return FreeTime(False, [], [])
-    slots = await conn.fetch(
-        """SELECT r.id, r.resource FROM fhir_resource r WHERE r.tenant_id = $1
-        AND r.resource_type = 'Slot' AND NOT r.deleted AND r.refs && $2::text[]
-        AND (r.tokens @> $5::text[] OR r.id = ANY($7::text[]))
-        AND ($6::text IS NULL OR r.run_id IS NULL OR r.run_id = $6) AND r.id IN (
-            SELECT id FROM fhir_date WHERE tenant_id = $1 AND resource_type = 'Slot'
-            AND param = 'start' AND low >= $3 AND low < $4)""",
-        tenant_id,
-        index_keys(tenant_id, "Slot", schedules),
-        low,
-        high,
-        index_keys(tenant_id, "Slot", ["status=free"]),
-        run_id,
-        claimed_ids,
+    slots = await booking_repository.fetch_slots(
+        conn, tenant_id, run_id, schedules, low, high, claimed_ids
     )
     busy = [
-        Busy(instant(b["s"]), instant(b["e"]), b["id"], b["status"] or "")
-        for b in await conn.fetch(
-            """SELECT id, resource->>'start' AS s, resource->>'end' AS e,
-                resource->>'status' AS status FROM fhir_resource
-            WHERE tenant_id = $1 AND resource_type = 'Appointment' AND NOT deleted
-            AND refs && $2::text[] AND NOT tokens && $3::text[]
-            AND resource ? 'start' AND resource ? 'end'
-            AND ($4::text IS NULL OR run_id IS NULL OR run_id = $4)
-            AND ($5::text IS NULL OR id <> $5)""",
-            tenant_id,
-            index_keys(
-                tenant_id,
-                "Appointment",
-                [f"practitioner={practitioner}", f"actor={practitioner}"],
-            ),
-            index_keys(tenant_id, "Appointment", [f"status={s}" for s in NOT_HOLDING]),
-            run_id,
-            exclude,
+        Busy(instant(b.start), instant(b.end), b.id, b.status or "")
+        for b in await booking_repository.fetch_holding_appointments(
+            conn, tenant_id, run_id, practitioner, NOT_HOLDING, exclude
         )
     ]
     busy.extend(extra_busy)
     free: list[FreeSlot] = []
     for row in slots:
-        slot = orjson.loads(row["resource"])
+        slot = orjson.loads(row.resource)
         if slot.get("status") not in ("free", "busy"):
             continue
         s, e = instant(slot["start"]), instant(slot["end"])
         if e <= now or any(b.start < e and b.end > s for b in busy):
             continue
-        free.append(FreeSlot(s, e, row["id"]))
+        free.append(FreeSlot(s, e, row.id))
     free.sort(key=lambda f: (f.start, f.end, f.id))
     return FreeTime(True, free, busy)
 
@@ -400,11 +363,8 @@ def _nearest(
 
 
 async def _practitioner_name(conn: Conn, tenant_id: Any, practitioner: str) -> str | None:
-    raw = await conn.fetchval(
-        "SELECT resource FROM fhir_resource WHERE tenant_id = $1 "
-        "AND resource_type = 'Practitioner' AND id = $2 AND NOT deleted",
-        tenant_id,
-        practitioner.split("/", 1)[1],
+    raw = await repository.fetch_live_body(
+        conn, tenant_id, "Practitioner", practitioner.split("/", 1)[1]
     )
     if raw is None:
         return None
