@@ -14,7 +14,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from app.fhir.validation import _RESOURCE_TYPES as RESOURCE_TYPES
+from app.fhir.validation import RESOURCE_TYPES
 
 FHIR_BASE = "/api/fhir/r4"
 FHIR_TYPES = ("application/fhir+json", "application/json")

@@ -44,7 +44,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from app.db import Database
-from app.fhir.validation import _RESOURCE_TYPES as RESOURCE_TYPES
+from app.fhir.validation import RESOURCE_TYPES
 from tests.conftest import TenantHandle, make_tenant
 from tests.threaded_server import ThreadedServer, free_port
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from app.fhir.search.params import SEARCH_PARAMS, params_for
-from app.fhir.validation import _RESOURCE_TYPES as RESOURCE_TYPES
+from app.fhir.validation import RESOURCE_TYPES
 from app.kit.clock import fhir_instant, utcnow
 
 _STARTED = fhir_instant(utcnow())

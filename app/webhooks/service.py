@@ -36,8 +36,7 @@ from standardwebhooks import Webhook
 
 from app.db import Conn, Scopes, Tx
 from app.errors import BadRequest, Issue, Unprocessable
-from app.fhir.validation import _RESOURCE_TYPES as RESOURCE_TYPES
-from app.fhir.validation import is_known_type
+from app.fhir.validation import RESOURCE_TYPES, is_known_type
 from app.kit import jsontext
 from app.kit.clock import fhir_instant, utcnow
 from app.kit.urls import fhir_base

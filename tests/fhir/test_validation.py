@@ -527,7 +527,7 @@ def test_valid_examples_pass(resource_type: str) -> None:
 @pytest.mark.parametrize("resource_type", sorted(EXAMPLES))
 def test_valid_examples_are_valid_r4b_models(resource_type: str) -> None:
     # Keeps the examples honest: fhir.resources must accept them as well.
-    validation._model_class(resource_type).model_validate(example(resource_type))
+    validation.model_class(resource_type).model_validate(example(resource_type))
 
 
 @pytest.mark.parametrize(
@@ -977,7 +977,7 @@ def test_bundle_entries_are_validated() -> None:
 
 BINDING_ROWS = [
     (resource_type, path, value_set)
-    for resource_type, rows in validation._REQUIRED_BINDINGS.items()
+    for resource_type, rows in validation.REQUIRED_BINDINGS.items()
     for path, value_set in rows
 ]
 
@@ -1067,7 +1067,7 @@ def test_binding_accepts_every_code(resource_type: str, path: str, value_set: An
     ],
 )
 def test_binding_code_lists_match_r4(resource_type: str, element: str, codes: str) -> None:
-    rows = dict(validation._REQUIRED_BINDINGS[resource_type])
+    rows = dict(validation.REQUIRED_BINDINGS[resource_type])
     assert rows[element].codes == tuple(codes.split())
 
 
@@ -1160,7 +1160,7 @@ def test_binding_skips_non_string_values() -> None:
 
 
 def test_binding_table_is_well_formed() -> None:
-    for resource_type, rows in validation._REQUIRED_BINDINGS.items():
+    for resource_type, rows in validation.REQUIRED_BINDINGS.items():
         assert is_known_type(resource_type)
         assert len({path for path, _ in rows}) == len(rows), resource_type
         for _, value_set in rows:
@@ -1271,7 +1271,7 @@ MUTATIONS: list[Any] = [
 
 def _model_rejects(resource_type: str, resource: dict[str, Any]) -> bool:
     try:
-        validation._model_class(resource_type).model_validate(copy.deepcopy(resource))
+        validation.model_class(resource_type).model_validate(copy.deepcopy(resource))
     except (pydantic.ValidationError, ValueError, TypeError, AttributeError, KeyError):
         return True
     return False
@@ -1370,4 +1370,4 @@ def test_known_types_match_the_r4b_package() -> None:
             continue
         if model.has_resource_base() and model.__name__ not in ("Resource", "DomainResource"):
             found.add(model.__name__)
-    assert found == set(validation._RESOURCE_TYPES)
+    assert found == set(validation.RESOURCE_TYPES)
