@@ -1,5 +1,5 @@
-"""Enqueueing jobs by name, buffered until commit. Only this module, worker.py and tasks
-import arq.
+"""Enqueueing jobs by name, buffered until commit (through app/job_queue.py, the only
+module that imports arq).
 
 A unit of work (app/db.py's `Scopes.transaction`) collects its jobs and in-process cache
 drops in an `AfterCommit`; they are sent only once its transaction committed, so a job
@@ -18,12 +18,10 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
-from arq.connections import ArqRedis, RedisSettings
-from arq.constants import in_progress_key_prefix, job_key_prefix
 from redis.exceptions import RedisError
 
+from app.job_queue import QueueRedis, enqueue, redis_pool, waiting
 from app.outage import OutageLog
 
 log = logging.getLogger("understudy.jobs")
@@ -36,44 +34,11 @@ GRADE_DEBOUNCE_SECONDS = 0.5
 GRADE_LOOKBACK_WINDOWS = 10
 # Deliveries enqueued within this window share one drain job.
 DELIVERY_WINDOW_SECONDS = 0.02
-# A Redis command that takes longer has failed (Redis is away or stuck).
-REDIS_TIMEOUT_SECONDS = 2.0
 # After a failed send, how long sends are skipped before Redis is tried again.
 BREAKER_SECONDS = 1.0
 REDIS_ERRORS = (RedisError, OSError, TimeoutError)
 # At most this many skipped sends are remembered for resending (the sweeps cover the rest).
 MAX_SKIPPED = 10_000
-
-
-def redis_settings(url: str) -> RedisSettings:
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return RedisSettings(unix_socket_path=parts.path)
-    return RedisSettings(
-        host=parts.hostname or "127.0.0.1",
-        port=parts.port or 6379,
-        database=int(parts.path.lstrip("/") or 0),
-        password=parts.password,
-        username=parts.username,
-    )
-
-
-def redis_pool(url: str) -> ArqRedis:
-    """An arq Redis client that connects on first use (so a process starts while Redis
-    is away) and gives up on a command after REDIS_TIMEOUT_SECONDS (arq's own pool sets no
-    socket timeout: a Redis that stops answering would hang the caller)."""
-    settings = redis_settings(url)
-    return ArqRedis(
-        host=settings.host if isinstance(settings.host, str) else "127.0.0.1",
-        port=settings.port,
-        unix_socket_path=settings.unix_socket_path,
-        db=settings.database,
-        username=settings.username,
-        password=settings.password,
-        socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
-        socket_timeout=REDIS_TIMEOUT_SECONDS,
-        encoding="utf8",
-    )
 
 
 async def connect_jobs(redis_url: str, queue_name: str) -> Jobs:
@@ -86,7 +51,7 @@ class Jobs:
     worker's sweeps hand it to arq once Redis is back. After a failure sends are skipped
     for BREAKER_SECONDS, so writes during an outage do not each wait on a dead socket."""
 
-    def __init__(self, redis: ArqRedis, queue_name: str) -> None:
+    def __init__(self, redis: QueueRedis, queue_name: str) -> None:
         self.redis = redis
         self.queue_name = queue_name
         self._outage = OutageLog(log, "redis")
@@ -136,12 +101,13 @@ class Jobs:
         bucket = int((time.time() + delay) / DELIVERY_WINDOW_SECONDS)
         await self._send(
             ("deliver", tenant_id, ""),
-            lambda: self.redis.enqueue_job(
+            lambda: enqueue(
+                self.redis,
                 DELIVER_JOB,
                 str(tenant_id),
-                _job_id=f"deliver:{tenant_id}:{bucket}",
-                _defer_by=delay or None,
-                _queue_name=self.queue_name,
+                job_id=f"deliver:{tenant_id}:{bucket}",
+                defer_by=delay,
+                queue_name=self.queue_name,
             ),
         )
 
@@ -163,14 +129,15 @@ class Jobs:
         async def send() -> None:
             if not delay and await self._grade_waiting(run_id, bucket):
                 return
-            await self.redis.enqueue_job(
+            await enqueue(
+                self.redis,
                 GRADE_JOB,
                 str(tenant_id),
                 run_id,
                 (bucket + 1) * GRADE_DEBOUNCE_SECONDS,
-                _job_id=f"grade:{run_id}:{bucket}",
-                _defer_by=defer,
-                _queue_name=self.queue_name,
+                job_id=f"grade:{run_id}:{bucket}",
+                defer_by=defer,
+                queue_name=self.queue_name,
             )
 
         await self._send(("grade", tenant_id, run_id), send)
@@ -180,14 +147,7 @@ class Jobs:
         before `bucket` is queued and not started (arq marks a job in progress, in one
         transaction, before it runs it; these are read in one transaction too)."""
         ids = [f"grade:{run_id}:{b}" for b in range(bucket - GRADE_LOOKBACK_WINDOWS, bucket)]
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for job_id in ids:
-                pipe.exists(job_key_prefix + job_id)
-                pipe.exists(in_progress_key_prefix + job_id)
-            found = await pipe.execute()
-        return any(
-            queued and not started for queued, started in zip(found[::2], found[1::2], strict=True)
-        )
+        return any(await waiting(self.redis, ids))
 
 
 def _no_op(*_: object) -> None:

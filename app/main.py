@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -31,26 +30,24 @@ from app.api.schedules import router as schedules_router
 from app.api.usage import router as usage_router
 from app.api.webhooks import router as webhooks_router
 from app.console.install import install_console
-from app.db import Database, Scopes, open_database
+from app.db import Database, open_database
 from app.edge import EdgeTextCheck
 from app.errors import AppError, Issue
-from app.evals import events as eval_events
 from app.fhir.maintenance import AutoAnalyze
 from app.fhir.negotiation import FhirFormatMiddleware, response_media_type
 from app.fhir.outcomes import operation_outcome
-from app.jobs import InProcess, connect_jobs
+from app.jobs import connect_jobs
 from app.kit import jsontext
 from app.kit.urls import FHIR_PREFIX, run_view_base
 from app.llm.client import LlmClient
 from app.mcp.endpoint import MCP_PATH, McpEndpoint
 from app.openapi import install_openapi
 from app.outage import OUTAGE_ERRORS, RETRY_AFTER_SECONDS, OutageLog, is_outage
-from app.runs import provenance
 from app.runs import service as runs_service
 from app.runs.live import LiveRuns
 from app.settings import Settings
-from app.tenants.quota import QuotaGuard, RunLimits
 from app.trace.recorder import TraceMiddleware, TraceRecorder, TraceRow
+from app.wiring import wire_units_of_work
 
 log = logging.getLogger("understudy.api")
 
@@ -235,26 +232,16 @@ def _lifespan(
         jobs = await connect_jobs(redis_url, settings.queue_name) if redis_url else None
 
         live_runs = LiveRuns(db.pool)
-        quota = QuotaGuard(db.pool, settings.daily_write_quota)
         autoanalyze = AutoAnalyze(db.pool)
-        provenance.platform()  # read once, here, not inside the first run's start
-        limits = RunLimits(
-            settings.max_live_runs,
-            quota,
-            settings.llm_model if settings.llm_base_url else None,
-        )
-
-        def wrote(tenant_id: uuid.UUID, count: int) -> None:
-            quota.note(tenant_id, count)
-            autoanalyze.note_writes(count)
-
-        async def promote(tenant_id: uuid.UUID) -> None:
-            await eval_events.settle(scopes, tenant_id, limits=limits)
-
         # What every unit of work of this process sends after it commits.
-        scopes = Scopes(
-            db.pool, jobs, InProcess(live_changed=live_runs.forget, wrote=wrote, promote=promote)
+        wired = wire_units_of_work(
+            db.pool,
+            jobs,
+            settings,
+            live_changed=live_runs.forget,
+            also_wrote=autoanalyze.note_writes,
         )
+        scopes, quota, limits = wired.scopes, wired.quota, wired.limits
 
         async def calls_recorded(rows: list[TraceRow]) -> None:
             # Traced calls can satisfy api_call expectations: regrade their runs soon.

@@ -20,29 +20,28 @@ from typing import Any
 
 import httpx
 import stamina
-from arq import cron, func
-from arq.cron import CronJob
-from arq.worker import Worker
 
 from app.db import Database, Scopes, open_database
 from app.evals import events as eval_events
 from app.evals import service as evals_service
 from app.fhir import maintenance
-from app.jobs import DELIVER_JOB, GRADE_JOB, InProcess, Jobs, connect_jobs, redis_pool
+from app.job_queue import QueueWorker, Scheduled, job, redis_pool, run_worker
+from app.job_queue import build_worker as queue_worker
+from app.job_queue import stop_worker as stop_queue_worker
+from app.jobs import DELIVER_JOB, GRADE_JOB, Jobs, connect_jobs
 from app.kit.clock import utcnow
 from app.llm.client import LlmClient
 from app.logs import timed_job, timed_jobs
 from app.outage import OutageLog, is_outage
-from app.runs import provenance
 from app.runs import service as runs_service
 from app.runs import simulated_patient as patient_sim_service
 from app.runs.fhir_writes import FHIR_WRITES
 from app.schedules import service as schedules_service
 from app.settings import Settings
 from app.tenants import service as tenants_service
-from app.tenants.quota import QuotaGuard, RunLimits
 from app.trace import service as trace_service
 from app.webhooks import service as webhooks_service
+from app.wiring import wire_units_of_work
 
 log = logging.getLogger("understudy.worker")
 
@@ -316,24 +315,10 @@ async def startup(ctx: dict[str, Any]) -> None:
     # Run starts here (eval promotion) are held to the same quota as the API's; this
     # process keeps its own cache of the tenant's writes. The API's live-run cache lives
     # in another process (or another app): it expires within a second.
-    quota = QuotaGuard(pool, settings.daily_write_quota)
-    provenance.platform()  # read once, here, not inside the first run's start
-    ctx["limits"] = limits = RunLimits(
-        settings.max_live_runs,
-        quota,
-        settings.llm_model if settings.llm_base_url else None,
-    )
-
-    async def promote(tenant_id: uuid.UUID) -> None:
-        await eval_events.settle(scopes, tenant_id, limits=limits)
-
     ctx["passes"] = OnePassPerRun()
     ctx["settle_timers"] = timers = SettleTimers(ctx)
-    ctx["scopes"] = scopes = Scopes(
-        pool,
-        ctx["jobs"],
-        InProcess(wrote=quota.note, promote=promote, grade_later=timers.schedule),
-    )
+    wired = wire_units_of_work(pool, ctx["jobs"], settings, grade_later=timers.schedule)
+    ctx["scopes"], ctx["limits"] = wired.scopes, wired.limits
     _BACKENDS.ok()
 
 
@@ -349,65 +334,48 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         await ctx["jobs"].close()
 
 
-def _scheduler(queue_name: str) -> Callable[..., CronJob]:
-    def scheduled(job: Callable[..., Any], **when: Any) -> CronJob:
-        # arq keys a cron job by its name alone, across queues: the queue name in it keeps
-        # two deployments (or test sessions) on one Redis from taking each other's ticks.
-        return cron(timed_job(job), name=f"cron:{job.__name__}:{queue_name}", unique=True, **when)
+# Periodic jobs that are also registered by name (to be enqueued outside their tick).
+PERIODIC_JOBS: list[Callable[..., Any]] = [
+    roll_directory,
+    purge_trace,
+    refresh_statistics,
+    sweep_deliveries,
+    purge_deliveries,
+    promote_evals,
+    complete_evals,
+    start_schedules,
+]
 
-    return scheduled
+
+def _scheduled(queue_name: str, job: Callable[..., Any], **when: Any) -> Scheduled:
+    # A cron job is keyed by its name alone, across queues: the queue name in it keeps
+    # two deployments (or test sessions) on one Redis from taking each other's ticks.
+    run_at_startup = bool(when.pop("run_at_startup", False))
+    return Scheduled(timed_job(job), f"cron:{job.__name__}:{queue_name}", when, run_at_startup)
 
 
-def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool = False) -> Worker:
+def build_worker(
+    settings: Settings, *, handle_signals: bool = True, burst: bool = False
+) -> QueueWorker:
     assert settings.redis_url is not None
-    scheduled = _scheduler(settings.queue_name)
-    return Worker(
-        functions=[
-            *timed_jobs([roll_directory, purge_trace, refresh_statistics]),
-            func(timed_job(grade_run), name=GRADE_JOB, keep_result=0),
-            func(timed_job(deliver_webhook), name=DELIVER_JOB, keep_result=0),
-            *timed_jobs(
-                [sweep_deliveries, purge_deliveries, promote_evals, complete_evals, start_schedules]
-            ),
+    queue = settings.queue_name
+    return queue_worker(
+        jobs=[
+            *(job(j) for j in timed_jobs(PERIODIC_JOBS)),
+            job(timed_job(grade_run), GRADE_JOB),
+            job(timed_job(deliver_webhook), DELIVER_JOB),
         ],
-        cron_jobs=[
-            scheduled(
-                roll_directory,
-                hour={0},
-                minute={5},
-                run_at_startup=True,
-            ),
-            scheduled(
-                purge_trace,
-                hour={3},
-                minute={17},
-            ),
-            scheduled(
-                purge_deliveries,
-                hour={3},
-                minute={27},
-            ),
-            scheduled(
-                refresh_statistics,
-                minute=set(range(0, 60, 5)),
-            ),
-            scheduled(
-                sweep_deliveries,
-                second=set(range(0, 60, 5)),
-            ),
-            scheduled(
-                promote_evals,
-                second=set(range(0, 60, 2)),
-            ),
-            scheduled(
-                complete_evals,
-                second=set(range(1, 60, 2)),
-            ),
-            scheduled(
-                start_schedules,
-                second={0, 15, 30, 45},
-            ),
-            scheduled(
+        scheduled=[
+            _scheduled(queue, roll_directory, hour={0}, minute={5}, run_at_startup=True),
+            _scheduled(queue, purge_trace, hour={3}, minute={17}),
+            _scheduled(queue, purge_deliveries, hour={3}, minute={27}),
+            _scheduled(queue, refresh_statistics, minute=set(range(0, 60, 5))),
+            _scheduled(queue, sweep_deliveries, second=set(range(0, 60, 5))),
+            _scheduled(queue, promote_evals, second=set(range(0, 60, 2))),
+            _scheduled(queue, complete_evals, second=set(range(1, 60, 2))),
+            _scheduled(queue, start_schedules, second={0, 15, 30, 45}),
+            _scheduled(
+                queue,
                 grade_live_runs,
                 second=set(range(0, 60, settings.grade_interval_seconds)),
                 run_at_startup=True,
@@ -415,14 +383,13 @@ def build_worker(settings: Settings, *, handle_signals: bool = True, burst: bool
         ],
         # Our client, not arq's: it has a socket timeout, so a stuck Redis fails the
         # worker's poll (and the supervisor restarts it) instead of hanging it.
-        redis_pool=redis_pool(settings.redis_url),
-        queue_name=settings.queue_name,
+        redis=redis_pool(settings.redis_url),
+        queue_name=queue,
         on_startup=startup,
         on_shutdown=shutdown,
         ctx={"settings": settings},
         handle_signals=handle_signals,
         burst=burst,
-        keep_result=0,
         # How often the worker looks for due jobs: webhook deliveries and regrades should
         # start within tens of milliseconds, and a Redis poll costs ~0.1 ms.
         poll_delay=POLL_SECONDS,
@@ -451,7 +418,7 @@ async def supervise(settings: Settings, stopping: asyncio.Event) -> None:
     ):
         with attempt:
             worker = build_worker(settings, handle_signals=False)
-            background = asyncio.create_task(worker.async_run(), name="worker")
+            background = asyncio.create_task(run_worker(worker), name="worker")
             stop = asyncio.create_task(stopping.wait(), name="worker-stop")
             try:
                 await asyncio.wait({background, stop}, return_when=asyncio.FIRST_COMPLETED)
@@ -468,27 +435,10 @@ async def supervise(settings: Settings, stopping: asyncio.Event) -> None:
 
 
 async def stop_worker(
-    worker: Worker, background: asyncio.Task[Any], grace: float = STOP_GRACE_SECONDS
+    worker: QueueWorker, background: asyncio.Task[Any], grace: float = STOP_GRACE_SECONDS
 ) -> None:
-    """Stop a worker running as `background` in this loop: take no new jobs, let running
-    ones finish for up to `grace` seconds (one cut short runs again: jobs are idempotent),
-    cancel the rest, close. arq's own close() gathers cancelled jobs without
-    return_exceptions, so it would raise CancelledError and leave its Redis pool open."""
-    worker.allow_pick_jobs = False
-    running = [t for t in worker.tasks.values() if not t.done()]
-    if running:
-        await asyncio.wait(running, timeout=grace)
-    background.cancel()
-    for task in worker.tasks.values():
-        task.cancel()
-    await asyncio.gather(background, *worker.tasks.values(), return_exceptions=True)
-    worker.tasks.clear()
-    try:
-        await worker.close()
-    except Exception as exc:
-        # Redis away: arq's close stops at its health-check key; close what we opened.
-        if not is_outage(exc):
-            raise
-        await shutdown(worker.ctx)
-        with contextlib.suppress(Exception):
-            await worker.pool.aclose()
+    """Stop a worker running as `background`: running jobs get `grace` seconds, the rest
+    are cancelled (they run again: jobs are idempotent), what it opened is closed."""
+    await stop_queue_worker(
+        worker, background, grace=grace, is_outage=is_outage, on_shutdown=shutdown
+    )
