@@ -28,10 +28,6 @@ EXEMPT: dict[str, str] = {
         "Not split yet: a variant's checks in order, to break into a step per check"
         " (issue 29, next round)."
     ),
-    "clients/python/understudy_client/ci.py::markdown": (
-        "Not split yet: the CI report's sections, to become one function per section"
-        " (issue 29, next round)."
-    ),
 }
 
 

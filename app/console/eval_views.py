@@ -353,18 +353,21 @@ def points(value: float) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class ComparisonHeadline:
+    """What the comparison of two evals says overall: the compare page's alert (a run's
+    verdict is the contract's `Verdict`, not this)."""
+
     headline: str
     kind: str  # bad | ok | idle (the alert's colour; the words carry the meaning)
     details: list[str]
 
 
-def verdict_of(c: Comparison) -> Verdict:
+def verdict_of(c: Comparison) -> ComparisonHeadline:
     """The overall result in words a non-statistician reads correctly (docs/evals.md)."""
     a, b = c.baseline_rate, c.current_rate
     details: list[str] = []
     if c.delta is None:
-        return Verdict(
+        return ComparisonHeadline(
             "No comparison yet: a side has no valid runs in the cells both evals share.",
             "idle",
             [],
@@ -409,7 +412,7 @@ def verdict_of(c: Comparison) -> Verdict:
     else:
         headline = "Not bigger than the noise: this compare does not show a real change."
         kind = "idle"
-    return Verdict(headline, kind, details)
+    return ComparisonHeadline(headline, kind, details)
 
 
 def run_pairs(baseline: list[EvalRun], current: list[EvalRun]) -> dict[tuple[str, str], str]:

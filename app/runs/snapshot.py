@@ -114,13 +114,13 @@ async def _shown(conn: Conn, run: RunRow, snapshot: RunSnapshot, until: datetime
             key = (version.resource_type, version.id, version.version_id)
             if key in wanted and version.resource is not None:
                 shown.append(jsontext.loads(version.resource))
-    for row in await trace_service.responses_of_run(
+    for seen in await trace_service.responses_of_run(
         conn, tenant_id=run.tenant_id, run_id=run.id, since=run.started_at, until=until
     ):
-        path = row["path"]
-        if row["method"] == "GET" or "/$" in path or path.endswith("/_search"):
+        path = seen.path
+        if seen.method == "GET" or "/$" in path or path.endswith("/_search"):
             # Kept whole up to the cap, a longer Bundle as its resources, else cut text.
-            shown.append(_parsed(row["response"]))
+            shown.append(_parsed(seen.response))
     return shown
 
 
@@ -142,15 +142,15 @@ async def build_snapshot(
     bodies = _reads_calls(expectations)
     calls = [
         Call(
-            at=c["at"],
-            method=c["method"],
-            path=_relative_path(c["path"]),
-            query=c["query"],
-            status=c["status"],
-            transport=c["transport"],
-            refs=tuple(c["refs"] or ()),
-            request=_parsed(c["request"]),
-            response=_parsed(c["response"]),
+            at=c.at,
+            method=c.method,
+            path=_relative_path(c.path),
+            query=c.query,
+            status=c.status,
+            transport=c.transport,
+            refs=c.refs,
+            request=_parsed(c.request),
+            response=_parsed(c.response),
         )
         for c in await trace_service.calls_for_grading(
             conn,

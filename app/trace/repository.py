@@ -30,7 +30,8 @@ async def calls_for_grading(
     `with_bodies`: their kept request and response bodies too (NULL otherwise)."""
     bodies = "request, response" if with_bodies else "NULL AS request, NULL AS response"
     return await conn.fetch(
-        f"""SELECT at, method, path, query, status, transport, refs, {bodies} FROM trace_call
+        f"""SELECT at, method, path, query, status, transport, refs, run_id, {bodies}
+            FROM trace_call
             WHERE tenant_id = $1 AND (run_id = $2 OR (run_id IS NULL AND at >= $3 AND at <= $4))
             ORDER BY at""",
         tenant_id,

@@ -1,14 +1,45 @@
-"""What other features ask of the trace: a run's calls, and retention."""
+"""What other features ask of the trace: a run's calls, and retention. They get typed
+values (`TracedCall`, `ShownResponse`), never the repository's rows."""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 
 from app.db import Conn, Tx
 from app.trace import repository
+
+
+@dataclass(frozen=True, slots=True)
+class TracedCall:
+    """One recorded call in a run's window. `shared`: made on the tenant's base, not
+    the run's own (it counts for every live run of the tenant in its window). `request`
+    and `response` are the kept bodies (their first bytes, as text) when asked for."""
+
+    at: datetime
+    method: str
+    path: str
+    query: str
+    status: int
+    transport: str
+    refs: tuple[str, ...]
+    shared: bool
+    duration_ms: float | None = None
+    request: str | None = None
+    response: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShownResponse:
+    """A kept response body of a successful call: what the system under test was shown."""
+
+    at: datetime
+    method: str
+    path: str
+    response: str
 
 
 async def calls_for_grading(
@@ -19,8 +50,10 @@ async def calls_for_grading(
     since: datetime,
     until: datetime,
     with_bodies: bool = False,
-) -> list[asyncpg.Record]:
-    return await repository.calls_for_grading(
+) -> list[TracedCall]:
+    """The run's own calls and the tenant's unattributed ones in its window, oldest
+    first; `with_bodies`: their kept request and response bodies too."""
+    rows = await repository.calls_for_grading(
         conn,
         tenant_id=tenant_id,
         run_id=run_id,
@@ -28,15 +61,31 @@ async def calls_for_grading(
         until=until,
         with_bodies=with_bodies,
     )
+    return [
+        TracedCall(
+            at=r["at"],
+            method=r["method"],
+            path=r["path"],
+            query=r["query"],
+            status=r["status"],
+            transport=r["transport"],
+            refs=tuple(r["refs"] or ()),
+            shared=r["run_id"] is None,
+            request=r["request"],
+            response=r["response"],
+        )
+        for r in rows
+    ]
 
 
 async def responses_of_run(
     conn: Conn, *, tenant_id: uuid.UUID, run_id: str, since: datetime, until: datetime
-) -> list[asyncpg.Record]:
+) -> list[ShownResponse]:
     """What the system under test was shown: see `repository.responses_of_run`."""
-    return await repository.responses_of_run(
+    rows = await repository.responses_of_run(
         conn, tenant_id=tenant_id, run_id=run_id, since=since, until=until
     )
+    return [ShownResponse(r["at"], r["method"], r["path"], r["response"]) for r in rows]
 
 
 async def calls_of_run(
@@ -46,10 +95,25 @@ async def calls_of_run(
     run_id: str,
     since: datetime,
     until: datetime,
-) -> list[asyncpg.Record]:
-    return await repository.calls_of_run(
+) -> list[TracedCall]:
+    """The run's calls as its trace shows them (with their durations), oldest first."""
+    rows = await repository.calls_of_run(
         conn, tenant_id=tenant_id, run_id=run_id, since=since, until=until
     )
+    return [
+        TracedCall(
+            at=r["at"],
+            method=r["method"],
+            path=r["path"],
+            query=r["query"],
+            status=r["status"],
+            transport=r["transport"],
+            refs=tuple(r["refs"] or ()),
+            shared=r["run_id"] is None,
+            duration_ms=r["duration_ms"],
+        )
+        for r in rows
+    ]
 
 
 async def purge_calls(tx: Tx, cutoff: datetime) -> int:

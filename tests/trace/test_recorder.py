@@ -95,7 +95,7 @@ async def test_calls_keep_what_the_system_was_shown(tenant: TenantHandle, db: Da
             since=datetime.fromisoformat(run["startedAt"]),
             until=datetime.now(UTC),
         )
-    by_path = {r["path"].rsplit("/fhir/r4", 1)[-1]: r["response"] for r in kept}
+    by_path = {r.path.rsplit("/fhir/r4", 1)[-1]: r.response for r in kept}
     assert by_path[f"/{run['fixture']['patient']}"] == patient.text
     assert len(read.content) > RESPONSE_CAP
     assert by_path[f"/Basic/{big.json()['id']}"] == read.content[:RESPONSE_CAP].decode(
