@@ -145,7 +145,9 @@ async def replies(
             await asyncio.sleep(0.1)
 
 
-async def test_scripted_patient_reveals_only_when_asked(tenant: TenantHandle) -> None:
+async def test_scripted_patient_reveals_only_when_asked(
+    tenant: TenantHandle, db: Database, settings: Settings
+) -> None:
     run = await start(tenant)
     async with httpx.AsyncClient(base_url=run["fhirBase"], headers=tenant.headers) as fhir:
         first = await fhir.post("/Communication", json=message(run, "Hello, sorry to hear that."))
@@ -164,8 +166,12 @@ async def test_scripted_patient_reveals_only_when_asked(tenant: TenantHandle) ->
 
         # maxTurns is 2: a third message gets no reply.
         await fhir.post("/Communication", json=message(run, "And what time exactly?"))
-        await asyncio.sleep(2.0)
-        assert len(await replies(tenant, run, 3, within=0.5)) == 2
+        # The patient's turn taken here, not waited for: once it returns, every message
+        # written before it was considered (a reply would be committed by then).
+        async with httpx.AsyncClient(timeout=10) as http:
+            llm = LlmClient(http, settings, db.pool)
+            await sim_service.reply_to_messages(Scopes(db.pool), llm, tenant.id, run["id"])
+        assert len(await replies(tenant, run, 3, within=0)) == 2
 
         thread = (
             await fhir.get(
