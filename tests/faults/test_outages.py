@@ -92,6 +92,24 @@ async def tenant_on(process: Process, database_url: str, opened: list[Database])
     return await make_tenant(db, process.url, prefix="faults")
 
 
+async def deliveries_settled(
+    tenant: TenantHandle, database_url: str, opened: list[Database]
+) -> None:
+    """Until no delivery of the tenant is pending. A delivered (or failed) one is never
+    sent again, and an attempt in flight keeps its delivery pending, so from then on the
+    receiver's log is final: a duplicate would be in it already."""
+    db = await connect(database_url, opened)
+
+    async def settled() -> bool:
+        pending = await db.pool.fetchval(
+            "SELECT count(*) FROM webhook_delivery WHERE tenant_id = $1 AND status = 'pending'",
+            tenant.id,
+        )
+        return bool(pending == 0)
+
+    await until(settled, RECOVER_WITHIN_S, "every delivery of the tenant delivered or failed")
+
+
 async def subscribe(tenant: TenantHandle, url: str, events: list[str]) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=tenant.server, headers=tenant.headers) as client:
         answer = await client.post("/api/webhooks", json={"url": url, "events": events})
@@ -197,7 +215,7 @@ async def test_redis_away_for_ten_seconds_loses_nothing(
 
         await until(graded_after_the_writes, RECOVER_WITHIN_S, "the regrade once Redis was back")
         await eval_completes(tenant, eval_id)
-        await asyncio.sleep(2)  # room for a duplicate to show up
+        await deliveries_settled(tenant, database_url, open_db)
         events = task_events(receiver)
         for task_id in created:
             assert len(set(events[task_id])) == 1, f"Task/{task_id} delivered with two ids"
@@ -319,7 +337,7 @@ async def test_worker_killed_mid_delivery_delivers_once_with_one_id(
 
         # Killed mid-attempt, the delivery is retried by the new worker: same id.
         await until(delivered, RECOVER_WITHIN_S, "the delivery retried by the new worker")
-        await asyncio.sleep(2)
+        await deliveries_settled(tenant, database_url, open_db)
         ids = task_events(receiver)[task_id]
         assert len(set(ids)) == 1, ids
         await eval_completes(tenant, eval_id)
