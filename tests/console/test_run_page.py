@@ -160,3 +160,26 @@ async def test_the_patient_side_simulated_and_human(
     await expect(page.get_by_role("button", name="Delete run data")).to_be_visible()
     await page.set_viewport_size({"width": 390, "height": 800})
     await shot(page, "run-phone")
+
+
+async def test_on_a_phone_every_check_reads_without_scrolling_sideways(
+    signed_in_page: Page, tenant: TenantHandle
+) -> None:
+    """At 390 px the checks stack as cards: each one's state, expectation and detail lie
+    inside the screen (as table columns the detail sat off screen, behind a scroll)."""
+    page = signed_in_page
+    run = await start(tenant, label="console-phone")
+    async with api(tenant) as client:
+        assert (await client.post(f"/api/testing/runs/{run['id']}/finish")).status_code == 200
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await page.goto(f"/runs/{run['id']}")
+    await expect(page.locator(".run-state")).to_contain_text("failed")
+    cells = page.locator("table.checks td")
+    assert await cells.count() > 0
+    outside = await cells.evaluate_all(
+        """cells => cells.filter(c => getComputedStyle(c).display !== 'none')
+            .filter(c => c.getBoundingClientRect().right > window.innerWidth + 1)
+            .map(c => c.textContent.trim().slice(0, 40))"""
+    )
+    assert outside == [], outside
+    await shot(page, "run-checks-phone")
