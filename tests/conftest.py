@@ -24,7 +24,7 @@ from app.main import create_app
 from app.runs.fhir_writes import FHIR_WRITES
 from app.settings import Settings
 from app.tenants import service as tenants
-from app.worker import build_worker, stop_worker
+from app.worker import supervise
 from tests.threaded_server import free_port
 
 # The fake chat-completions server fixture, shared by every test folder.
@@ -95,12 +95,16 @@ class _ServerThread(threading.Thread):
         asyncio.run(self._serve())
 
     async def _serve(self) -> None:
-        worker = build_worker(self.settings, handle_signals=False)
-        background = asyncio.create_task(worker.async_run())
+        # Supervised as `serve` runs it: a Redis or PostgreSQL hiccup (a command past its
+        # 2 s timeout on a loaded machine) restarts the worker instead of leaving every
+        # later test of the session without one.
+        stopping = asyncio.Event()
+        worker = asyncio.create_task(supervise(self.settings, stopping), name="worker")
         try:
             await self.server.serve()
         finally:
-            await stop_worker(worker, background)
+            stopping.set()
+            await worker
 
 
 @pytest.fixture(scope="session")
