@@ -1,5 +1,5 @@
 """Who is calling an MCP tool: what the `/mcp` endpoint (endpoint.py) puts in the request's
-scope after checking the key, and the tools (server.py) read back. Its own module so the
+scope after checking the key, and the tools read back (tool_call.py). Its own module so the
 endpoint, which builds the tools, and the tools, which read the caller, need not import
 each other."""
 

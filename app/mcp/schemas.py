@@ -1,14 +1,22 @@
 """What the MCP tools return. The descriptions are read by language models that have no
-other documentation, so they say what each field means and what to do with it."""
+other documentation, so they say what each field means and what to do with it. A run's
+progress and its expected results are the contract's own models (the REST API answers
+them too), their descriptions written there."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PlainSerializer, WithJsonSchema
+
+from understudy_client.contract.runs import ExpectationResult, RunProgress
 
 
-class ScenarioInfo(BaseModel):
+class ScenarioChoice(BaseModel):
+    """A scenario as an agent picks one to run: the testing API's summary
+    (`ScenarioSummary`) with its persona variants named as start_test_run takes them (the
+    baseline left out), without the version and content hash."""
+
     id: str = Field(description="Pass this to start_test_run as scenario_id.")
     title: str
     category: str = Field(description="e.g. scheduling, results, messaging, coverage")
@@ -24,30 +32,36 @@ class ScenarioInfo(BaseModel):
     builtin: bool = Field(description="True for the built-in library, false for imported ones.")
 
 
-class ScenarioList(BaseModel):
-    scenarios: list[ScenarioInfo]
+class ScenarioChoices(BaseModel):
+    """The scenarios list_test_scenarios found (filtered by category and mode)."""
+
+    scenarios: list[ScenarioChoice]
 
 
-class ExpectationResult(BaseModel):
-    id: str
-    label: str = Field(description="The expected result in plain words.")
-    type: str
-    required: bool = Field(description="A run passes only when every required one passed.")
-    passed: bool | None = Field(description="None: not gradable yet or not graded.")
-    detail: str = Field(description="Why it passed or failed.")
-    evidence: dict[str, Any] = Field(
-        description="The resources or calls that matched ('matches') and, on a failure, "
-        "the closest one that almost matched ('closest') with each condition's result."
-    )
-    children: list[ExpectationResult] = Field(
-        default_factory=list, description="The alternatives of an any_of expectation."
-    )
+# The contract's models (understudy_client.contract) answer the REST API in camelCase
+# aliases, and the SDK dumps a tool's result by alias; every MCP result is snake_case, so
+# the contract's models nested in one are dumped by their field names.
 
 
-class RunProgress(BaseModel):
-    required_total: int | None = Field(description="Required expected results in all.")
-    required_holding: int | None = Field(description="How many hold right now.")
-    last_graded_at: str | None
+def _progress_by_name(progress: RunProgress) -> dict[str, Any]:
+    return progress.model_dump(mode="json", by_alias=False)
+
+
+def _expectation_by_name(result: ExpectationResult) -> dict[str, Any]:
+    """By field names, and `children` even when empty (the REST answer leaves it out)."""
+    dumped = result.model_dump(mode="json", by_alias=False)
+    dumped["children"] = [_expectation_by_name(child) for child in result.children]
+    return dumped
+
+
+ProgressByName = Annotated[
+    RunProgress,
+    PlainSerializer(_progress_by_name),
+    WithJsonSchema(RunProgress.model_json_schema(by_alias=False)),
+]
+# Its fields and its evidence's are single words, alias and name alike, so the schema by
+# alias is already the schema by name (tests/mcp/test_schemas.py holds both to it).
+ExpectationByName = Annotated[ExpectationResult, PlainSerializer(_expectation_by_name)]
 
 
 class TestRun(BaseModel):
@@ -78,13 +92,13 @@ class TestRun(BaseModel):
     )
     started_at: str
     deadline: str = Field(description="The run is graded and ended at this time if not finished.")
-    progress: RunProgress | None = Field(
+    progress: ProgressByName | None = Field(
         default=None, description="While live: how many required results hold so far."
     )
     finished_at: str | None = None
     passed: bool | None = Field(default=None, description="The verdict, once the run ended.")
     score: float | None = Field(default=None, description="Weighted share of results met, 0-1.")
-    expectations: list[ExpectationResult] = Field(
+    expectations: list[ExpectationByName] = Field(
         default_factory=list, description="Each expected result with its evidence (once ended)."
     )
     note: str | None = None
@@ -147,7 +161,9 @@ class Deleted(BaseModel):
     acted_on: ActedOn = Field(description=ACTED_ON)
 
 
-class SearchPage(BaseModel):
+class SearchResults(BaseModel):
+    """One page of a fhir_search: the matches, what _include added, the next page."""
+
     resource_type: str
     total: int | None = Field(description="How many resources match in all (not just this page).")
     resources: list[dict[str, Any]] = Field(description="The matches on this page.")

@@ -38,14 +38,19 @@ class Evidence(ApiModel):
 
 class ExpectationResult(ApiModel):
     id: str
-    label: str
+    label: str = Field(description="The expected result in plain words")
     type: str
-    required: bool
-    weight: float
-    passed: bool | None = Field(description="null: not graded (pending, unsupported, skipped)")
-    score: float
-    evidence: Evidence
-    detail: str
+    required: bool = Field(description="A run passes only when every required one passed")
+    weight: float = Field(description="Its weight in the run's score (default 1)")
+    passed: bool | None = Field(
+        description="null: not gradable yet or not graded (pending, unsupported, skipped)"
+    )
+    score: float = Field(description="1 when it passed, else 0")
+    evidence: Evidence = Field(
+        description="The resources or calls that matched (matches) and, on a failure, the "
+        "closest one that almost matched (closest) with each condition's result (clauses)"
+    )
+    detail: str = Field(description="Why it passed or failed")
     children: list[ExpectationResult] = Field(
         default_factory=list,
         exclude_if=is_empty,
@@ -130,9 +135,17 @@ class Provenance(ApiModel):
 
 
 class RunProgress(ApiModel):
-    required_total: int | None = None
-    required_holding: int | None = None
-    last_graded_at: Instant | None = None
+    """How a live run stands: how many of its required expected results hold so far."""
+
+    required_total: int | None = Field(
+        default=None, description="Required expected results in all (null: not graded yet)"
+    )
+    required_holding: int | None = Field(
+        default=None, description="How many of them hold right now"
+    )
+    last_graded_at: Instant | None = Field(
+        default=None, description="When the live run was last graded (null: not yet)"
+    )
 
 
 class _RunViewBase(ApiModel):
