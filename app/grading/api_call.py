@@ -23,8 +23,9 @@ from wcmatch import glob
 
 from app.grading.fhirpath import FhirPathContext, fhirpath_datetime, normalise
 from app.grading.scoring import capped, count_bounds, make_result
-from app.grading.snapshot import Call, Evidence, ExpectationResult, RunSnapshot
+from app.grading.snapshot import Call, Graded, RunSnapshot
 from app.scenarios.schema import ApiCallExpectation
+from understudy_client.contract.runs import Evidence
 
 # DOTGLOB: `/**` must match `/.well-known/...` too; FORCEUNIX: `/` separates segments
 # and matching is case-sensitive whatever the host.
@@ -114,14 +115,14 @@ def call_view(call: Call) -> dict[str, Any]:
     return view
 
 
-def _before_resource(snapshot: RunSnapshot, before: ExpectationResult | None) -> Any:
+def _before_resource(snapshot: RunSnapshot, before: Graded | None) -> Any:
     """The first resource of `before`'s evidence, as it reads now (`%before`)."""
     if before is None:
         return []
     by_ref = {f"{c.resource_type}/{c.id}": c.resource for c in snapshot.changed}
     for symbol, ref in snapshot.fixture.items():
         by_ref.setdefault(ref, snapshot.current.get(symbol))
-    for ref in before.evidence.matches:
+    for ref in before.result.evidence.matches:
         resource = by_ref.get(ref.split(" ", 1)[0])
         if resource is not None:
             return normalise(resource)
@@ -131,16 +132,16 @@ def _before_resource(snapshot: RunSnapshot, before: ExpectationResult | None) ->
 def grade_api_call(
     expectation: ApiCallExpectation,
     snapshot: RunSnapshot,
-    before: ExpectationResult | None,
+    before: Graded | None,
     fp: FhirPathContext | None = None,
-) -> ExpectationResult:
+) -> Graded:
     """`before` is the graded result of the expectation named in `expectation.before`
     (None when there is none); `fp` evaluates `where` (the run's variables)."""
     what = f"{expectation.method} {expectation.path}"
     bounds = count_bounds(expectation.count)
     matcher = _matcher(expectation.path)
     if isinstance(matcher, str):
-        return make_result(expectation, False, Evidence(), matcher)
+        return make_result(expectation, False, Evidence(matches=[]), matcher)
 
     calls = sorted(snapshot.calls, key=lambda c: (c.at, c.method, c.path))
     matching = [
@@ -171,9 +172,9 @@ def grade_api_call(
     evidence = Evidence(matches=capped([describe_call(c) for c in qualifying]))
     if before is not None:
         evidence.note = (
-            f"counting calls before {before.label!r} ({fhirpath_datetime(cutoff)})"
+            f"counting calls before {before.result.label!r} ({fhirpath_datetime(cutoff)})"
             if cutoff is not None
-            else f"{before.label!r} does not hold yet: every call so far counts"
+            else f"{before.result.label!r} does not hold yet: every call so far counts"
         )
 
     n = len(qualifying)
@@ -189,9 +190,9 @@ def grade_api_call(
     if before is not None and late:
         evidence.closest = describe_call(late[0])
         detail = (
-            f"no {what} before {before.label}"
+            f"no {what} before {before.result.label}"
             if n == 0
-            else f"{n} {what} call(s) before {before.label}, expected {bounds.describe()}"
+            else f"{n} {what} call(s) before {before.result.label}, expected {bounds.describe()}"
         )
         return make_result(expectation, False, evidence, detail)
 

@@ -17,16 +17,16 @@ from __future__ import annotations
 from app.grading.fhirpath import fhirpath_datetime
 from app.grading.scoring import capped, make_result
 from app.grading.snapshot import (
-    Evidence,
-    ExpectationResult,
+    Graded,
     Revealed,
     RunSnapshot,
     is_simulated,
 )
 from app.scenarios.schema import AskedExpectation
+from understudy_client.contract.runs import Evidence, ExpectationResult
 
 
-def first_write(expectation: AskedExpectation, snapshot: RunSnapshot) -> ExpectationResult:
+def first_write(expectation: AskedExpectation, snapshot: RunSnapshot) -> Graded:
     """What a `beforeWrite` asked waits on, as a graded result: the system's first write
     of that resource type in the run (its time is the cutoff; none yet: no cutoff)."""
     kind = expectation.before_write or ""
@@ -37,7 +37,7 @@ def first_write(expectation: AskedExpectation, snapshot: RunSnapshot) -> Expecta
     ]
     first = min(times, default=None)
     label = f"the first {kind} written"
-    return ExpectationResult(
+    result = ExpectationResult(
         id=f"first-{kind}",
         label=label,
         type="resource",
@@ -45,10 +45,10 @@ def first_write(expectation: AskedExpectation, snapshot: RunSnapshot) -> Expecta
         weight=0,
         passed=first is not None,
         score=0,
-        evidence=Evidence(),
+        evidence=Evidence(matches=[]),
         detail=label,
-        first_at=first,
     )
+    return Graded(result, first_at=first)
 
 
 def describe_reveal(revealed: Revealed) -> str:
@@ -57,9 +57,7 @@ def describe_reveal(revealed: Revealed) -> str:
     )
 
 
-def grade_asked(
-    expectation: AskedExpectation, snapshot: RunSnapshot, before: ExpectationResult
-) -> ExpectationResult:
+def grade_asked(expectation: AskedExpectation, snapshot: RunSnapshot, before: Graded) -> Graded:
     """`before` is the graded result of the expectation `expectation.before` names."""
     fact = expectation.fact
     cutoff = before.first_at
@@ -68,11 +66,12 @@ def grade_asked(
     in_time = [r for r in answered if cutoff is None or r.at < cutoff]
 
     evidence = Evidence(
+        matches=[],
         note=(
-            f"counting replies before {before.label!r} ({fhirpath_datetime(cutoff)})"
+            f"counting replies before {before.result.label!r} ({fhirpath_datetime(cutoff)})"
             if cutoff is not None
-            else f"{before.label!r} does not hold yet: every reply so far counts"
-        )
+            else f"{before.result.label!r} does not hold yet: every reply so far counts"
+        ),
     )
     if in_time:
         first = in_time[0]
@@ -83,7 +82,7 @@ def grade_asked(
 
     if answered:  # asked, but the answer came only after the work
         evidence.closest = describe_reveal(answered[0])
-        detail = f"{fact!r} was revealed only after {before.label!r}"
+        detail = f"{fact!r} was revealed only after {before.result.label!r}"
         return make_result(expectation, False, evidence, detail)
     if of_fact:  # the patient let it slip: nobody asked
         evidence.closest = describe_reveal(of_fact[0])

@@ -33,9 +33,10 @@ from typing import Any
 from app.grading.fhirpath import FhirPathContext
 from app.grading.resource import ref_of
 from app.grading.scoring import MAX_LISTED, capped, make_result
-from app.grading.snapshot import ChangedResource, Evidence, ExpectationResult, RunSnapshot
+from app.grading.snapshot import ChangedResource, Graded, RunSnapshot
 from app.scenarios.consequential import BOOKKEEPING_TYPES
 from app.scenarios.schema import ChangesExpectation, Expectation
+from understudy_client.contract.runs import Evidence
 
 MAX_PATHS = 8  # changed paths named per update; the first few say what happened
 IGNORED_KEYS = frozenset({"meta"})  # version bookkeeping, rewritten by every write
@@ -148,12 +149,12 @@ def grade_changes(
     expectation: ChangesExpectation,
     snapshot: RunSnapshot,
     fp: FhirPathContext,
-    grade_named: Callable[[Expectation], ExpectationResult],
+    grade_named: Callable[[Expectation], Graded],
     by_id: dict[str, Expectation],
-) -> ExpectationResult:
+) -> Graded:
     allowed_refs = _allowed_refs(expectation, grade_named, by_id)
     if isinstance(allowed_refs, str):
-        return make_result(expectation, False, Evidence(), allowed_refs)
+        return make_result(expectation, False, Evidence(matches=[]), allowed_refs)
     in_scope = _in_scope(expectation, snapshot)
 
     accounted: list[str] = []
@@ -233,7 +234,7 @@ def grade_changes(
 
 def _allowed_refs(
     expectation: ChangesExpectation,
-    grade_named: Callable[[Expectation], ExpectationResult],
+    grade_named: Callable[[Expectation], Graded],
     by_id: dict[str, Expectation],
 ) -> dict[str, tuple[str, tuple[str, ...] | None]] | str:
     """ref -> (the expectation whose evidence allows it, the paths an update may touch;

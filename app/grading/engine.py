@@ -31,7 +31,7 @@ from app.grading.message.grade import grade_message
 from app.grading.reference import grade_reference
 from app.grading.resource import grade_resource
 from app.grading.scoring import capped, make_result, verdict
-from app.grading.snapshot import Evidence, ExpectationResult, RunSnapshot, Verdict
+from app.grading.snapshot import Graded, RunSnapshot
 from app.grading.truth.grade import grade_text_truth
 from app.scenarios.schema import (
     AnyOfExpectation,
@@ -49,6 +49,7 @@ from app.scenarios.schema import (
     symbol_name,
     walk_expectations,
 )
+from understudy_client.contract.runs import Evidence, Verdict
 
 WEBHOOK_UNSUPPORTED = (
     "this snapshot carries no webhook deliveries; a webhook expectation cannot be graded on it"
@@ -60,8 +61,15 @@ def grade(
     expectations: list[Expectation], snapshot: RunSnapshot, memo: ClauseMemo | None = None
 ) -> Verdict:
     """`memo` shares clause outcomes with other passes (`ClauseMemo`)."""
+    return verdict([graded.result for graded in grade_each(expectations, snapshot, memo)])
+
+
+def grade_each(
+    expectations: list[Expectation], snapshot: RunSnapshot, memo: ClauseMemo | None = None
+) -> list[Graded]:
+    """Each expectation graded, with what the verdict does not show (`Graded`)."""
     grader = _Grader(expectations, snapshot, memo)
-    return verdict([grader.grade(expectation) for expectation in expectations])
+    return [grader.grade(expectation) for expectation in expectations]
 
 
 class _Grader:
@@ -78,27 +86,26 @@ class _Grader:
             self.by_id.setdefault(expectation.id, expectation)
         # Keyed by object identity: ids should be unique, but a duplicate must not make
         # one expectation report another's result.
-        self.done: dict[int, ExpectationResult] = {}
+        self.done: dict[int, Graded] = {}
         self.in_progress: list[int] = []  # the chain of `before`/any_of being graded
         self.cyclic: set[int] = set()
 
-    def grade(self, expectation: Expectation) -> ExpectationResult:
+    def grade(self, expectation: Expectation) -> Graded:
         key = id(expectation)
         if key in self.done:
             return self.done[key]
         self.in_progress.append(key)
         try:
-            result = self._dispatch(expectation)
+            graded = self._dispatch(expectation)
         except Exception as exc:  # a grader bug must not stop the other expectations
-            result = make_result(
-                expectation, False, Evidence(), f"grading error: {type(exc).__name__}: {exc}"
-            )
+            error = f"grading error: {type(exc).__name__}: {exc}"
+            graded = make_result(expectation, False, Evidence(matches=[]), error)
         finally:
             self.in_progress.pop()
-        self.done[key] = result
-        return result
+        self.done[key] = graded
+        return graded
 
-    def _dispatch(self, expectation: Expectation) -> ExpectationResult:
+    def _dispatch(self, expectation: Expectation) -> Graded:
         snapshot = self.snapshot
         if isinstance(expectation, ResourceExpectation):
             return grade_resource(expectation, snapshot, self.fp)
@@ -122,41 +129,39 @@ class _Grader:
             return grade_text_truth(expectation, snapshot)
         return grade_rubric(expectation)
 
-    def _message(self, expectation: MessageExpectation) -> ExpectationResult:
+    def _message(self, expectation: MessageExpectation) -> Graded:
         after = None
         if expectation.after is not None:
             target = self._before(expectation, expectation.after, "after")
             if isinstance(target, str):
-                return make_result(expectation, False, Evidence(), target)
+                return make_result(expectation, False, Evidence(matches=[]), target)
             after = target
         return grade_message(expectation, self.snapshot, self.fp, after, self._allowed, self.by_id)
 
-    def _allowed(self, target: Expectation) -> ExpectationResult:
+    def _allowed(self, target: Expectation) -> Graded:
         """An expectation a `changes` allows, graded; one that waits on the `changes`
         itself (an any_of holding it) allows nothing rather than recursing."""
         if id(target) in self.in_progress:
-            return make_result(target, False, Evidence(), "allow forms a cycle")
+            return make_result(target, False, Evidence(matches=[]), "allow forms a cycle")
         return self.grade(target)
 
-    def _api_call(self, expectation: ApiCallExpectation) -> ExpectationResult:
+    def _api_call(self, expectation: ApiCallExpectation) -> Graded:
         if expectation.before is None:
             return grade_api_call(expectation, self.snapshot, None, self.fp)
         target = self._before(expectation, expectation.before)
         if isinstance(target, str):
-            return make_result(expectation, False, Evidence(), target)
+            return make_result(expectation, False, Evidence(matches=[]), target)
         return grade_api_call(expectation, self.snapshot, target, self.fp)
 
-    def _asked(self, expectation: AskedExpectation) -> ExpectationResult:
+    def _asked(self, expectation: AskedExpectation) -> Graded:
         if expectation.before is None:
             return grade_asked(expectation, self.snapshot, first_write(expectation, self.snapshot))
         target = self._before(expectation, expectation.before)
         if isinstance(target, str):
-            return make_result(expectation, False, Evidence(), target)
+            return make_result(expectation, False, Evidence(matches=[]), target)
         return grade_asked(expectation, self.snapshot, target)
 
-    def _before(
-        self, expectation: Expectation, named: str, field: str = "before"
-    ) -> ExpectationResult | str:
+    def _before(self, expectation: Expectation, named: str, field: str = "before") -> Graded | str:
         """The graded result of the expectation `named` (an expectation's `before`, or a
         message's `after`: `field`), or why there is none: no such id, or a cycle (every
         expectation on it fails)."""
@@ -169,17 +174,17 @@ class _Grader:
             # fails, not just the expectation that happened to close the loop.
             self.cyclic.update(self.in_progress[self.in_progress.index(id(target)) :])
             return cycle
-        result = self.grade(target)
-        return cycle if id(expectation) in self.cyclic else result
+        graded = self.grade(target)
+        return cycle if id(expectation) in self.cyclic else graded
 
 
-def grade_webhook(expectation: WebhookExpectation, snapshot: RunSnapshot) -> ExpectationResult:
+def grade_webhook(expectation: WebhookExpectation, snapshot: RunSnapshot) -> Graded:
     if not snapshot.webhooks_supported:
-        return make_result(expectation, None, Evidence(), WEBHOOK_UNSUPPORTED)
+        return make_result(expectation, None, Evidence(matches=[]), WEBHOOK_UNSUPPORTED)
     ref = snapshot.fixture.get(symbol_name(expectation.resource))
     if ref is None:
         return make_result(
-            expectation, False, Evidence(), f"no fixture resource {expectation.resource}"
+            expectation, False, Evidence(matches=[]), f"no fixture resource {expectation.resource}"
         )
     delivered = sorted(
         (d for d in snapshot.deliveries if d.event == expectation.event and d.resource_ref == ref),
@@ -201,7 +206,7 @@ def grade_webhook(expectation: WebhookExpectation, snapshot: RunSnapshot) -> Exp
     )
 
 
-def grade_rubric(expectation: RubricExpectation) -> ExpectationResult:
-    result = make_result(expectation, None, Evidence(), RUBRIC_PENDING)
-    result.required = False  # always bonus, whatever the scenario says
-    return result
+def grade_rubric(expectation: RubricExpectation) -> Graded:
+    graded = make_result(expectation, None, Evidence(matches=[]), RUBRIC_PENDING)
+    graded.result.required = False  # always bonus, whatever the scenario says
+    return graded

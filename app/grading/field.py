@@ -7,8 +7,9 @@ from datetime import datetime
 from app.grading.fhirpath import FhirPathContext
 from app.grading.resource import failing_clauses
 from app.grading.scoring import make_result
-from app.grading.snapshot import Evidence, ExpectationResult, RunSnapshot
+from app.grading.snapshot import Graded, RunSnapshot
 from app.scenarios.schema import FieldExpectation, symbol_name
+from understudy_client.contract.runs import Evidence
 
 
 def changed_at(snapshot: RunSnapshot, ref: str) -> datetime:
@@ -22,24 +23,24 @@ def changed_at(snapshot: RunSnapshot, ref: str) -> datetime:
 
 def grade_field(
     expectation: FieldExpectation, snapshot: RunSnapshot, fp: FhirPathContext
-) -> ExpectationResult:
+) -> Graded:
     symbol = symbol_name(expectation.target)
     ref = snapshot.fixture.get(symbol)
     if ref is None:
         return make_result(
-            expectation, False, Evidence(), f"no fixture resource {expectation.target}"
+            expectation, False, Evidence(matches=[]), f"no fixture resource {expectation.target}"
         )
     body = snapshot.current.get(symbol)
     if body is None:
         return make_result(
             expectation,
             False,
-            Evidence(closest=ref),
+            Evidence(matches=[], closest=ref),
             f"{ref} ({expectation.target}) is deleted or missing",
         )
 
     clauses = fp.check_all(expectation.where, body)
-    evidence = Evidence(clauses=[c.as_json() for c in clauses])
+    evidence = Evidence(matches=[], clauses=[c.as_json() for c in clauses])
     if all(c.holds for c in clauses):
         evidence.matches = [ref]
         first_at = changed_at(snapshot, ref)

@@ -57,7 +57,7 @@ from app.grading.reference_resources import (
 from app.grading.reference_values import Context, canonical_form
 from app.grading.snapshot import (
     ChangedResource,
-    ExpectationResult,
+    Graded,
     RunSnapshot,
     is_simulated,
 )
@@ -73,7 +73,7 @@ Pairs = list[tuple[str, ChangedResource | None, ChangedResource | None]]
 
 def grade_reference(
     expectation: ReferenceExpectation, snapshot: RunSnapshot, fp: FhirPathContext
-) -> ExpectationResult:
+) -> Graded:
     start, expected_all, read = expected_changes(snapshot, expectation.oracle)
     expected = [c for c in expected_all if no_net_change(c) is None]
     actual = [

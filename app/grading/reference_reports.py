@@ -22,10 +22,10 @@ from app.grading.reference_values import Context, is_withdrawn
 from app.grading.scoring import MAX_LISTED, capped, make_result
 from app.grading.snapshot import (
     ChangedResource,
-    Evidence,
-    ExpectationResult,
+    Graded,
 )
 from app.scenarios.schema import FreeChoice, ReferenceExpectation
+from understudy_client.contract.runs import Evidence
 
 
 def replacements(
@@ -202,7 +202,7 @@ def reference_result(
     matches: list[str],
     n_expected: int,
     n_actual: int,
-) -> ExpectationResult:
+) -> Graded:
     order = {"collateral": 0, "missing": 1, "differs": 2, "same": 3}
     findings.sort(key=lambda f: order[f.kind])
     diff = [f.entry for f in findings if f.entry is not None][:MAX_DIFF_ENTRIES]

@@ -7,8 +7,9 @@ from typing import Any
 
 from app.grading.fhirpath import Clause, FhirPathContext
 from app.grading.scoring import capped, count_bounds, make_result
-from app.grading.snapshot import ChangedResource, Evidence, ExpectationResult, RunSnapshot
+from app.grading.snapshot import ChangedResource, Graded, RunSnapshot
 from app.scenarios.schema import ResourceExpectation
+from understudy_client.contract.runs import Evidence
 
 
 def ref_of(changed: ChangedResource) -> str:
@@ -29,7 +30,7 @@ def failing_clauses(clauses: list[Clause]) -> str:
 
 def grade_resource(
     expectation: ResourceExpectation, snapshot: RunSnapshot, fp: FhirPathContext
-) -> ExpectationResult:
+) -> Graded:
     kind = expectation.resource_type
     bounds = count_bounds(expectation.count)
     # A deleted resource is not present, so it can neither match nor be "closest".

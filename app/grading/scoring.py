@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from app.grading.snapshot import Evidence, ExpectationResult, Verdict
+from app.grading.snapshot import Graded
 from app.scenarios.schema import Count, Expectation
+from understudy_client.contract.runs import Evidence, ExpectationResult, RunProgress, Verdict
 
 # Evidence lists every match up to this many; a polling client can make hundreds of
 # identical calls and the reason for a verdict is visible in the first few.
@@ -65,12 +66,12 @@ def make_result(
     evidence: Evidence,
     detail: str,
     first_at: datetime | None = None,
-    children: list[ExpectationResult] | None = None,
+    children: list[Graded] | None = None,
     refs: frozenset[str] = frozenset(),
-) -> ExpectationResult:
-    """The result of one expectation; `first_at` only when it passed, since `before`
-    reads a missing time as "not yet satisfied"."""
-    return ExpectationResult(
+) -> Graded:
+    """One expectation graded; `first_at` only when it passed, since `before` reads a
+    missing time as "not yet satisfied"."""
+    result = ExpectationResult(
         id=expectation.id,
         label=expectation.label,
         type=expectation.type,
@@ -80,10 +81,9 @@ def make_result(
         score=result_score(passed),
         evidence=evidence,
         detail=detail,
-        first_at=first_at if passed is True else None,
-        children=children or [],
-        refs=refs,
+        children=[c.result for c in children or []],
     )
+    return Graded(result, first_at if passed is True else None, refs)
 
 
 def capped(items: Sequence[str]) -> list[str]:
@@ -94,16 +94,28 @@ def capped(items: Sequence[str]) -> list[str]:
 
 
 def verdict(results: list[ExpectationResult]) -> Verdict:
+    """The run's verdict on its top-level results (the score unrounded)."""
     graded = [r for r in results if r.passed is not None]
     denominator = sum(r.weight for r in graded)
     numerator = sum(r.weight for r in graded if r.passed)
     score = min(1.0, max(0.0, numerator / denominator)) if denominator > 0 else 0.0
-    required = [r for r in results if r.required]
-    holding = sum(1 for r in required if r.passed is True)
     return Verdict(
-        passed=holding == len(required),
-        score=score,
-        results=results,
-        required_total=len(required),
-        required_holding=holding,
+        passed=_holding(results) == _required(results), score=score, expectations=results
     )
+
+
+def progress(verdict: Verdict, at: datetime | None = None) -> RunProgress:
+    """A live run's progress by the verdict: its required expectations, how many hold;
+    `at`: when it was graded."""
+    results = verdict.expectations
+    return RunProgress(
+        required_total=_required(results), required_holding=_holding(results), last_graded_at=at
+    )
+
+
+def _required(results: list[ExpectationResult]) -> int:
+    return sum(1 for r in results if r.required)
+
+
+def _holding(results: list[ExpectationResult]) -> int:
+    return sum(1 for r in results if r.required and r.passed is True)

@@ -2,7 +2,10 @@
 
 The runs service builds a `RunSnapshot` from the database (candidates already filtered
 in SQL) and hands it with the run's expanded expectations to
-`app.grading.engine.grade`, which returns a `Verdict`.
+`app.grading.engine.grade`, which returns the contract's `Verdict` (its
+`ExpectationResult`s and their `Evidence` are the contract's classes, built as grading
+goes). Within a pass each expectation is `Graded`: its result, and the working data
+other expectations read of it.
 """
 
 from __future__ import annotations
@@ -119,70 +122,15 @@ class RunSnapshot:
     names: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-@dataclass
-class Evidence:
-    """Why an expectation holds or fails: matching resources/calls, or the closest
-    candidate and each clause's result."""
+@dataclass(frozen=True, slots=True)
+class Graded:
+    """One expectation graded: its `result` as the API shows it (the contract's
+    `ExpectationResult`: an any_of's alternatives are its `children`), beside what other
+    expectations of the same pass read of it and the API does not show."""
 
-    matches: list[str] = field(default_factory=list)  # "Appointment/abc", "GET /Slot 200"
-    closest: str | None = None
-    clauses: list[dict[str, Any]] = field(default_factory=list)  # {where, holds, value?}
-    note: str | None = None
-    # `matches-reference`: per resource, the reference's and the run's end state.
-    diff: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_contract(self) -> contract.Evidence:
-        return contract.Evidence(
-            matches=self.matches,
-            closest=self.closest,
-            clauses=self.clauses,
-            note=self.note,
-            diff=self.diff,
-        )
-
-    def as_json(self) -> dict[str, Any]:
-        return self.as_contract().wire()
-
-
-@dataclass
-class ExpectationResult:
-    id: str
-    label: str
-    type: str
-    required: bool
-    weight: float
-    passed: bool | None  # None: not graded (pending, unsupported, skipped)
-    score: float
-    evidence: Evidence
-    detail: str
-    first_at: datetime | None = None  # time of the earliest evidence (for `before`)
-    children: list[ExpectationResult] = field(default_factory=list)
-    # Every resource ("Type/id") in the evidence, uncapped: what a `changes` expectation
-    # allows when it names this one.
+    result: contract.ExpectationResult
+    # When its earliest evidence happened (for `before` and `after`); None unless it passed.
+    first_at: datetime | None = None
+    # Every resource ("Type/id") in its evidence, uncapped: what a `changes` expectation
+    # allows when it names this one, and where a message's `mentions` reads.
     refs: frozenset[str] = frozenset()
-
-    def as_contract(self) -> contract.ExpectationResult:
-        return contract.ExpectationResult(
-            id=self.id,
-            label=self.label,
-            type=self.type,
-            required=self.required,
-            weight=self.weight,
-            passed=self.passed,
-            score=self.score,
-            evidence=self.evidence.as_contract(),
-            detail=self.detail,
-            children=[c.as_contract() for c in self.children],
-        )
-
-    def as_json(self) -> dict[str, Any]:
-        return self.as_contract().wire()
-
-
-@dataclass
-class Verdict:
-    passed: bool  # every required expectation holds
-    score: float  # weighted share of expectations passed, 0..1
-    results: list[ExpectationResult]
-    required_total: int
-    required_holding: int

@@ -22,10 +22,10 @@ import asyncpg
 import orjson
 
 from app.fhir import service as fhir_service
-from app.grading.snapshot import Evidence, ExpectationResult, Verdict
 from app.judges import engine
 from app.llm.client import LlmClient, LlmUnavailable
 from app.scenarios.schema import Expectation, RubricExpectation, walk_expectations
+from understudy_client.contract.runs import Evidence, ExpectationResult, Verdict
 
 _TYPES = {"communications": "Communication", "tasks": "Task", "documents": "DocumentReference"}
 
@@ -129,8 +129,8 @@ async def judge_rubrics(
     rubrics = _walk(expectations)
     if not rubrics:
         return verdict
-    required_failed = any(r.required and r.passed is False for r in verdict.results)
-    for result in verdict.results:
+    required_failed = any(r.required and r.passed is False for r in verdict.expectations)
+    for result in verdict.expectations:
         rubric = rubrics.get(result.id)
         if rubric is None:
             continue
@@ -177,5 +177,5 @@ async def judge_rubrics(
                 if x
             ),
         )
-    verdict.score = _rescore(verdict.results)
+    verdict.score = _rescore(verdict.expectations)
     return verdict

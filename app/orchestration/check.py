@@ -28,7 +28,7 @@ import asyncpg
 from app.db import Scopes
 from app.grading.engine import grade
 from app.grading.fhirpath import ClauseMemo
-from app.grading.snapshot import ExpectationResult, RunSnapshot, Verdict
+from app.grading.snapshot import RunSnapshot
 from app.orchestration import oracle as oracle_replay
 from app.orchestration.adversaries import derive_element_mutants, derive_free_alternatives
 from app.orchestration.mutants import Mutant, derive_mutants, derive_variant_mutants
@@ -40,6 +40,7 @@ from app.scenarios.schema import OracleCall, Scenario
 from app.scenarios.service import LoadedScenario
 from app.scenarios.validation import validate_scenario
 from app.tenants.quota import RunLimits
+from understudy_client.contract.runs import ExpectationResult, Verdict
 
 LABEL = "scenario-check"
 Transform = Callable[[OracleCall, Any], Any]
@@ -389,7 +390,7 @@ async def _check_variant(
                 verdict = await asyncio.to_thread(
                     _grade_mutant, expectations, before, mutant, patient, memo
                 )
-                caught = _required_failing(verdict.results)
+                caught = _required_failing(verdict.expectations)
             else:
                 caught, run_id = await _real_mutant(target, scenario, mode, persona, mutant)
                 created.append(run_id)
@@ -402,14 +403,14 @@ async def _check_variant(
                 graded = await asyncio.to_thread(
                     _grade_rewrite, expectations, before, rewrite, patient, memo
                 )
-                broke = _broke(graded.results)
+                broke = _broke(graded.expectations)
             else:
                 broke, run_id = await _real_rewrite(target, scenario, mode, persona, rewrite)
                 created.append(run_id)
             report.rewrites.append(RewriteResult(rewrite.kind, rewrite.description, broke))
         broken = {e for m in report.mutants for e in m.caught_by}
         report.never_decisive = [
-            r.id for r in oracle_memory.results if r.required and r.id not in broken
+            r.id for r in oracle_memory.expectations if r.required and r.id not in broken
         ]
         return report
     finally:
@@ -453,10 +454,10 @@ def _broke(results: list[ExpectationResult]) -> list[dict[str, str]]:
     for r in results:
         if not (r.required and r.passed is False):
             continue
-        clause = _clause_of(r.evidence.as_json(), "")
+        clause = _clause_of(r.evidence.wire(), "")
         if not clause and r.children:
             clause = " | ".join(
-                f"{c.id}: {_clause_of(c.evidence.as_json(), c.detail)}" for c in r.children
+                f"{c.id}: {_clause_of(c.evidence.wire(), c.detail)}" for c in r.children
             )
         out.append({"expectation": r.id, "clause": clause or r.detail})
     return out
@@ -530,7 +531,7 @@ def _disagreement(memory: Verdict, real: dict[str, Any]) -> list[str]:
     real_passed = {e["id"]: e.get("passed") for e in _walk_json(real.get("expectations", []))}
     return [
         r.id
-        for r in _walk(memory.results)
+        for r in _walk(memory.expectations)
         if r.type != "rubric" and real_passed.get(r.id, "missing") != r.passed
     ]
 
@@ -543,12 +544,14 @@ def _should_catch(oracle: Verdict, simulated: Simulation, mutant: Mutant) -> lis
         return []  # nothing looks at a resource the oracle leaves alone
     if mutant.call_index is None:
         return [
-            r.id for r in oracle.results if r.required and r.type in ("api_call", "any_of", "asked")
+            r.id
+            for r in oracle.expectations
+            if r.required and r.type in ("api_call", "any_of", "asked")
         ]
     ref = simulated.refs_written.get(mutant.call_index)
     if ref is None:
         return []
-    return [r.id for r in _walk(oracle.results) if r.required and ref in r.evidence.matches]
+    return [r.id for r in _walk(oracle.expectations) if r.required and ref in r.evidence.matches]
 
 
 def render(reports: list[ScenarioReport]) -> str:

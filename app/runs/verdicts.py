@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from app.db import Scopes
-from app.grading import snapshot as grading
 from app.grading.engine import grade
+from app.grading.scoring import progress
 from app.grading.snapshot import RunSnapshot
 from app.judges.service import judge_rubrics
 from app.kit import jsontext
@@ -31,15 +31,6 @@ from app.runs.row import RunRow, RunStatus
 from app.runs.snapshot import build_snapshot, expectations_of
 from app.scenarios.schema import Expectation
 from understudy_client.contract.runs import ExpectationResult, Verdict
-
-
-def _verdict_of(verdict: grading.Verdict, note: str | None = None) -> Verdict:
-    return Verdict(
-        passed=verdict.passed,
-        score=round(verdict.score, 4),
-        expectations=[r.as_contract() for r in verdict.results],
-        note=note,
-    )
 
 
 async def grade_run(
@@ -103,7 +94,7 @@ class _Outcome:
 
 def _outcome(
     run: RunRow,
-    verdict: grading.Verdict,
+    verdict: Verdict,
     snapshot: RunSnapshot,
     *,
     final: bool,
@@ -128,7 +119,7 @@ async def _end(
     llm: LlmClient | None,
     run: RunRow,
     expectations: list[Expectation],
-    verdict: grading.Verdict,
+    verdict: Verdict,
     snapshot: RunSnapshot,
     outcome: _Outcome,
     seen_change: datetime,
@@ -148,11 +139,12 @@ async def _end(
         snapshot.patient_refs,
         used=judges_used,
     )
-    ended_verdict = _verdict_of(verdict, outcome.note)
+    verdict.score = round(verdict.score, 4)
+    verdict.note = outcome.note
     replies, issues = await simulator_report(pool, tenant_id, run_id)
     if replies:
-        ended_verdict.simulated_patient = replies
-        ended_verdict.simulator_issues = issues
+        verdict.simulated_patient = replies
+        verdict.simulator_issues = issues
     judged_provenance = provenance.judged(
         run.provenance,
         patient_used=[(r.engine, r.model, r.prompt_version) for r in replies],
@@ -165,7 +157,7 @@ async def _end(
             tenant_id=tenant_id,
             run_id=run_id,
             status=str(outcome.status),
-            verdict_json=jsontext.dumps(ended_verdict.wire()),
+            verdict_json=jsontext.dumps(verdict.wire()),
             at=now,
             seen_change=seen_change,
             provenance_json=(
@@ -181,7 +173,7 @@ async def _end(
 async def _record_progress(
     scopes: Scopes,
     run: RunRow,
-    verdict: grading.Verdict,
+    verdict: Verdict,
     now: datetime,
     outcome: _Outcome,
     seen_change: datetime,
@@ -189,17 +181,12 @@ async def _record_progress(
     """The run stays live: store its progress, and when a pass waits for the quiet, grade
     it again once the quiet would be over."""
     tenant_id, run_id, settling = run.tenant_id, run.id, outcome.settling
-    progress = {
-        "requiredTotal": verdict.required_total,
-        "requiredHolding": verdict.required_holding,
-        "lastGradedAt": now.isoformat(),
-    }
     async with scopes.transaction(autocommit=True) as tx:
         updated = await repository.set_progress(
             tx.conn,
             tenant_id=tenant_id,
             run_id=run_id,
-            progress_json=jsontext.dumps(progress),
+            progress_json=jsontext.dumps(progress(verdict, now).wire()),
             at=now,
             seen_change=seen_change,
             settle_until=now + timedelta(seconds=settling) if settling > 0 else None,
@@ -219,7 +206,7 @@ async def live_checks(pool: asyncpg.Pool, run: RunRow) -> list[ExpectationResult
     expectations = expectations_of(run)
     async with pool.acquire() as conn:
         snapshot = await build_snapshot(conn, run, expectations, final=False)
-    return [r.as_contract() for r in grade(expectations, snapshot).results]
+    return grade(expectations, snapshot).expectations
 
 
 def _last_activity(run: RunRow, snapshot: RunSnapshot) -> datetime:

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from app.grading.api_call import grade_api_call, path_matches
-from app.grading.snapshot import Call, Evidence, ExpectationResult
+from app.grading.snapshot import Call, Graded
 from app.scenarios.schema import ApiCallExpectation
 from tests.grading.test_fhirpath import at, call, expectation, make_snapshot
+from understudy_client.contract.runs import Evidence, ExpectationResult
 
 
 @pytest.mark.parametrize(
@@ -41,9 +42,9 @@ def test_path_glob(pattern: str, path: str, expected: bool) -> None:
     assert path_matches(pattern, path) is expected
 
 
-def decided_at(minute: float | None, label: str = "appointment booked") -> ExpectationResult:
+def decided_at(minute: float | None, label: str = "appointment booked") -> Graded:
     """The `before` target: held from `minute` on, or not (yet) when None."""
-    return ExpectationResult(
+    result = ExpectationResult(
         id="booked",
         label=label,
         type="resource",
@@ -51,10 +52,10 @@ def decided_at(minute: float | None, label: str = "appointment booked") -> Expec
         weight=1.0,
         passed=minute is not None,
         score=1.0 if minute is not None else 0.0,
-        evidence=Evidence(),
+        evidence=Evidence(matches=[]),
         detail="",
-        first_at=None if minute is None else at(minute),
     )
+    return Graded(result, first_at=None if minute is None else at(minute))
 
 
 @dataclass
@@ -66,7 +67,7 @@ class Case:
     matches: list[str] = field(default_factory=list)
     closest: str | None = None
     detail: str = ""
-    before: ExpectationResult | None = None
+    before: Graded | None = None
     first_at: datetime | None = None
 
 
@@ -209,21 +210,22 @@ CASES = [
 def test_grade_api_call(case: Case) -> None:
     exp = expectation(type="api_call", **case.exp)
     assert isinstance(exp, ApiCallExpectation)
-    result = grade_api_call(exp, make_snapshot(calls=case.calls), case.before)
+    graded = grade_api_call(exp, make_snapshot(calls=case.calls), case.before)
+    result = graded.result
 
     assert result.passed is case.passed, result.detail
     assert result.evidence.matches == case.matches
     assert result.evidence.closest == case.closest
     assert case.detail in result.detail
-    assert result.first_at == case.first_at
+    assert graded.first_at == case.first_at
 
 
 def test_before_note_explains_the_cutoff() -> None:
     exp = expectation(type="api_call", method="GET", path="/Slot", before="booked")
     assert isinstance(exp, ApiCallExpectation)
     snapshot = make_snapshot(calls=[call("GET", "/Slot", 1)])
-    held = grade_api_call(exp, snapshot, decided_at(2))
-    pending = grade_api_call(exp, snapshot, decided_at(None))
+    held = grade_api_call(exp, snapshot, decided_at(2)).result
+    pending = grade_api_call(exp, snapshot, decided_at(None)).result
     assert held.evidence.note == (
         "counting calls before 'appointment booked' (2025-03-07T08:02:00.000+00:00)"
     )
@@ -236,7 +238,7 @@ def test_matches_are_capped() -> None:
     exp = expectation(type="api_call", method="GET", path="/Slot")
     assert isinstance(exp, ApiCallExpectation)
     polling = [call("GET", "/Slot", i / 10) for i in range(50)]
-    result = grade_api_call(exp, make_snapshot(calls=polling), None)
+    result = grade_api_call(exp, make_snapshot(calls=polling), None).result
     assert result.passed is True
     assert len(result.evidence.matches) == 21
     assert result.evidence.matches[-1] == "… and 30 more"
@@ -267,7 +269,7 @@ VISIT_DATE_WHERE = [
 ]
 
 
-def _booked_visit() -> tuple[Any, ExpectationResult]:
+def _booked_visit() -> tuple[Any, Graded]:
     from app.grading.snapshot import ChangedResource
 
     visit = {
@@ -288,7 +290,7 @@ def _booked_visit() -> tuple[Any, ExpectationResult]:
         run_id="run_1",
     )
     booked = decided_at(5)
-    booked.evidence.matches = ["Appointment/a1"]
+    booked.result.evidence.matches = ["Appointment/a1"]
     return changed, booked
 
 
@@ -307,7 +309,7 @@ def test_where_reads_the_request_and_the_before_resource(date: str, holds: bool)
         before="booked",
         where=VISIT_DATE_WHERE,
     )
-    result = grade_api_call(checked, snapshot, booked)
+    result = grade_api_call(checked, snapshot, booked).result
     assert result.passed is holds, result.detail
     if not holds:
         assert "asked something else" in result.detail
@@ -341,4 +343,4 @@ def test_where_reads_query_parameters_and_parameters_bodies() -> None:
             "parameter.where(name = 'duration').valueInteger = 30",
         ],
     )
-    assert grade_api_call(looked, snapshot, None).passed is True
+    assert grade_api_call(looked, snapshot, None).result.passed is True

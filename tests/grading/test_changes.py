@@ -10,7 +10,7 @@ import pytest
 
 from app.grading.changes import changed_paths
 from app.grading.engine import grade
-from app.grading.snapshot import ChangedResource, ExpectationResult
+from app.grading.snapshot import ChangedResource
 from tests.grading.test_fhirpath import (
     appointment,
     changed,
@@ -19,6 +19,7 @@ from tests.grading.test_fhirpath import (
     make_snapshot,
     task,
 )
+from understudy_client.contract.runs import ExpectationResult
 
 BOOKED: dict[str, Any] = {
     "id": "booked",
@@ -40,7 +41,7 @@ def updated(before: dict[str, Any], after: dict[str, Any], **kw: Any) -> Changed
 
 def result_of(items: list[dict[str, Any]], writes: list[ChangedResource]) -> ExpectationResult:
     verdict = grade([expectation(**i) for i in items], make_snapshot(changed=writes))
-    return next(r for r in verdict.results if r.id == "guard")
+    return next(r for r in verdict.expectations if r.id == "guard")
 
 
 def test_expected_writes_pass_and_are_listed() -> None:
@@ -158,14 +159,14 @@ def test_field_expectation_allows_its_fixture_resource_only_when_it_holds() -> N
     ok = updated(appointment("appt-1"), fixture_appt)
     snapshot = make_snapshot(changed=[ok], current={"appt": fixture_appt})
     verdict = grade([expectation(**keep), expectation(**guard)], snapshot)
-    assert [r.passed for r in verdict.results] == [True, True]
+    assert [r.passed for r in verdict.expectations] == [True, True]
 
     cancelled = appointment("appt-1", status="cancelled")
     bad = updated(appointment("appt-1"), cancelled)
     snapshot = make_snapshot(changed=[bad], current={"appt": cancelled})
     verdict = grade([expectation(**keep), expectation(**guard)], snapshot)
-    assert verdict.results[1].passed is False
-    assert "updated Appointment/appt-1 (status)" in verdict.results[1].detail
+    assert verdict.expectations[1].passed is False
+    assert "updated Appointment/appt-1 (status)" in verdict.expectations[1].detail
 
 
 def test_any_of_allows_what_its_holding_children_matched() -> None:
@@ -206,7 +207,7 @@ def test_an_any_of_holding_the_guard_itself_does_not_recurse() -> None:
     inner_guard = {"id": "guard", "type": "changes", "allow": ["either"]}
     either = {"id": "either", "type": "any_of", "expectations": [inner_guard, BOOKED]}
     verdict = grade([expectation(**either)], make_snapshot(changed=[changed(task("t1"))]))
-    assert verdict.results[0].passed is False
+    assert verdict.expectations[0].passed is False
 
 
 @pytest.mark.parametrize(
@@ -234,14 +235,14 @@ def test_an_allow_entry_with_paths_limits_what_an_update_may_touch() -> None:
         [expectation(**keep), expectation(**guard)],
         make_snapshot(changed=[ok], current={"appt": noted}),
     )
-    assert verdict.results[1].passed is True
+    assert verdict.expectations[1].passed is True
     moved = noted | {"start": "2025-03-10T10:00:00Z"}
     bad = updated(appointment("appt-1"), moved)
     verdict = grade(
         [expectation(**keep), expectation(**guard)],
         make_snapshot(changed=[bad], current={"appt": moved}),
     )
-    result = verdict.results[1]
+    result = verdict.expectations[1]
     assert result.passed is False
     assert "updated Appointment/appt-1 beyond what filed allows" in result.detail
     assert result.evidence.clauses[0]["value"] == "start (allowed: comment)"

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from app.grading.engine import RUBRIC_PENDING, WEBHOOK_UNSUPPORTED, grade
-from app.grading.scoring import Bounds, count_bounds
-from app.grading.snapshot import ExpectationResult, RunSnapshot
+from app.grading.engine import RUBRIC_PENDING, WEBHOOK_UNSUPPORTED, grade, grade_each
+from app.grading.scoring import Bounds, count_bounds, progress
+from app.grading.snapshot import Graded, RunSnapshot
 from app.scenarios.schema import Count, Expectation
 from tests.grading.test_fhirpath import (
     DR_KIM,
@@ -21,6 +21,7 @@ from tests.grading.test_fhirpath import (
     make_snapshot,
     task,
 )
+from understudy_client.contract.runs import ExpectationResult, Verdict
 
 BOOKED: dict[str, Any] = {
     "id": "booked",
@@ -50,6 +51,16 @@ def by_id(results: list[ExpectationResult]) -> dict[str, ExpectationResult]:
     return {r.id: r for r in results}
 
 
+def graded_by_id(graded: list[Graded]) -> dict[str, Graded]:
+    return {g.result.id: g for g in graded}
+
+
+def required_counts(verdict: Verdict) -> tuple[int | None, int | None]:
+    """A live run's progress by the verdict: required expectations, how many hold."""
+    p = progress(verdict)
+    return p.required_total, p.required_holding
+
+
 def holding(id: str, **extra: Any) -> dict[str, Any]:
     return {"id": id, "type": "field", "target": "@appt", "where": ["status = 'booked'"]} | extra
 
@@ -76,7 +87,7 @@ def test_before_respects_the_decisive_write(
         changed=writes, calls=[call("GET", "/Slot", call_minute, status=call_status)]
     )
     # The api_call comes first in the list: the engine still grades its target first.
-    results = by_id(grade(exps(SEARCHED_FIRST, BOOKED), snapshot).results)
+    results = by_id(grade(exps(SEARCHED_FIRST, BOOKED), snapshot).expectations)
     assert results["searched"].passed is expected, results["searched"].detail
     if not expected and write_minute is not None and call_status < 400:
         assert results["searched"].detail == (
@@ -93,9 +104,9 @@ def test_before_uses_the_first_match_not_a_later_one() -> None:
         ],
         calls=[call("GET", "/Slot", 6)],
     )
-    results = by_id(grade(exps(SEARCHED_FIRST, BOOKED), snapshot).results)
-    assert results["booked"].first_at == at(5)
-    assert results["searched"].passed is False
+    graded = graded_by_id(grade_each(exps(SEARCHED_FIRST, BOOKED), snapshot))
+    assert graded["booked"].first_at == at(5)
+    assert graded["searched"].result.passed is False
 
 
 def test_before_target_inside_any_of() -> None:
@@ -110,9 +121,10 @@ def test_before_target_inside_any_of() -> None:
         calls=[call("GET", "/Slot", 3)],
     )
     verdict = grade(exps(SEARCHED_FIRST, either), snapshot)
-    results = by_id(verdict.results)
+    results = by_id(verdict.expectations)
     assert results["searched"].passed is True  # 3 < booked at 4
-    assert results["either"].first_at == at(2)  # earliest holding child
+    graded = graded_by_id(grade_each(exps(SEARCHED_FIRST, either), snapshot))
+    assert graded["either"].first_at == at(2)  # earliest holding child
     assert [c.id for c in results["either"].children] == ["booked", "task"]
     assert verdict.passed is True
 
@@ -134,7 +146,7 @@ def test_before_target_inside_any_of() -> None:
 def test_broken_before_fails_without_raising(items: list[dict[str, Any]], detail: str) -> None:
     verdict = grade(exps(*items), make_snapshot(calls=[call("GET", "/Slot", 1)]))
     assert verdict.passed is False
-    assert all(r.passed is False and detail in r.detail for r in verdict.results)
+    assert all(r.passed is False and detail in r.detail for r in verdict.expectations)
 
 
 @pytest.mark.parametrize(
@@ -163,22 +175,22 @@ def test_any_of(children: list[dict[str, Any]], passed: bool | None, detail: str
     verdict = grade(
         exps({"id": "any", "type": "any_of", "expectations": children}), make_snapshot()
     )
-    (result,) = verdict.results
+    (result,) = verdict.expectations
     assert result.passed is passed
     assert detail in result.detail
     assert [c.id for c in result.children] == [c["id"] for c in children]
-    assert result.as_json()["children"][0]["id"] == children[0]["id"]
+    assert result.wire()["children"][0]["id"] == children[0]["id"]
     assert verdict.passed is (passed is True)
 
 
 def test_unsupported_webhook_blocks_a_pass() -> None:
     webhook = {"id": "w", "type": "webhook", "event": "appointment.booked", "resource": "@appt"}
     verdict = grade(exps(holding("a"), webhook), make_snapshot(webhooks_supported=False))
-    results = by_id(verdict.results)
+    results = by_id(verdict.expectations)
     assert results["w"].passed is None
     assert results["w"].detail == WEBHOOK_UNSUPPORTED
     assert verdict.passed is False
-    assert (verdict.required_total, verdict.required_holding) == (2, 1)
+    assert required_counts(verdict) == (2, 1)
     assert verdict.score == 1.0  # the ungradable one is outside the denominator
 
 
@@ -194,21 +206,21 @@ def test_unsupported_webhook_blocks_a_pass() -> None:
 def test_supported_webhook(deliveries: list[Any], passed: bool) -> None:
     webhook = {"id": "w", "type": "webhook", "event": "appointment.booked", "resource": "@appt"}
     snapshot = make_snapshot(webhooks_supported=True, deliveries=deliveries)
-    (result,) = grade(exps(webhook), snapshot).results
-    assert result.passed is passed
-    assert result.first_at == (at(3) if passed else None)
+    (graded,) = grade_each(exps(webhook), snapshot)
+    assert graded.result.passed is passed
+    assert graded.first_at == (at(3) if passed else None)
 
 
 def test_rubric_is_pending_bonus() -> None:
     rubric = {"id": "tone", "type": "rubric", "rubric": "Kind and clear.", "required": True}
     verdict = grade(exps(holding("a"), rubric), make_snapshot())
-    results = by_id(verdict.results)
+    results = by_id(verdict.expectations)
     assert results["tone"].passed is None
     assert results["tone"].required is False  # always bonus
     assert results["tone"].detail == RUBRIC_PENDING
     assert verdict.passed is True
     assert verdict.score == 1.0  # not in the denominator until judged
-    assert (verdict.required_total, verdict.required_holding) == (1, 1)
+    assert required_counts(verdict) == (1, 1)
 
 
 @pytest.mark.parametrize(
@@ -231,7 +243,7 @@ def test_score_and_verdict(
     verdict = grade(exps(*items), make_snapshot())
     assert verdict.passed is passed
     assert verdict.score == pytest.approx(score)
-    assert (verdict.required_total, verdict.required_holding) == required
+    assert required_counts(verdict) == required
 
 
 @pytest.mark.parametrize(
@@ -269,13 +281,13 @@ def test_bad_fhirpath_fails_the_expectation_not_the_grading() -> None:
         },
     ]
     verdict = grade(exps(*items), full_snapshot())
-    assert [r.passed for r in verdict.results] == [False, False, False]
-    assert all(c.get("error") for r in verdict.results for c in r.evidence.clauses)
+    assert [r.passed for r in verdict.expectations] == [False, False, False]
+    assert all(c.get("error") for r in verdict.expectations for c in r.evidence.clauses)
 
 
 def test_grading_is_deterministic() -> None:
     items = exps(SEARCHED_FIRST, BOOKED, failing("f"), {"id": "r", "type": "rubric", "rubric": "x"})
-    first = [r.as_json() for r in grade(items, full_snapshot()).results]
-    second = [r.as_json() for r in grade(items, full_snapshot()).results]
+    first = [r.wire() for r in grade(items, full_snapshot()).expectations]
+    second = [r.wire() for r in grade(items, full_snapshot()).expectations]
     assert first == second
     assert [r["id"] for r in first] == ["searched", "booked", "f", "r"]  # scenario order

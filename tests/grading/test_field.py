@@ -124,7 +124,7 @@ def test_grade_field(case: Case) -> None:
     exp = expectation(type="field", target=case.target, where=case.where)
     assert isinstance(exp, FieldExpectation)
     snapshot = make_snapshot(current=fixture_current() | case.current, changed=case.changed)
-    result = grade_field(exp, snapshot, context(snapshot))
+    result = grade_field(exp, snapshot, context(snapshot)).result
 
     assert result.passed is case.passed, result.detail
     assert case.detail in result.detail
@@ -149,6 +149,6 @@ def test_field_first_at(changes: list[ChangedResource], expected: Any) -> None:
     exp = expectation(type="field", target="@appt", where=["status = 'cancelled'"])
     assert isinstance(exp, FieldExpectation)
     snapshot = make_snapshot(current=fixture_current() | {"appt": CANCELLED}, changed=changes)
-    result = grade_field(exp, snapshot, context(snapshot))
-    assert result.passed is True
-    assert result.first_at == expected
+    graded = grade_field(exp, snapshot, context(snapshot))
+    assert graded.result.passed is True
+    assert graded.first_at == expected

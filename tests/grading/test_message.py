@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.grading.engine import grade
-from app.grading.snapshot import ChangedResource, ExpectationResult
+from app.grading.snapshot import ChangedResource
 from tests.grading.test_fhirpath import (
     DR_KIM,
     appointment,
@@ -14,6 +14,7 @@ from tests.grading.test_fhirpath import (
     expectation,
     make_snapshot,
 )
+from understudy_client.contract.runs import ExpectationResult
 
 BOOKED: dict[str, Any] = {
     "id": "booked",
@@ -38,7 +39,7 @@ def result_of(
     snapshot = make_snapshot(changed=writes)
     snapshot.shown = shown or []
     verdict = grade([expectation(**i) for i in items], snapshot)
-    return next(r for r in verdict.results if r.id == "said")
+    return next(r for r in verdict.expectations if r.id == "said")
 
 
 def clauses(result: ExpectationResult) -> dict[str, bool]:

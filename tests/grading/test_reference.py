@@ -17,9 +17,10 @@ import pytest
 
 from app.grading.engine import grade
 from app.grading.replay import Replay
-from app.grading.snapshot import ExpectationResult, RunSnapshot
+from app.grading.snapshot import RunSnapshot
 from app.scenarios.schema import FreeChoice, OracleCall, ReferenceExpectation
 from app.tenants.directory import aliases
+from understudy_client.contract.runs import ExpectationResult
 
 START = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)  # a Tuesday
 DAY = START.date() + timedelta(days=1)
@@ -180,7 +181,7 @@ def graded(
         free=free or [],
     )
     snapshot = Replay(starting_point()).run(done)
-    return grade([expectation], snapshot).results[0]
+    return grade([expectation], snapshot).expectations[0]
 
 
 def test_the_reference_itself_matches() -> None:
@@ -468,12 +469,12 @@ def test_a_slot_marked_busy_follows_the_booking_but_not_elsewhere() -> None:
     )
     busy = {**slot, "status": "busy"}
     snapshot = Replay(point).run([*ORACLE, call("PUT", "/Slot/demo-canonical-slot-chen-1", busy)])
-    assert grade([expectation], snapshot).results[0].passed is True
+    assert grade([expectation], snapshot).expectations[0].passed is True
     busy_far = {**far, "status": "busy"}
     snapshot = Replay(point).run(
         [*ORACLE, call("PUT", "/Slot/demo-canonical-slot-chen-2", busy_far)]
     )
-    result = grade([expectation], snapshot).results[0]
+    result = grade([expectation], snapshot).expectations[0]
     assert result.passed is False
     assert "collateral: updated Slot/demo-canonical-slot-chen-2" in result.detail
 
@@ -519,7 +520,7 @@ def _worked(change: Any, *extra: OracleCall) -> ExpectationResult:
     scenario, point = _book_ask_time()
     reference = next(e for e in default_expectations(scenario) if e.type == "reference")
     snapshot = Replay(point).run([*_as_agent(scenario, change), *extra])
-    return grade([reference], snapshot).results[0]
+    return grade([reference], snapshot).expectations[0]
 
 
 def _patel_tomorrow_nine(body: dict[str, Any]) -> None:
@@ -641,11 +642,11 @@ def test_decimals_in_repeating_elements_compare_as_numbers() -> None:
     same["component"][0]["valueQuantity"]["value"] = Decimal("7.4")
     same["component"].reverse()
     snapshot = Replay(point).run([*ORACLE, call("PUT", "/Observation/r1-panel", same)])
-    assert grade([expectation], snapshot).results[0].passed is True
+    assert grade([expectation], snapshot).expectations[0].passed is True
     edited = copy.deepcopy(panel)
     edited["component"][0]["valueQuantity"]["value"] = Decimal("7.5")
     snapshot = Replay(point).run([*ORACLE, call("PUT", "/Observation/r1-panel", edited)])
-    result = grade([expectation], snapshot).results[0]
+    result = grade([expectation], snapshot).expectations[0]
     assert result.passed is False
     assert "collateral: updated Observation/r1-panel" in result.detail
 
@@ -690,9 +691,9 @@ def test_an_imported_copy_without_free_lets_the_same_correct_booking_pass() -> N
     imported = Scenario.model_validate(document)
     reference = next(e for e in default_expectations(imported) if e.type == "reference")
     good = Replay(point).run(_as_agent(imported, _patel_tomorrow_nine))
-    assert grade([reference], good).results[0].passed is True
+    assert grade([reference], good).expectations[0].passed is True
     bad = Replay(point).run(_as_agent(imported, _saturday))
-    assert grade([reference], bad).results[0].passed is False
+    assert grade([reference], bad).expectations[0].passed is False
 
 
 def test_an_unlisted_type_compares_all_but_its_moments_of_writing() -> None:

@@ -290,7 +290,8 @@ def test_grade_resource(case: Case) -> None:
     exp = expectation(type="resource", **case.exp)
     assert isinstance(exp, ResourceExpectation)
     snapshot = make_snapshot(changed=case.changed)
-    result = grade_resource(exp, snapshot, context(snapshot))
+    graded = grade_resource(exp, snapshot, context(snapshot))
+    result = graded.result
 
     assert result.passed is case.passed, result.detail
     assert result.evidence.matches == case.matches
@@ -302,7 +303,7 @@ def test_grade_resource(case: Case) -> None:
         assert all(w in result.detail for w in case.failing)
     if case.closest:  # every clause's result is shown for the closest candidate
         assert len(result.evidence.clauses) == len(exp.where)
-    assert result.first_at == (None if case.first_at is None else at(case.first_at))
+    assert graded.first_at == (None if case.first_at is None else at(case.first_at))
     assert result.score == (1.0 if case.passed else 0.0)
 
 
@@ -310,7 +311,7 @@ def test_erroring_clause_shows_its_error() -> None:
     exp = expectation(type="resource", resourceType="Appointment", where=["start > %nope"])
     assert isinstance(exp, ResourceExpectation)
     snapshot = make_snapshot(changed=[changed(appointment("a1"))])
-    result = grade_resource(exp, snapshot, context(snapshot))
+    result = grade_resource(exp, snapshot, context(snapshot)).result
     assert result.passed is False
     assert "undefined environment variable" in result.evidence.clauses[0]["error"]
 
@@ -327,7 +328,7 @@ def test_a_guard_counts_what_it_cannot_evaluate() -> None:
     )
     assert isinstance(guard, ResourceExpectation)
     snapshot = make_snapshot(changed=[changed(appointment("a1"))])
-    result = grade_resource(guard, snapshot, context(snapshot))
+    result = grade_resource(guard, snapshot, context(snapshot)).result
     assert result.passed is False
     assert "could not be evaluated" in result.detail
     assert result.evidence.closest == "Appointment/a1"
@@ -340,14 +341,14 @@ def test_a_guard_counts_what_it_cannot_evaluate() -> None:
         count={"max": 0},
     )
     assert isinstance(clean, ResourceExpectation)
-    assert grade_resource(clean, snapshot, context(snapshot)).passed is True
+    assert grade_resource(clean, snapshot, context(snapshot)).result.passed is True
 
 
 def test_out_of_scope_changes_are_noted() -> None:
     exp = expectation(type="resource", resourceType="Appointment")
     assert isinstance(exp, ResourceExpectation)
     snapshot = make_snapshot(changed=[changed(appointment("a1", patient=OTHER_PATIENT))])
-    result = grade_resource(exp, snapshot, context(snapshot))
+    result = grade_resource(exp, snapshot, context(snapshot)).result
     assert result.evidence.note is not None
     assert "1 Appointment changed outside the fixture patients" in result.evidence.note
 

@@ -11,13 +11,13 @@ from typing import Any
 import httpx
 
 from app.db import Database
-from app.grading.snapshot import Evidence, ExpectationResult, Verdict
 from app.judges.service import judge_rubrics
 from app.llm.client import LlmClient
 from app.scenarios.schema import RubricExpectation
 from app.settings import Settings
 from tests.conftest import TenantHandle
 from tests.llm.fake_llm import FakeLlm
+from understudy_client.contract.runs import Evidence, ExpectationResult, Verdict
 
 CHEN = "Practitioner/demo-canonical-prac-chen"
 SCENARIO: dict[str, Any] = {
@@ -96,13 +96,25 @@ async def _run(tenant: TenantHandle, text: str | None) -> dict[str, Any]:
 
 def _verdict() -> Verdict:
     """A required check that held (weight 1) and the rubric, pending (bonus, weight 1)."""
-    held = ExpectationResult(
-        "answered", "A message", "resource", True, 1.0, True, 1.0, Evidence(), "held"
+    held = _result("answered", "A message", "resource", True, True, 1.0, "held")
+    pending = _result("tone", RUBRIC.label, "rubric", False, None, 0.0, "pending")
+    return Verdict(passed=True, score=1.0, expectations=[held, pending])
+
+
+def _result(
+    id_: str, label: str, type_: str, required: bool, passed: bool | None, score: float, detail: str
+) -> ExpectationResult:
+    return ExpectationResult(
+        id=id_,
+        label=label,
+        type=type_,
+        required=required,
+        weight=1.0,
+        passed=passed,
+        score=score,
+        evidence=Evidence(matches=[]),
+        detail=detail,
     )
-    pending = ExpectationResult(
-        "tone", RUBRIC.label, "rubric", False, 1.0, None, 0.0, Evidence(), "pending"
-    )
-    return Verdict(True, 1.0, [held, pending], 1, 1)
 
 
 async def _judge(
@@ -123,7 +135,7 @@ async def _judge(
 
 
 def _assert_not_judged(verdict: Verdict, detail: str) -> ExpectationResult:
-    tone = verdict.results[1]
+    tone = verdict.expectations[1]
     assert tone.passed is None
     assert tone.detail == detail
     assert verdict.score == 1.0  # only the required check counts: the rubric is left out
@@ -155,7 +167,7 @@ async def test_with_a_model_the_rubric_is_judged_as_before(
         for score, passed, run_score in ((0.9, True, 1.0), (0.2, False, 0.5)):
             fake_llm.reply({"score": score, "reason": 'Says "ayune de 10 a 12 horas".'})
             judged, used = await _judge(db, tenant, run, llm)
-            tone = judged.results[1]
+            tone = judged.expectations[1]
             assert tone.passed is passed and tone.score == score
             assert tone.detail == 'Says "ayune de 10 a 12 horas".'
             note = tone.evidence.note or ""
@@ -173,7 +185,7 @@ async def test_an_unavailable_model_leaves_the_rubric_not_judged_with_the_reason
         failing = LlmClient(http, fake_llm.settings_for(settings, llm_max_retries=0), db.pool)
         fake_llm.fail(500)
         judged, used = await _judge(db, tenant, run, failing)
-        tone = judged.results[1]
+        tone = judged.expectations[1]
         assert tone.passed is None and judged.score == 1.0
         assert tone.detail.startswith("not judged: the model was unavailable (")
         assert tone.detail.endswith(")") and "500" in tone.detail
@@ -208,7 +220,7 @@ async def test_a_rubric_after_a_required_failure_is_still_skipped(
 ) -> None:
     run = await _run(tenant, REPLY)
     verdict = _verdict()
-    verdict.results[0].passed = False
+    verdict.expectations[0].passed = False
     judged = await judge_rubrics(
         db.pool,
         None,
@@ -218,6 +230,8 @@ async def test_a_rubric_after_a_required_failure_is_still_skipped(
         verdict,
         frozenset({run["fixture"]["patient"]}),
     )
-    assert judged.results[1].passed is None
-    assert judged.results[1].detail.startswith("skipped: a required expectation already failed")
+    assert judged.expectations[1].passed is None
+    assert judged.expectations[1].detail.startswith(
+        "skipped: a required expectation already failed"
+    )
     assert judged.score == 0.0

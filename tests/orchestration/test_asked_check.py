@@ -56,7 +56,7 @@ def test_the_in_memory_patient_answers_the_oracle_question() -> None:
     assert snapshot.patient_replies == 2  # the question and the confirmation
     booked = next(c for c in snapshot.changed if c.resource_type == "Appointment")
     assert revealed.at < booked.first_changed_at
-    results = {r.id: r for r in grade(list(scenario.expectations), snapshot).results}
+    results = {r.id: r for r in grade(list(scenario.expectations), snapshot).expectations}
     assert results["asked-preferred-time"].passed is True
 
 
@@ -64,7 +64,7 @@ def test_without_a_simulated_patient_nothing_is_revealed() -> None:
     scenario = builtin_scenarios()[SCENARIO_ID].scenario
     snapshot = Simulation(before()).run(scenario.oracle)
     assert snapshot.revealed == []
-    results = {r.id: r for r in grade(list(scenario.expectations), snapshot).results}
+    results = {r.id: r for r in grade(list(scenario.expectations), snapshot).expectations}
     assert results["asked-preferred-time"].passed is False
 
 
@@ -74,7 +74,7 @@ def test_the_guess_mutant_leaves_out_the_question_and_is_caught() -> None:
     assert "call 2 (POST /Communication)" in guess.description
     assert len(guess.calls) == len(scenario.oracle) - 1
     snapshot = Simulation(before(), patient_of(scenario, None)).run(guess.calls)
-    results = {r.id: r for r in grade(list(scenario.expectations), snapshot).results}
+    results = {r.id: r for r in grade(list(scenario.expectations), snapshot).expectations}
     assert results["booked"].passed is True  # the guessed booking is right…
     assert results["asked-preferred-time"].passed is False  # …but nobody asked
     assert "revealed 'preferred time'" in results["asked-preferred-time"].detail

@@ -130,7 +130,7 @@ def graded(s: Scenario, rewrite: Rewrite) -> list[dict[str, str]]:
         rewrite.description,
         sim.statuses,
     )
-    return _broke(grade(list(s.expectations), snapshot).results)
+    return _broke(grade(list(s.expectations), snapshot).expectations)
 
 
 def by_kind(s: Scenario) -> dict[str, list[Rewrite]]:
@@ -143,7 +143,7 @@ def by_kind(s: Scenario) -> dict[str, list[Rewrite]]:
 def test_every_kind_is_derived_and_passes_a_fair_scenario() -> None:
     fair = scenario(FAIR_ORDER)
     oracle = Simulation(before()).run(fair.oracle)
-    assert _broke(grade(list(fair.expectations), oracle).results) == []
+    assert _broke(grade(list(fair.expectations), oracle).expectations) == []
     found = by_kind(fair)
     assert set(found) == {
         "offset",

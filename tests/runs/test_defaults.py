@@ -101,5 +101,5 @@ def test_before_write_waits_for_the_answer(
         fact="which knee",
         before_write="ServiceRequest",
     )
-    result = grade([asked], _snapshot(revealed_at, written_at)).results[0]
+    result = grade([asked], _snapshot(revealed_at, written_at)).expectations[0]
     assert result.passed is holds, result.detail

@@ -29,9 +29,10 @@ from app.grading.message.mentions import states_value
 from app.grading.message.register import register_violations
 from app.grading.resource import ref_of
 from app.grading.scoring import capped, make_result
-from app.grading.snapshot import ChangedResource, Evidence, ExpectationResult, RunSnapshot
+from app.grading.snapshot import ChangedResource, Graded, RunSnapshot
 from app.kit.phrases import find_phrases
 from app.scenarios.schema import Expectation, MessageExpectation
+from understudy_client.contract.runs import Evidence
 
 MAX_NAMED = 5  # phrases, facts or claims named per clause; the first few say what broke
 PRACTITIONER_TYPES = ("Practitioner/", "PractitionerRole/")
@@ -99,7 +100,7 @@ class _Clauses:
         snapshot: RunSnapshot,
         fp: FhirPathContext,
         messages: list[Message],
-        grade_named: Callable[[Expectation], ExpectationResult],
+        grade_named: Callable[[Expectation], Graded],
         by_id: dict[str, Expectation],
     ) -> None:
         self.e = expectation
@@ -158,8 +159,7 @@ class _Clauses:
             if target is None:
                 self.out.append(_clause(where, False, f"no expectation {mention.of!r}"))
                 continue
-            result = self.grade_named(target)
-            body, ref = self._first_evidence(result)
+            body, ref = self._first_evidence(self.grade_named(target))
             if body is None:
                 self.out.append(_clause(where, False, f"{mention.of} has no resource yet"))
                 continue
@@ -180,8 +180,9 @@ class _Clauses:
                 msg = self.messages[stated.message_index].ref
                 self.out.append(_clause(where, True, f"{msg}: “{stated.quote}”"))
 
-    def _first_evidence(self, result: ExpectationResult) -> tuple[dict[str, Any] | None, str]:
-        ordered = [m for m in result.evidence.matches if m in result.refs] or sorted(result.refs)
+    def _first_evidence(self, graded: Graded) -> tuple[dict[str, Any] | None, str]:
+        matches = graded.result.evidence.matches
+        ordered = [m for m in matches if m in graded.refs] or sorted(graded.refs)
         for ref in ordered:
             for changed in self.snapshot.changed:
                 if ref_of(changed) == ref and changed.resource is not None:
@@ -288,10 +289,10 @@ def grade_message(
     expectation: MessageExpectation,
     snapshot: RunSnapshot,
     fp: FhirPathContext,
-    after: ExpectationResult | None,
-    grade_named: Callable[[Expectation], ExpectationResult],
+    after: Graded | None,
+    grade_named: Callable[[Expectation], Graded],
     by_id: dict[str, Expectation],
-) -> ExpectationResult:
+) -> Graded:
     """`after` is the graded result of `expectation.after` (None without one)."""
     if after is not None and after.first_at is None:
         messages: list[Message] = []

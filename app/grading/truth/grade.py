@@ -50,13 +50,14 @@ from __future__ import annotations
 from typing import Any
 
 from app.grading.scoring import capped, make_result
-from app.grading.snapshot import Evidence, ExpectationResult, RunSnapshot
+from app.grading.snapshot import Graded, RunSnapshot
 from app.grading.truth.claims import ClaimsCheck
 from app.grading.truth.consistent import ConsistentCheck
 from app.grading.truth.instructions import InstructionsCheck
 from app.grading.truth.named import NamedCheck
 from app.grading.truth.shown import sentence_sets, source_sentences
 from app.scenarios.schema import TextTruthExpectation
+from understudy_client.contract.runs import Evidence
 
 MAX_NAMED = 5
 
@@ -95,7 +96,7 @@ def run_checks(e: TextTruthExpectation, snapshot: RunSnapshot) -> TextCheck:
     return check
 
 
-def grade_text_truth(e: TextTruthExpectation, snapshot: RunSnapshot) -> ExpectationResult:
+def grade_text_truth(e: TextTruthExpectation, snapshot: RunSnapshot) -> Graded:
     check = run_checks(e, snapshot)
     clauses: list[dict[str, Any]] = []
     for name in CHECKS:

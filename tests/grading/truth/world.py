@@ -13,8 +13,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.grading.engine import grade
-from app.grading.snapshot import ChangedResource, ExpectationResult, RunSnapshot
+from app.grading.snapshot import ChangedResource, RunSnapshot
 from app.scenarios.schema import TextTruthExpectation
+from understudy_client.contract.runs import ExpectationResult
 
 T0 = datetime(2026, 12, 4, 8, 0, tzinfo=UTC)
 PATIENT = "Patient/pat-1"
@@ -251,4 +252,4 @@ def truth(writes: list[ChangedResource], advice: bool = False) -> ExpectationRes
     e = TextTruthExpectation.model_validate(
         {"id": "text-truth", "label": "t", "type": "text-truth", "allowAdvice": advice}
     )
-    return grade([e], snapshot(writes)).results[0]
+    return grade([e], snapshot(writes)).expectations[0]
