@@ -16,10 +16,6 @@ MAX_FUNCTION_LINES = 100
 
 # "path" for a module, "path::qualified.name" for a function: why it is still over.
 EXEMPT: dict[str, str] = {
-    "app/grading/truth/reader.py::read": (
-        "Not split yet: one pass over a text's sentences, to break into a step per kind"
-        " of fact read (issue 29, next round)."
-    ),
     "app/orchestration/check.py::_check_variant": (
         "Not split yet: a variant's checks in order, to break into a step per check"
         " (issue 29, next round)."

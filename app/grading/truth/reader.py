@@ -30,7 +30,7 @@ from app.grading.truth import lexicon
 from app.grading.truth.chart import Chart, routes_in, sides_in, times_a_day, words_of
 from app.grading.truth.context import contexts, language_of, sentences
 from app.kit import dates
-from app.kit.phrases import fold, quote
+from app.kit.phrases import Folded, fold, quote
 
 
 @dataclass(slots=True)
@@ -188,22 +188,76 @@ def _drug_words(chart: Chart) -> set[str]:
 
 
 def read(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list[Fact]:
-    spans = sentences(text)
-    folded = fold(text)
-    low = folded.text
-    facts: list[Fact] = []
+    """One pass over the text: each kind of fact read in turn (the sentence-wise kinds
+    sentence by sentence), then every fact in the order it stands, with its context."""
+    r = _Reading(text)
+    _read_datetimes(r, zones, now)
+    _read_practitioners(r)
+    _read_places(r, chart)
+    drugs = _drug_words(chart)
+    _read_medications(r, drugs)
+    _read_labs(r)
+    for start, end in r.spans:
+        sentence = _Sentence(start, end, folded_index(r.folded, start), r.clause(start, end))
+        for step in _SENTENCE_STEPS:
+            step(r, sentence)
+    _read_instructions(r, drugs)
+    _read_care(r, [(f.start, f.end) for f in r.facts if f.kind == "instruction"])
+    _read_events(r)
+    _read_phones(r)
+    _read_money(r)
+    r.facts.sort(key=lambda f: f.start)
+    _contexts(text, r.facts)
+    return r.facts
 
-    def span(fs: int, fe: int) -> tuple[int, int]:
-        return folded.span(fs, fe)
 
-    def add(kind: str, start: int, end: int, value: dict[str, Any] | None = None) -> Fact:
-        fact = Fact(kind, text[start:end], start, end, _sentence_of(spans, start), value or {})
-        facts.append(fact)
+class _Reading:
+    """A text being read: the text, its folded form (`fold`: what the patterns read),
+    its sentences, and the facts read so far."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.spans = sentences(text)
+        self.folded: Folded = fold(text)
+        self.low = self.folded.text
+        self.facts: list[Fact] = []
+
+    def span(self, fs: int, fe: int) -> tuple[int, int]:
+        """The original span of a span of the folded text."""
+        return self.folded.span(fs, fe)
+
+    def clause(self, start: int, end: int) -> str:
+        """The folded text of an original span."""
+        return self.low[folded_index(self.folded, start) : folded_index(self.folded, end)]
+
+    def add(self, kind: str, start: int, end: int, value: dict[str, Any] | None = None) -> Fact:
+        fact = Fact(
+            kind, self.text[start:end], start, end, _sentence_of(self.spans, start), value or {}
+        )
+        self.facts.append(fact)
         return fact
 
-    for stated in dates.find_datetimes(text):
+    def add_folded(self, kind: str, fs: int, fe: int, value: dict[str, Any]) -> Fact:
+        """A fact found in the folded text at `fs`..`fe`."""
+        a, b = self.span(fs, fe)
+        return self.add(kind, a, b, value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Sentence:
+    """A sentence of the text: its original span, where it starts in the folded text,
+    and its folded text (`clause`)."""
+
+    start: int
+    end: int
+    at: int
+    clause: str
+
+
+def _read_datetimes(r: _Reading, zones: tuple[str, ...], now: datetime) -> None:
+    for stated in dates.find_datetimes(r.text):
         instants, days = stated_instants(stated, zones, now)
-        add(
+        r.add(
             "datetime",
             stated.start,
             stated.end,
@@ -216,8 +270,16 @@ def read(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list
                 "times": [(tuple(sorted(t.hours)), t.minute, t.zone) for t in stated.times],
             },
         )
-    for name, start, end in practitioner_names(text):
-        add("practitioner", start, end, {"name": name})
+
+
+def _read_practitioners(r: _Reading) -> None:
+    for name, start, end in practitioner_names(r.text):
+        r.add("practitioner", start, end, {"name": name})
+
+
+def _read_places(r: _Reading, chart: Chart) -> None:
+    """The directory's locations and organisation by the names the chart gives them, the
+    longest name first (a place already read is not read again inside itself)."""
     for ref, names in chart.names.items():
         kind = ref.split("/", 1)[0]
         if kind not in ("Location", "Organization"):
@@ -226,19 +288,24 @@ def read(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list
             key = fold(name).text
             if len(key) < 4:
                 continue
-            for m in re.finditer(rf"(?<!\w){re.escape(key)}(?!\w)", low):
-                a, b = span(m.start(), m.end())
+            for m in re.finditer(rf"(?<!\w){re.escape(key)}(?!\w)", r.low):
+                a, b = r.span(m.start(), m.end())
                 if not any(
-                    f.start <= a < f.end for f in facts if f.kind in ("location", "organization")
+                    f.start <= a < f.end for f in r.facts if f.kind in ("location", "organization")
                 ):
-                    add(kind.lower(), a, b, {"ref": ref})
-    drugs = _drug_words(chart)
-    quantities = [q for q in find_quantities(text, folded)]
-    for m in re.finditer(r"[^\W\d_]+", low):
+                    r.add(kind.lower(), a, b, {"ref": ref})
+
+
+def _read_medications(r: _Reading, drugs: set[str]) -> None:
+    """Each drug named, with the dose after it (in its sentence, before another drug), how
+    many times a day and by which route."""
+    text, spans = r.text, r.spans
+    quantities = [q for q in find_quantities(text, r.folded)]
+    for m in re.finditer(r"[^\W\d_]+", r.low):
         word = m.group()
         if word not in drugs:
             continue
-        a, b = span(m.start(), m.end())
+        a, b = r.span(m.start(), m.end())
         sentence = _sentence_of(spans, a)
         dose = next(
             (
@@ -257,76 +324,117 @@ def read(text: str, chart: Chart, zones: tuple[str, ...], now: datetime) -> list
         tail_end = min(sentence[1], (dose.end if dose else b) + 40)
         per_day = times_a_day(text[b:tail_end])
         route = routes_in(text[b:tail_end])
-        fact = add(
+        fact = r.add(
             "medication", a, b, {"drug": word, "dose": dose, "per_day": per_day, "routes": route}
         )
         if dose is not None:
             # The dose is what ConText reads ("not 20 mg"): the span it judges.
             fact.value["dose_span"] = (dose.start, dose.end)
-    _read_labs(text, low, span, spans, chart, add)
-    for a0, b0 in spans:
-        clause = low[folded_index(folded, a0) : folded_index(folded, b0)]
-        if _COVERAGE_RE.search(clause):
-            state = (
-                "ended"
-                if _ENDED_RE.search(clause)
-                else ("active" if _ACTIVE_RE.search(clause) else None)
-            )
-            if state:
-                named = _COVERAGE_RE.search(clause)
-                assert named is not None
-                fs = folded_index(folded, a0) + named.start()
-                a, b = span(fs, fs + len(named.group()))
-                add("coverage-status", a, b, {"state": state})
-        for m in _DURATION_RE.finditer(clause):
-            fs = folded_index(folded, a0) + m.start()
-            a, b = span(fs, fs + len(m.group()))
-            add("duration", a, b, {"minutes": int(m.group("n") or m.group("m"))})
-        delay = _DELAY_RE.search(clause)
-        if delay and _CONTACT_RE.search(clause):
-            fs = folded_index(folded, a0) + delay.start()
-            a, b = span(fs, fs + len(delay.group()))
-            add("delay", a, b, {"text": delay.group()})
-        kept = _KEPT_RE.search(clause)
-        if kept and re.search(
-            r"\b(appointment|visit|booking|physical|follow-up|cita|consulta)\b", clause
-        ):
-            fs = folded_index(folded, a0) + kept.start()
-            a, b = span(fs, fs + len(kept.group()))
-            add("appointment-status", a, b, {"state": "kept", "sentence_text": clause})
-        for m in _DOCUMENT_CLAIM_RE.finditer(clause):
-            fs = folded_index(folded, a0) + m.start()
-            a, b = span(fs, fs + len(m.group()))
-            add("document-claim", a, b, {"verb": m.group(1), "noun": m.group(2)})
-        if _DOB_RE.search(clause):
-            for f in [f for f in facts if f.kind == "datetime" and a0 <= f.start < b0]:
-                f.value["dob"] = True
-        for m in _MRN_RE.finditer(clause):
-            fs = folded_index(folded, a0) + m.start(1)
-            a, b = span(fs, fs + len(m.group(1)))
-            add("mrn", a, b, {"value": text[a:b]})
-        for side in sides_in(clause):
-            said = re.search(
-                rf"(?<![\w])({side}|{side[0]}|{_SPANISH_SIDE[side]}\w*)(?![\w])",
-                clause,
-            )
-            if said:
-                fs = folded_index(folded, a0) + said.start()
-                a, b = span(fs, fs + len(said.group()))
-                add("side", a, b, {"side": side})
-    _read_instructions(text, low, folded, spans, drugs, add)
-    _read_care(text, low, folded, add, [(f.start, f.end) for f in facts if f.kind == "instruction"])
-    for m in _EVENT_RE.finditer(low):
-        a, b = span(m.start(), m.end())
-        add("event", a, b, {"words": lexicon.EVENTS[m.group()]})
-    for phone in find_phones(text, folded):
+
+
+def _read_coverage(r: _Reading, s: _Sentence) -> None:
+    """Coverage said to be active or ended."""
+    named = _COVERAGE_RE.search(s.clause)
+    if not named:
+        return
+    state = (
+        "ended"
+        if _ENDED_RE.search(s.clause)
+        else ("active" if _ACTIVE_RE.search(s.clause) else None)
+    )
+    if state:
+        fs = s.at + named.start()
+        r.add_folded("coverage-status", fs, fs + len(named.group()), {"state": state})
+
+
+def _read_durations(r: _Reading, s: _Sentence) -> None:
+    for m in _DURATION_RE.finditer(s.clause):
+        fs = s.at + m.start()
+        minutes = int(m.group("n") or m.group("m"))
+        r.add_folded("duration", fs, fs + len(m.group()), {"minutes": minutes})
+
+
+def _read_delay(r: _Reading, s: _Sentence) -> None:
+    """A wait stated for a call back or a visit."""
+    delay = _DELAY_RE.search(s.clause)
+    if delay and _CONTACT_RE.search(s.clause):
+        fs = s.at + delay.start()
+        r.add_folded("delay", fs, fs + len(delay.group()), {"text": delay.group()})
+
+
+def _read_kept(r: _Reading, s: _Sentence) -> None:
+    """An appointment said to stand ("your visit stays booked")."""
+    kept = _KEPT_RE.search(s.clause)
+    if kept and re.search(
+        r"\b(appointment|visit|booking|physical|follow-up|cita|consulta)\b", s.clause
+    ):
+        fs = s.at + kept.start()
+        value = {"state": "kept", "sentence_text": s.clause}
+        r.add_folded("appointment-status", fs, fs + len(kept.group()), value)
+
+
+def _read_document_claims(r: _Reading, s: _Sentence) -> None:
+    for m in _DOCUMENT_CLAIM_RE.finditer(s.clause):
+        fs = s.at + m.start()
+        value = {"verb": m.group(1), "noun": m.group(2)}
+        r.add_folded("document-claim", fs, fs + len(m.group()), value)
+
+
+def _mark_dobs(r: _Reading, s: _Sentence) -> None:
+    """The dates of a sentence about a date of birth are one."""
+    if _DOB_RE.search(s.clause):
+        for f in [f for f in r.facts if f.kind == "datetime" and s.start <= f.start < s.end]:
+            f.value["dob"] = True
+
+
+def _read_mrns(r: _Reading, s: _Sentence) -> None:
+    for m in _MRN_RE.finditer(s.clause):
+        fs = s.at + m.start(1)
+        a, b = r.span(fs, fs + len(m.group(1)))
+        r.add("mrn", a, b, {"value": r.text[a:b]})
+
+
+def _read_sides(r: _Reading, s: _Sentence) -> None:
+    """A side of the body (left, right) the sentence states."""
+    for side in sides_in(s.clause):
+        said = re.search(
+            rf"(?<![\w])({side}|{side[0]}|{_SPANISH_SIDE[side]}\w*)(?![\w])",
+            s.clause,
+        )
+        if said:
+            fs = s.at + said.start()
+            r.add_folded("side", fs, fs + len(said.group()), {"side": side})
+
+
+# The kinds of fact read sentence by sentence, in the order each sentence is read.
+_SENTENCE_STEPS = (
+    _read_coverage,
+    _read_durations,
+    _read_delay,
+    _read_kept,
+    _read_document_claims,
+    _mark_dobs,
+    _read_mrns,
+    _read_sides,
+)
+
+
+def _read_events(r: _Reading) -> None:
+    for m in _EVENT_RE.finditer(r.low):
+        a, b = r.span(m.start(), m.end())
+        r.add("event", a, b, {"words": lexicon.EVENTS[m.group()]})
+
+
+def _read_phones(r: _Reading) -> None:
+    """Phone numbers, emergency numbers aside."""
+    for phone in find_phones(r.text, r.folded):
         if not phone.emergency:
-            add("phone", phone.start, phone.end, {"digits": phone.digits})
-    for money in find_money(text, folded):
-        add("money", money.start, money.end, {"value": money.value})
-    facts.sort(key=lambda f: f.start)
-    _contexts(text, facts)
-    return facts
+            r.add("phone", phone.start, phone.end, {"digits": phone.digits})
+
+
+def _read_money(r: _Reading) -> None:
+    for money in find_money(r.text, r.folded):
+        r.add("money", money.start, money.end, {"value": money.value})
 
 
 def folded_index(folded: Any, original: int) -> int:
@@ -342,9 +450,9 @@ def folded_index(folded: Any, original: int) -> int:
     return lo
 
 
-def _read_labs(
-    text: str, low: str, span: Any, spans: list[tuple[int, int]], chart: Chart, add: Any
-) -> None:
+def _read_labs(r: _Reading) -> None:
+    """Each lab test named with the value after it (a goal or a range is not a result)."""
+    text, low, span, add = r.text, r.low, r.span, r.add
     keys = sorted(lexicon.LAB_NAMES, key=len, reverse=True)
     pattern = re.compile(r"(?<![\w])(" + "|".join(re.escape(k) for k in keys) + r")(?![\w])")
     mentions = [(m.start(), m.end(), m.group()) for m in pattern.finditer(low)]
@@ -386,9 +494,9 @@ def _read_labs(
         )
 
 
-def _read_instructions(
-    text: str, low: str, folded: Any, spans: list[tuple[int, int]], drugs: set[str], add: Any
-) -> None:
+def _read_instructions(r: _Reading, drugs: set[str]) -> None:
+    """A medicine instruction: a verb (change, take) on a drug or a medicine noun."""
+    text, low, folded, add = r.text, r.low, r.folded, r.add
     verbs = sorted({*lexicon.CHANGE_VERBS, *lexicon.TAKE_VERBS}, key=len, reverse=True)
     verb_re = "|".join(re.escape(fold(v).text) for v in verbs)
     regex = re.compile(rf"{_INSTRUCTION_LEAD}(?P<verb>{verb_re})\b(?P<rest>[^.;!?\n]{{0,80}})")
@@ -417,7 +525,10 @@ def _read_instructions(
         )
 
 
-def _read_care(text: str, low: str, folded: Any, add: Any, taken: list[tuple[int, int]]) -> None:
+def _read_care(r: _Reading, taken: list[tuple[int, int]]) -> None:
+    """A care instruction ("keep the wound dry"), outside the medicine instructions
+    already read (`taken`)."""
+    text, low, folded, add = r.text, r.low, r.folded, r.add
     verbs = "|".join(re.escape(v) for v in sorted(lexicon.CARE_VERBS, key=len, reverse=True))
     lead = _INSTRUCTION_LEAD[:-1] + r"|\b(?:do not|don't|dont|never|no)\s+)"
     regex = re.compile(rf"{lead}(?P<verb>{verbs})\b(?P<rest>[^.;!?\n]{{0,80}})")
