@@ -36,7 +36,7 @@ from app.orchestration.rewrites import Rewrite, derive_rewrites
 from app.orchestration.simulation import Patient, Simulation, patient_of
 from app.orchestration.text_adversaries import derive_text_adversaries
 from app.runs import service as runs_service
-from app.scenarios.schema import OracleCall, Scenario
+from app.scenarios.schema import Expectation, OracleCall, Scenario
 from app.scenarios.service import LoadedScenario
 from app.scenarios.validation import validate_scenario
 from app.tenants.quota import RunLimits
@@ -318,103 +318,227 @@ async def _check_variant(
     *,
     first: bool = True,
 ) -> VariantReport:
-    """`first`: the first variant checked, where mutants needing a real run run (the
-    scheduling rules read the directory, not the persona)."""
-    report = VariantReport(persona, mode)
-    created: list[str] = []
+    """A variant's checks in order: doing nothing fails, the oracle passes, every near
+    miss fails and every equivalent rewrite passes. `first`: the first variant checked,
+    where mutants needing a real run run (the scheduling rules read the directory, not
+    the persona)."""
+    variant = _Variant(target, scenario, mode, persona)
     try:
-        # Doing nothing must fail.
-        noop = await _start(target, scenario, mode, persona)
-        created.append(noop.id)
-        noop_final = await _finish(target, noop)
-        report.noop_failed = noop_final.status != runs_service.RunStatus.PASSED
-
-        # The oracle must pass; the snapshot before it is where mutants start.
-        run = await _start(target, scenario, mode, persona)
-        created.append(run.id)
-        expectations = runs_service.expectations_of(run)
-        async with target.pool.acquire() as conn:
-            before = await runs_service.build_snapshot(conn, run, expectations, final=True)
-        try:
-            await oracle_replay.replay(
-                target.app, target.root, target.authorization, run, scenario.oracle
-            )
-        except Exception as exc:  # the replay's own 422 or anything else: report it
-            report.oracle_error = str(exc)
-        final = await _finish(target, run)
-        verdict_json = final.verdict or {}
-        report.oracle_passed = final.status == runs_service.RunStatus.PASSED
-        report.oracle_failing = _required_failing_json(verdict_json)
-        # A failing oracle does not stop the check: what else is wrong with the scenario
-        # (surviving mutants, false failures, free choices nothing meets) is reported too,
-        # so one round of fixes can address all of it.
-
-        if runs_service.needs_grounding(expectations):
-            # What the oracle was shown (its reads' answers) is what a near miss or a
-            # rewrite of it reads too: the replay in memory answers no searches itself.
-            async with target.pool.acquire() as conn:
-                seen = await runs_service.build_snapshot(conn, final, expectations, final=True)
-            before = replace(before, shown=seen.shown)
-        # The check's own adversaries, from the consequential table and the scenario's
-        # free choices (`app.orchestration.adversaries`), made from this run's start.
-        generated = [
-            m
-            for m in derive_element_mutants(scenario, before)
-            if first or real_mutants or not m.real_run
-        ]
-        alternatives, report.free_unmet = derive_free_alternatives(scenario, before)
-        mutants = [*mutants, *generated]
-        rewrites = [*rewrites, *alternatives]
-        for kind in [m.kind for m in generated] + [r.kind for r in alternatives]:
-            report.generated[kind] = report.generated.get(kind, 0) + 1
-        patient = patient_of(scenario, persona)
-        simulated = Simulation(before, patient)
-        # Mutants and rewrites differ from the oracle in a call or two: most clauses read
-        # the same resources with the same variables, so their outcomes are shared.
-        memo = ClauseMemo()
-        oracle_snapshot = simulated.run(scenario.oracle)
-        oracle_memory = grade(expectations, oracle_snapshot, memo)
-        # Text adversaries, from what text-truth read in the reference's own texts
-        # (`app.orchestration.text_adversaries`): near misses in words, and paraphrases.
-        if any(e.type == "text-truth" for e in expectations):
-            worded, paraphrases = derive_text_adversaries(scenario, before, oracle_snapshot)
-            mutants = [*mutants, *worded]
-            rewrites = [*rewrites, *paraphrases]
-            for kind in [m.kind for m in worded] + [r.kind for r in paraphrases]:
-                report.generated[kind] = report.generated.get(kind, 0) + 1
-        report.disagreement = _disagreement(oracle_memory, verdict_json)
+        await _nothing_fails(variant)
+        oracle = await _oracle_passes(variant)
+        generated, alternatives = _generated_adversaries(variant, oracle, first or real_mutants)
+        memory = _in_memory(scenario, persona, oracle)
+        worded, paraphrases = _text_adversaries(variant, oracle, memory)
+        report = variant.report
+        report.disagreement = _disagreement(memory.oracle_verdict, oracle.verdict_json)
         if report.disagreement or real_mutants:
             report.executor = "real runs"
-        for mutant in mutants:
-            if report.executor == "memory" and not mutant.real_run:
-                verdict = await asyncio.to_thread(
-                    _grade_mutant, expectations, before, mutant, patient, memo
-                )
-                caught = _required_failing(verdict.expectations)
-            else:
-                caught, run_id = await _real_mutant(target, scenario, mode, persona, mutant)
-                created.append(run_id)
-            result = MutantResult(mutant.kind, mutant.description, caught)
-            if result.survived:
-                result.should_catch = _should_catch(oracle_memory, simulated, mutant)
-            report.mutants.append(result)
-        for rewrite in rewrites:
-            if report.executor == "memory":
-                graded = await asyncio.to_thread(
-                    _grade_rewrite, expectations, before, rewrite, patient, memo
-                )
-                broke = _broke(graded.expectations)
-            else:
-                broke, run_id = await _real_rewrite(target, scenario, mode, persona, rewrite)
-                created.append(run_id)
-            report.rewrites.append(RewriteResult(rewrite.kind, rewrite.description, broke))
-        broken = {e for m in report.mutants for e in m.caught_by}
-        report.never_decisive = [
-            r.id for r in oracle_memory.expectations if r.required and r.id not in broken
-        ]
+        await _grade_mutants(variant, memory, [*mutants, *generated, *worded])
+        await _grade_rewrites(variant, memory, [*rewrites, *alternatives, *paraphrases])
+        report.never_decisive = _never_decisive(report, memory.oracle_verdict)
         return report
     finally:
-        await _cleanup(target, created)
+        await _cleanup(target, variant.created)
+
+
+@dataclass
+class _Variant:
+    """The variant being checked: where its runs happen and what they run, its report so
+    far, and the runs it created (deleted when its check ends)."""
+
+    target: Target
+    scenario: Scenario
+    mode: str
+    persona: str | None
+    report: VariantReport = field(init=False)
+    created: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.report = VariantReport(self.persona, self.mode)
+
+    async def start(self) -> runs_service.RunRow:
+        run = await _start(self.target, self.scenario, self.mode, self.persona)
+        self.created.append(run.id)
+        return run
+
+    def count_generated(self, kinds: list[str]) -> None:
+        for kind in kinds:
+            self.report.generated[kind] = self.report.generated.get(kind, 0) + 1
+
+
+@dataclass(frozen=True)
+class _Oracle:
+    """The oracle's real run: its expectations, the snapshot taken before it was replayed
+    (where mutants and rewrites start), and the verdict it got."""
+
+    expectations: list[Expectation]
+    before: RunSnapshot
+    verdict_json: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _InMemory:
+    """Grading in memory from the oracle's start: the simulated patient, the clause
+    outcomes mutants and rewrites share, and the oracle replayed and graded there."""
+
+    expectations: list[Expectation]
+    before: RunSnapshot
+    patient: Patient | None
+    simulated: Simulation
+    memo: ClauseMemo
+    oracle_snapshot: RunSnapshot
+    oracle_verdict: Verdict
+
+
+async def _nothing_fails(variant: _Variant) -> None:
+    """Doing nothing must fail."""
+    noop = await variant.start()
+    noop_final = await _finish(variant.target, noop)
+    variant.report.noop_failed = noop_final.status != runs_service.RunStatus.PASSED
+
+
+async def _oracle_passes(variant: _Variant) -> _Oracle:
+    """The oracle must pass; the snapshot before it is where mutants start. A failing
+    oracle does not stop the check: what else is wrong with the scenario (surviving
+    mutants, false failures, free choices nothing meets) is reported too, so one round of
+    fixes can address all of it."""
+    target, report = variant.target, variant.report
+    run = await variant.start()
+    expectations = runs_service.expectations_of(run)
+    async with target.pool.acquire() as conn:
+        before = await runs_service.build_snapshot(conn, run, expectations, final=True)
+    try:
+        await oracle_replay.replay(
+            target.app, target.root, target.authorization, run, variant.scenario.oracle
+        )
+    except Exception as exc:  # the replay's own 422 or anything else: report it
+        report.oracle_error = str(exc)
+    final = await _finish(target, run)
+    verdict_json = final.verdict or {}
+    report.oracle_passed = final.status == runs_service.RunStatus.PASSED
+    report.oracle_failing = _required_failing_json(verdict_json)
+    if runs_service.needs_grounding(expectations):
+        before = await _with_what_the_oracle_was_shown(target, final, expectations, before)
+    return _Oracle(expectations, before, verdict_json)
+
+
+async def _with_what_the_oracle_was_shown(
+    target: Target,
+    final: runs_service.RunRow,
+    expectations: list[Expectation],
+    before: RunSnapshot,
+) -> RunSnapshot:
+    """What the oracle was shown (its reads' answers) is what a near miss or a rewrite of
+    it reads too: the replay in memory answers no searches itself."""
+    async with target.pool.acquire() as conn:
+        seen = await runs_service.build_snapshot(conn, final, expectations, final=True)
+    return replace(before, shown=seen.shown)
+
+
+def _generated_adversaries(
+    variant: _Variant, oracle: _Oracle, with_real_runs: bool
+) -> tuple[list[Mutant], list[Rewrite]]:
+    """The check's own adversaries, from the consequential table and the scenario's free
+    choices (`app.orchestration.adversaries`), made from this run's start; mutants that
+    need a real run only `with_real_runs`."""
+    scenario, before = variant.scenario, oracle.before
+    generated = [
+        m for m in derive_element_mutants(scenario, before) if with_real_runs or not m.real_run
+    ]
+    alternatives, variant.report.free_unmet = derive_free_alternatives(scenario, before)
+    variant.count_generated([m.kind for m in generated] + [r.kind for r in alternatives])
+    return generated, alternatives
+
+
+def _in_memory(scenario: Scenario, persona: str | None, oracle: _Oracle) -> _InMemory:
+    """The oracle replayed and graded in memory. Mutants and rewrites differ from the
+    oracle in a call or two: most clauses read the same resources with the same
+    variables, so their outcomes are shared (one memo)."""
+    patient = patient_of(scenario, persona)
+    simulated = Simulation(oracle.before, patient)
+    memo = ClauseMemo()
+    oracle_snapshot = simulated.run(scenario.oracle)
+    oracle_verdict = grade(oracle.expectations, oracle_snapshot, memo)
+    return _InMemory(
+        oracle.expectations,
+        oracle.before,
+        patient,
+        simulated,
+        memo,
+        oracle_snapshot,
+        oracle_verdict,
+    )
+
+
+def _text_adversaries(
+    variant: _Variant, oracle: _Oracle, memory: _InMemory
+) -> tuple[list[Mutant], list[Rewrite]]:
+    """Text adversaries, from what text-truth read in the reference's own texts
+    (`app.orchestration.text_adversaries`): near misses in words, and paraphrases; none
+    without a text-truth expectation."""
+    if not any(e.type == "text-truth" for e in oracle.expectations):
+        return [], []
+    worded, paraphrases = derive_text_adversaries(
+        variant.scenario, oracle.before, memory.oracle_snapshot
+    )
+    variant.count_generated([m.kind for m in worded] + [r.kind for r in paraphrases])
+    return worded, paraphrases
+
+
+async def _grade_mutants(variant: _Variant, memory: _InMemory, mutants: list[Mutant]) -> None:
+    """Each mutant must fail a required expectation: graded in memory while the replay
+    there is trusted, else with a real run (always, for one that needs it); a survivor
+    names the expectations that should have caught it."""
+    report = variant.report
+    for mutant in mutants:
+        if report.executor == "memory" and not mutant.real_run:
+            verdict = await asyncio.to_thread(
+                _grade_mutant,
+                memory.expectations,
+                memory.before,
+                mutant,
+                memory.patient,
+                memory.memo,
+            )
+            caught = _required_failing(verdict.expectations)
+        else:
+            caught, run_id = await _real_mutant(
+                variant.target, variant.scenario, variant.mode, variant.persona, mutant
+            )
+            variant.created.append(run_id)
+        result = MutantResult(mutant.kind, mutant.description, caught)
+        if result.survived:
+            result.should_catch = _should_catch(memory.oracle_verdict, memory.simulated, mutant)
+        report.mutants.append(result)
+
+
+async def _grade_rewrites(variant: _Variant, memory: _InMemory, rewrites: list[Rewrite]) -> None:
+    """Each equivalent rewrite must pass: graded in memory while the replay there is
+    trusted, else with a real run; a false failure names what broke."""
+    report = variant.report
+    for rewrite in rewrites:
+        if report.executor == "memory":
+            graded = await asyncio.to_thread(
+                _grade_rewrite,
+                memory.expectations,
+                memory.before,
+                rewrite,
+                memory.patient,
+                memory.memo,
+            )
+            broke = _broke(graded.expectations)
+        else:
+            broke, run_id = await _real_rewrite(
+                variant.target, variant.scenario, variant.mode, variant.persona, rewrite
+            )
+            variant.created.append(run_id)
+        report.rewrites.append(RewriteResult(rewrite.kind, rewrite.description, broke))
+
+
+def _never_decisive(report: VariantReport, oracle_verdict: Verdict) -> list[str]:
+    """The required expectations no mutant breaks."""
+    broken = {e for m in report.mutants for e in m.caught_by}
+    return [r.id for r in oracle_verdict.expectations if r.required and r.id not in broken]
 
 
 def _grade_mutant(
