@@ -285,7 +285,7 @@ async def test_llm_judge_pass_and_fail(
 ) -> None:
     """Rubrics judged by a model: the score and reason come from it, and the engine,
     model and prompt version are recorded; a low score fails the (bonus) check."""
-    from app.grading.snapshot import Evidence, ExpectationResult, Verdict
+    from understudy_client.contract.runs import Evidence, ExpectationResult, Verdict
     from app.judges.service import judge_rubrics
     from app.scenarios.schema import RubricExpectation
 
@@ -305,16 +305,24 @@ async def test_llm_judge_pass_and_fail(
         for score, passed in ((0.9, True), (0.2, False)):
             fake_llm.script = [{"score": score, "reason": 'Quotes "which day and time".'}]
             result = ExpectationResult(
-                "tone", "Polite", "rubric", False, 1.0, None, 0.0, Evidence(), "pending"
+                id="tone",
+                label="Polite",
+                type="rubric",
+                required=False,
+                weight=1.0,
+                passed=None,
+                score=0.0,
+                evidence=Evidence(matches=[]),
+                detail="pending",
             )
-            verdict = Verdict(True, 1.0, [result], 0, 0)
+            verdict = Verdict(passed=True, score=1.0, expectations=[result])
             judged = await judge_rubrics(
                 db.pool, llm, tenant.id, run["id"], [rubric], verdict, patients
             )
-            assert judged.results[0].passed is passed
-            assert judged.results[0].score == score
-            assert "which day and time" in judged.results[0].detail
-            note = judged.results[0].evidence.note or ""
+            assert judged.expectations[0].passed is passed
+            assert judged.expectations[0].score == score
+            assert "which day and time" in judged.expectations[0].detail
+            note = judged.expectations[0].evidence.note or ""
             assert "engine llm" in note and "fake-model" in note and "judge/1" in note
     judged_text = fake_llm.requests[-1].messages[-1]["content"]
     assert "which day and time would suit you best" in judged_text
