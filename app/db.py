@@ -71,6 +71,10 @@ def asyncpg_dsn(url: str) -> str:
 class Database:
     pool: asyncpg.Pool
 
+    async def ping(self) -> None:
+        """Raise unless PostgreSQL answers."""
+        await self.pool.fetchval("SELECT 1")
+
     async def close(self) -> None:
         await self.pool.close()
 

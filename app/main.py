@@ -185,7 +185,7 @@ async def _watch_database(db: Database, outage: OutageLog) -> None:
         await asyncio.sleep(1.0)
         if outage.down:
             with contextlib.suppress(Exception):
-                await db.pool.fetchval("SELECT 1")
+                await db.ping()
                 outage.ok()
 
 

@@ -14,6 +14,8 @@ import time
 
 import asyncpg
 
+from app.fhir import maintenance_repository
+
 log = logging.getLogger("understudy.maintenance")
 
 TABLES = ("fhir_resource", "fhir_date", "fhir_history", "trace_call")
@@ -29,21 +31,14 @@ MIN_SECONDS_BETWEEN_CHECKS = 5.0
 
 async def refresh_statistics(pool: asyncpg.Pool, *, vacuum: bool = False) -> list[str]:
     """ANALYZE (and optionally VACUUM) our tables whose statistics drifted."""
-    rows = await pool.fetch(
-        """SELECT relname, n_live_tup, n_dead_tup, n_mod_since_analyze
-        FROM pg_stat_user_tables WHERE relname = ANY($1::text[])""",
-        list(TABLES),
-    )
     done: list[str] = []
-    for row in rows:
-        name = row["relname"]
-        live = row["n_live_tup"]
-        if vacuum and row["n_dead_tup"] > VACUUM_FLOOR + VACUUM_SHARE * live:
-            await pool.execute(f"VACUUM (ANALYZE) {name}")
-            done.append(f"vacuum {name}")
-        elif row["n_mod_since_analyze"] > ANALYZE_FLOOR + ANALYZE_SHARE * live:
-            await pool.execute(f"ANALYZE {name}")
-            done.append(f"analyze {name}")
+    for table in await maintenance_repository.table_statistics(pool, TABLES):
+        if vacuum and table.dead_rows > VACUUM_FLOOR + VACUUM_SHARE * table.live_rows:
+            await maintenance_repository.analyze(pool, table.name, vacuum=True)
+            done.append(f"vacuum {table.name}")
+        elif table.modified_since_analyze > ANALYZE_FLOOR + ANALYZE_SHARE * table.live_rows:
+            await maintenance_repository.analyze(pool, table.name)
+            done.append(f"analyze {table.name}")
     if done:
         log.info("statistics_refreshed %s", ", ".join(done))
     return done
