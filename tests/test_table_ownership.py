@@ -32,6 +32,7 @@ OWNER = {
     "run": "app/runs",
     "run_ref": "app/runs",
     "trace_call": "app/trace",
+    "captured_effect": "app/capture",
     "webhook_subscription": "app/webhooks",
     "webhook_event": "app/webhooks",
     "webhook_delivery": "app/webhooks",

@@ -1,6 +1,7 @@
 """ORM models; importing this package registers every table on `Base.metadata`."""
 
 from app.models.base import Base
+from app.models.capture import CapturedEffect
 from app.models.eval import Eval, EvalItem
 from app.models.fhir import FhirDate, FhirHistory, FhirResource
 from app.models.llm import LlmCall, SimReplyLog
@@ -13,6 +14,7 @@ from app.models.webhook import WebhookAttempt, WebhookDelivery, WebhookEvent, We
 __all__ = [
     "ApiKey",
     "Base",
+    "CapturedEffect",
     "ConsoleSession",
     "CustomScenario",
     "Eval",
