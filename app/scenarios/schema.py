@@ -13,11 +13,12 @@ symbols without the `@` in FHIRPath (`%fixture.name`, `%current.name`) and with 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from pydantic.alias_generators import to_camel
 
 TIMEOUT_MIN = 30
@@ -299,6 +300,44 @@ class Strict(Model):
     advice: bool = False
 
 
+INTEGRATION_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+class Integration(Model):
+    """A stub of an outside service the system under test calls (a pharmacy, a fax
+    gateway): a call to `{integrationsBase}/{name}{path}` is captured on the run and
+    answered `answer` with `status` (docs/capture.md "Integration stubs")."""
+
+    name: str
+    # `*`: any method.
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "*"] = "*"
+    path: str = "/*"
+    answer: JsonValue = None
+    # A final answer: 1xx are interim responses in HTTP, never the answer to a call.
+    status: int = Field(default=200, ge=200, le=599)
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, name: str) -> str:
+        if not INTEGRATION_NAME.match(name):
+            raise ValueError(
+                "name must be a slug: lowercase letters, digits and '-', starting with a "
+                "letter or digit, at most 63 characters (e.g. 'pharmacy')"
+            )
+        return name
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, path: str) -> str:
+        if not path.startswith("/"):
+            raise ValueError("path must start with '/' (relative to the integration's base)")
+        if "*" in path[:-1]:
+            raise ValueError("path may hold '*' only as its last character")
+        if "?" in path or "#" in path:
+            raise ValueError("path is matched without its query: leave out '?' and '#'")
+        return path
+
+
 class Scenario(Model):
     id: str = Field(min_length=3, max_length=100, pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     title: str = Field(min_length=1)
@@ -322,3 +361,6 @@ class Scenario(Model):
     # own expectations state, `app.scenarios.free`).
     strict: Strict = Field(default_factory=lambda: Strict())
     free: list[FreeChoice] | None = None
+    # Stubs of the outside services the system calls (None: none declared, and left out of
+    # the content hash so scenarios without them hash as before).
+    integrations: list[Integration] | None = None

@@ -13,8 +13,9 @@ Paths are JSON pointers into the document with the JSON (camelCase) names:
 The checks are grouped by concept, each group a class of its own module over the shared
 state of `validation_base`: symbols and bodies (`validation_symbols`), FHIRPath
 (`validation_fhirpath`), expectations, strictness and the lint, the oracle, modes and
-variants, FHIR validity; problems and paths (`validation_problems`) and shape problems
-(`validation_shape`). This module composes them.
+variants, FHIR validity, integration stubs (`validation_integrations`); problems and paths
+(`validation_problems`) and shape problems (`validation_shape`). This module composes
+them.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from app.scenarios.expansion import (
 from app.scenarios.schema import Scenario
 from app.scenarios.validation_base import VALIDATION_RUN_KEY, VALIDATION_RUN_START, variant_path
 from app.scenarios.validation_expectations import ExpectationChecks
+from app.scenarios.validation_integrations import IntegrationChecks
 from app.scenarios.validation_oracle import OracleChecks
 from app.scenarios.validation_problems import Problem, in_path_order, json_pointer
 from app.scenarios.validation_shape import shape_problems
@@ -86,7 +88,7 @@ def _decimal_text(value: object) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-class _Checker(ExpectationChecks, StrictChecks, OracleChecks, VariantChecks):
+class _Checker(ExpectationChecks, StrictChecks, OracleChecks, VariantChecks, IntegrationChecks):
     """One pass over one scenario document. `shape` holds the shape problems already
     found, which decide what can be checked without drowning the author in echoes."""
 
@@ -99,6 +101,7 @@ class _Checker(ExpectationChecks, StrictChecks, OracleChecks, VariantChecks):
         self.check_modes_and_brief()
         self.check_patient_sim()
         self.check_strict()
+        self.check_integrations()
         self.check_variant_declarations()
         if self.shape_valid:
             # Unused symbols only when nothing is hidden by a broken shape: a use in a
