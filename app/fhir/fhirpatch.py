@@ -24,19 +24,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
-import fhirpathpy
-from fhirpathpy.models import models
-
 from app.errors import AppError, BadRequest, Issue, Unprocessable
 from app.fhir.validation import Element, elements_of
-from app.kit.fhirpath_grammar import FHIRPathParser, FhirPathSyntaxError, Parsed, parse
+from app.kit.fhirpath import FHIRPathParser, FhirPathSyntaxError, Parsed, evaluate, parse
 
 __all__ = ["OPERATION_TYPES", "apply_fhirpath_patch", "is_fhirpath_patch"]
 
 OPERATION_TYPES: Final = ("add", "insert", "delete", "replace", "move")
 _MAX_PATH: Final = 2000
 _MAX_OPERATIONS: Final = 1000
-_R4: Final = models["r4"]
 _ROOT: Final = "$"
 
 
@@ -231,11 +227,10 @@ def _member(locs: list[_Loc], name: str) -> list[_Loc]:
 
 def _matches(loc: _Loc, criteria: str, resource: dict[str, Any]) -> bool:
     try:
-        found = fhirpathpy.evaluate(
+        found = evaluate(
             loc.value,
             {"expression": criteria, "base": loc.path},
             {"resource": resource, "rootResource": resource},
-            _R4,
         )
     except Exception as exc:  # fhirpathpy raises bare Exceptions (and worse) on bad input
         raise _PathError(f"where({criteria}) could not be evaluated: {exc}") from None

@@ -29,14 +29,12 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-import fhirpathpy
 import orjson
-from fhirpathpy.models import models as fhirpath_models
 
 from app.grading.snapshot import RunSnapshot
+from app.kit.fhirpath import compile_expression
 from app.scenarios.fhirpath_helpers import USER_FUNCTIONS
 
-R4_MODEL: dict[str, Any] = fhirpath_models["r4"]
 # Our functions (weekday(), startInstant(), minutesUntil()): see app/scenarios/fhirpath_helpers.
 _OPTIONS: dict[str, Any] = {"userInvocationTable": dict(USER_FUNCTIONS)}
 
@@ -93,7 +91,7 @@ def _compile(expression: str) -> Compiled | str:
     # A failure is cached as its message so a broken expression is not re-parsed on
     # every grading pass.
     try:
-        compiled: Compiled = fhirpathpy.compile(expression, R4_MODEL, _OPTIONS)
+        compiled: Compiled = compile_expression(expression, _OPTIONS)
     except Exception as exc:
         return f"does not compile: {_error_text(exc)}"
     return compiled

@@ -57,9 +57,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Final
 
-from fhirpathpy.engine.util import get_data as _untyped_get_data
-
 from app.kit.dates import find_datetimes, states_datetime
+from app.kit.fhirpath import node_data
 
 __all__ = [
     "USER_FUNCTIONS",
@@ -83,8 +82,8 @@ _MOMENT_RE: Final = re.compile(
 )
 
 
-# Arguments arrive as fhirpathpy nodes; get_data unwraps them as it does the input.
-_get_data: Final[Callable[[Any], Any]] = _untyped_get_data
+# Arguments arrive as fhirpathpy nodes; node_data unwraps them as it does the input.
+_get_data: Final[Callable[[Any], Any]] = node_data
 
 
 def _text(value: Any) -> str | None:

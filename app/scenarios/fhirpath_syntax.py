@@ -1,7 +1,7 @@
 """Strict syntax checking of scenario FHIRPath, and the %variables an expression uses.
 
 fhirpathpy's own parser swallows many syntax errors, so scenario validation parses with
-app/kit/fhirpath_grammar.py (the grammar inside fhirpathpy, raising on the first error,
+app/kit/fhirpath.py (the grammar inside fhirpathpy, raising on the first error,
 anchored at EOF), checking calls against fhirpathpy's functions and ours.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Final
 
-from app.kit.fhirpath_grammar import (
+from app.kit.fhirpath import (
     FHIRPathListener,
     FHIRPathParser,
     FhirPathSyntaxError,

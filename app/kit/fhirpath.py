@@ -1,4 +1,6 @@
-"""FHIRPath parsed strictly, with the ANTLR grammar that ships inside fhirpathpy.
+"""The adapter to fhirpathpy, the only module that imports it (pyproject.toml's import
+contract): compiling and evaluating with its R4 model, unwrapping its nodes for our own
+functions, and FHIRPath parsed strictly with the ANTLR grammar that ships inside it.
 
 fhirpathpy's own parser swallows many syntax errors (`status = = 'x'`, trailing
 garbage, an unclosed parenthesis all evaluate to something) and finds an unknown function
@@ -12,25 +14,60 @@ functions that will evaluate it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
 
+import fhirpathpy
 from antlr4 import CommonTokenStream, InputStream  # type: ignore[import-untyped]
 from antlr4.error.ErrorListener import ErrorListener  # type: ignore[import-untyped]
 from antlr4.tree.Tree import ParseTreeWalker  # type: ignore[import-untyped]
 from fhirpathpy.engine.invocations import invocation_registry
+from fhirpathpy.engine.util import get_data as _untyped_get_data
+from fhirpathpy.models import models as _models
 from fhirpathpy.parser.generated.FHIRPathLexer import FHIRPathLexer
 from fhirpathpy.parser.generated.FHIRPathListener import FHIRPathListener
 from fhirpathpy.parser.generated.FHIRPathParser import FHIRPathParser
 
 __all__ = [
+    "R4_MODEL",
     "FHIRPathListener",
     "FHIRPathParser",
     "FhirPathSyntaxError",
     "Parsed",
+    "compile_expression",
+    "evaluate",
     "function_problem",
+    "node_data",
     "parse",
 ]
+
+# fhirpathpy's R4 model: the choice types and the type hierarchy it resolves paths with.
+R4_MODEL: Final[dict[str, Any]] = _models["r4"]
+
+# Arguments of our own functions arrive as fhirpathpy nodes; this unwraps them as
+# fhirpathpy does its input.
+node_data: Final[Callable[[Any], Any]] = _untyped_get_data
+
+
+def compile_expression(
+    expression: str, options: Mapping[str, Any]
+) -> Callable[[Any, Mapping[str, Any]], list[Any]]:
+    """The expression compiled against R4 with `options` (e.g. `userInvocationTable`)."""
+    compiled: Callable[[Any, Mapping[str, Any]], list[Any]] = fhirpathpy.compile(
+        expression, R4_MODEL, dict(options)
+    )
+    return compiled
+
+
+def evaluate(
+    resource: Any, expression: str | Mapping[str, Any], context: Mapping[str, Any]
+) -> list[Any]:
+    """Evaluate against R4 (`expression` may be `{"expression", "base"}`). fhirpathpy
+    raises bare Exceptions (and worse) on bad input: callers catch Exception."""
+    path = expression if isinstance(expression, str) else dict(expression)
+    found: list[Any] = fhirpathpy.evaluate(resource, path, dict(context), R4_MODEL)
+    return found
+
 
 # A long "expecting {...}" token set helps nobody.
 _MAX_EXPECTING = 80
