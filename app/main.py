@@ -21,6 +21,7 @@ from starlette.routing import Route, request_response
 from starlette.types import ASGIApp
 
 from app.api.board import router as board_router
+from app.api.capture import install_capture
 from app.api.evals import router as evals_router
 from app.api.fhir import eligibility_router
 from app.api.fhir import router as fhir_router
@@ -30,6 +31,7 @@ from app.api.schedules import router as schedules_router
 from app.api.usage import router as usage_router
 from app.api.webhooks import router as webhooks_router
 from app.console.install import install_console
+from app.console.session import signing_secret
 from app.db import Database, open_database
 from app.edge import EdgeTextCheck
 from app.errors import AppError, Issue
@@ -356,6 +358,7 @@ def _install_routes(app: FastAPI, settings: Settings) -> McpEndpoint:
     app.include_router(evals_router)
     app.include_router(schedules_router)
     app.include_router(board_router)
+    install_capture(app, lambda: signing_secret(settings))
     # The console's pages for people, under / (not in the OpenAPI document).
     install_console(app, settings)
     # MCP (streamable HTTP) at /mcp, with or without the trailing slash clients differ on.

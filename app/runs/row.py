@@ -27,6 +27,7 @@ from typing import Any, cast
 import asyncpg
 import orjson
 
+from app.capture import service as capture_service
 from app.kit import jsontext
 from app.kit.urls import run_view_base
 from understudy_client.contract.runs import (
@@ -112,6 +113,7 @@ class RunRow:
         common["provenance"] = (
             None if self.provenance is None else Provenance.model_validate(self.provenance)
         )
+        common["capture"] = capture_service.run_capture(root, self.tenant_id, self.id)
         if self.status == RunStatus.LIVE:
             progress = RunProgress.model_validate(self.progress or {})
             return LiveRunView(status="live", progress=progress, **common)

@@ -32,8 +32,9 @@ def test_insert_names_every_column() -> None:
 
 def test_views_get_every_shared_field() -> None:
     shared = set(LiveRunView.model_fields) & set(FinalRunView.model_fields)
-    # computed in RunRow.view: status tells the views apart, fhir_base is the run's URL
-    assert set(VIEW_FIELDS) == shared - {"status", "fhir_base"}
+    # computed in RunRow.view: status tells the views apart, fhir_base is the run's URL,
+    # capture the run's derived capture credentials (app.capture)
+    assert set(VIEW_FIELDS) == shared - {"status", "fhir_base", "capture"}
 
 
 def _row(**changes: Any) -> RunRow:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from understudy_client.contract.base import ApiModel, Instant, is_empty, is_none
+from understudy_client.contract.capture import RunCapture
 
 FinalStatus = Literal["passed", "failed", "timed_out", "cancelled", "errored"]
 
@@ -174,6 +175,12 @@ class _RunViewBase(ApiModel):
     )
     provenance: Provenance | None = Field(
         default=None, description="null only for runs started before provenance was recorded"
+    )
+    capture: RunCapture | None = Field(
+        default=None,
+        exclude_if=is_none,
+        description="Where the run's system sends SMS and integration calls, captured on "
+        "the run instead of leaving the sandbox, and the run's credentials for them",
     )
 
 

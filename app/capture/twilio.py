@@ -1,0 +1,121 @@
+"""What Twilio's Messages API answers, shaped here (pure functions): a message resource,
+a page of them, an error. An agent using Twilio's own SDK reads these unchanged
+(docs/capture.md "SMS").
+
+Twilio's reference: https://www.twilio.com/docs/messaging/api/message-resource
+"""
+
+from __future__ import annotations
+
+from email.utils import format_datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from app.capture.service import Effect
+
+API_VERSION = "2010-04-01"
+MORE_INFO = "https://www.twilio.com/docs/errors/{code}"
+
+# Twilio's error codes for what this API refuses.
+AUTHENTICATE = 20003  # "Authenticate": no or wrong credentials
+NOT_FOUND = 20404  # "The requested resource was not found"
+MISSING_TO = 21604  # "'To' phone number is required to send a Message"
+MISSING_FROM = 21603  # "'From' phone number is required to send a Message"
+MISSING_BODY = 21602  # "Message body is required"
+INVALID_PARAMETER = 21211  # "Invalid 'To' Phone Number" (used for any malformed value)
+RUN_ENDED = 21610  # Twilio's "attempt to send to unsubscribed recipient": nearest to "no"
+
+# GSM-7's basic character set: a message of only these is 160 characters a segment (153
+# once split); anything else goes as UCS-2, 70 UTF-16 units a segment (67 once split).
+_GSM7 = frozenset(
+    "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?"
+    "¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà"
+)
+_GSM7_EXTENDED = frozenset("^{}\\[~]|€\f")  # two septets each
+
+
+def num_segments(body: str) -> int:
+    """How many SMS segments Twilio would bill the text as."""
+    if all(c in _GSM7 or c in _GSM7_EXTENDED for c in body):
+        units = sum(2 if c in _GSM7_EXTENDED else 1 for c in body)
+        single, part = 160, 153
+    else:
+        units = len(body.encode("utf-16-le")) // 2
+        single, part = 70, 67
+    if units <= single:
+        return 1
+    return -(-units // part)
+
+
+def messages_path(account_sid: str) -> str:
+    """The Messages list, relative to the run's SMS base (Twilio's `uri` form)."""
+    return f"/{API_VERSION}/Accounts/{account_sid}/Messages"
+
+
+def message(effect: Effect, account_sid: str) -> dict[str, Any]:
+    """A message resource as Twilio answers it."""
+    base = messages_path(account_sid)
+    stamp = format_datetime(effect.at)
+    body = effect.body or ""
+    params = effect.data.get("params") or {}
+    return {
+        "account_sid": account_sid,
+        "api_version": API_VERSION,
+        "body": body,
+        "date_created": stamp,
+        "date_sent": None,
+        "date_updated": stamp,
+        "direction": "outbound-api",
+        "error_code": None,
+        "error_message": None,
+        "from": effect.from_address,
+        "messaging_service_sid": params.get("MessagingServiceSid"),
+        "num_media": "0",
+        "num_segments": str(num_segments(body)),
+        "price": None,
+        "price_unit": "USD",
+        "sid": effect.id,
+        "status": effect.status,
+        "subresource_uris": {"media": f"{base}/{effect.id}/Media.json"},
+        "to": effect.to_address,
+        "uri": f"{base}/{effect.id}.json",
+    }
+
+
+def page(
+    effects: list[Effect],
+    account_sid: str,
+    *,
+    page_number: int,
+    page_size: int,
+    more: bool,
+    filters: dict[str, str],
+) -> dict[str, Any]:
+    """A page of the Messages list in Twilio's paging shape; the URIs keep the filters."""
+    base = messages_path(account_sid) + ".json"
+
+    def uri(number: int) -> str:
+        return f"{base}?{urlencode({**filters, 'PageSize': page_size, 'Page': number})}"
+
+    start = page_number * page_size
+    return {
+        "messages": [message(e, account_sid) for e in effects],
+        "end": start + max(len(effects) - 1, 0),
+        "first_page_uri": uri(0),
+        "next_page_uri": uri(page_number + 1) if more else None,
+        "page": page_number,
+        "page_size": page_size,
+        "previous_page_uri": uri(page_number - 1) if page_number > 0 else None,
+        "start": start,
+        "uri": uri(page_number),
+    }
+
+
+def error(code: int, message: str, status: int) -> dict[str, Any]:
+    """Twilio's error body: `{code, message, more_info, status}`."""
+    return {
+        "code": code,
+        "message": message,
+        "more_info": MORE_INFO.format(code=code),
+        "status": status,
+    }
