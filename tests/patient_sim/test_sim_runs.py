@@ -285,9 +285,9 @@ async def test_llm_judge_pass_and_fail(
 ) -> None:
     """Rubrics judged by a model: the score and reason come from it, and the engine,
     model and prompt version are recorded; a low score fails the (bonus) check."""
-    from understudy_client.contract.runs import Evidence, ExpectationResult, Verdict
     from app.judges.service import judge_rubrics
     from app.scenarios.schema import RubricExpectation
+    from understudy_client.contract.runs import Evidence, ExpectationResult, Verdict
 
     run = await start(tenant)
     async with httpx.AsyncClient(headers=tenant.headers) as fhir:
