@@ -103,3 +103,17 @@ async def messages_newest_first(
             limit,
         )
     )
+
+
+async def sent_texts(conn: Reader, *, tenant_id: uuid.UUID, run_id: str) -> list[asyncpg.Record]:
+    """A run's outbound SMS and e-mail with a body, oldest first."""
+    return list(
+        await conn.fetch(
+            """SELECT * FROM captured_effect
+            WHERE tenant_id = $1 AND run_id = $2 AND kind IN ('sms', 'email')
+                AND direction = 'outbound' AND body IS NOT NULL
+            ORDER BY seq""",
+            tenant_id,
+            run_id,
+        )
+    )

@@ -45,6 +45,7 @@ __all__ = [
     "record_sms",
     "run_capture",
     "run_credentials",
+    "sent_texts",
     "sms_base",
     "tenant_of_token",
 ]
@@ -292,4 +293,11 @@ async def list_messages(
         offset=page * page_size,
         limit=page_size + 1,
     )
+    return [Effect.of(r) for r in rows]
+
+
+async def sent_texts(conn: Conn | asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> list[Effect]:
+    """Every SMS and e-mail the run's system sent (outbound, with a body), oldest first:
+    what text truth reads beside its FHIR writes."""
+    rows = await repository.sent_texts(conn, tenant_id=tenant_id, run_id=run_id)
     return [Effect.of(r) for r in rows]

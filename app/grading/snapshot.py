@@ -92,6 +92,18 @@ class Revealed:
     asked: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class SentText:
+    """A text the run's system sent out of the sandbox, which kept it instead (a captured
+    SMS or e-mail, app/capture): text truth reads it like a message."""
+
+    ref: str  # "sms:<sid>" or "email:<id>": no FHIR reference, no chart link
+    kind: str  # sms | email
+    at: datetime
+    to: str
+    body: str
+
+
 @dataclass
 class RunSnapshot:
     run_id: str
@@ -102,6 +114,8 @@ class RunSnapshot:
     current: dict[str, dict[str, Any] | None]  # symbol -> resource as it reads now
     patient_refs: frozenset[str]  # "Patient/<id>" of the fixture patients
     changed: list[ChangedResource] = field(default_factory=list)
+    # The texts it sent out that the sandbox kept (filled when a text-truth reads them).
+    sent: list[SentText] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     webhooks_supported: bool = False

@@ -11,9 +11,10 @@ from typing import Any, cast
 
 from pydantic import TypeAdapter
 
+from app.capture import service as capture_service
 from app.db import Conn
 from app.fhir import service as fhir_service
-from app.grading.snapshot import Call, ChangedResource, Delivery, RunSnapshot
+from app.grading.snapshot import Call, ChangedResource, Delivery, RunSnapshot, SentText
 from app.kit import jsontext
 from app.kit.clock import utcnow
 from app.kit.urls import FHIR_PREFIX, RUNS_PREFIX
@@ -186,8 +187,16 @@ async def build_snapshot(
         aliases=directory_aliases(),
         names=directory_names(),
     )
-    if needs_grounding(expectations) and any(
-        c.resource_type in TEXT_TYPES and (c.via_run or c.run_id is not None) for c in changed
+    if _reads_texts(expectations):
+        snapshot.sent = [
+            SentText(f"{e.kind}:{e.id}", e.kind, e.at, e.to_address or "", e.body or "")
+            for e in await capture_service.sent_texts(conn, run.tenant_id, run.id)
+        ]
+    if needs_grounding(expectations) and (
+        snapshot.sent
+        or any(
+            c.resource_type in TEXT_TYPES and (c.via_run or c.run_id is not None) for c in changed
+        )
     ):
         # Read (and sent over the wire) only once there is a message to check: a run
         # is graded after every write, most of them before anything was said.
@@ -208,6 +217,11 @@ def _parsed(text: str | None) -> Any:
         return jsontext.loads(text)
     except ValueError:
         return text
+
+
+def _reads_texts(expectations: list[Expectation]) -> bool:
+    """Whether a text-truth expectation reads what the run wrote (captured texts too)."""
+    return any(e.type == "text-truth" for e in walk_expectations(expectations))
 
 
 def _asks(expectations: list[Expectation]) -> bool:

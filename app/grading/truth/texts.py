@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from app.grading.resource import ref_of
-from app.grading.snapshot import RunSnapshot, is_simulated
+from app.grading.snapshot import RunSnapshot, SentText, is_simulated
 
 
 @dataclass(slots=True)
@@ -91,4 +91,35 @@ def texts_of(snapshot: RunSnapshot) -> list[Text]:
         else:
             continue
         out += [Text(ref, at, text, audience, where) for where, text in body_texts(body, before)]
+    addresses = patient_addresses(snapshot)
+    out += [
+        Text(t.ref, t.at, t.body, "patient" if _address(t) in addresses else "staff", t.kind)
+        for t in snapshot.sent
+        if t.body.strip()
+    ]
     return sorted(out, key=lambda t: (t.at, t.ref))
+
+
+def _digits(phone: str) -> str:
+    """A phone number by its last ten digits (+1 555-0100 and 5550100 alike)."""
+    return "".join(c for c in phone if c.isdigit())[-10:]
+
+
+def _address(sent: SentText) -> str:
+    return _digits(sent.to) if sent.kind == "sms" else sent.to.strip().lower()
+
+
+def patient_addresses(snapshot: RunSnapshot) -> frozenset[str]:
+    """The fixture patients' phone numbers (by their digits) and e-mail addresses: a
+    captured SMS or e-mail to one of them is written to the patient."""
+    found: set[str] = set()
+    for resource in snapshot.current.values():
+        if not resource or resource.get("resourceType") != "Patient":
+            continue
+        for telecom in resource.get("telecom") or []:
+            value = str((telecom or {}).get("value") or "")
+            if (telecom or {}).get("system") in ("phone", "sms") and _digits(value):
+                found.add(_digits(value))
+            elif (telecom or {}).get("system") == "email" and value:
+                found.add(value.strip().lower())
+    return frozenset(found)
