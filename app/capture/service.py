@@ -31,8 +31,10 @@ from app.scenarios.schema import Integration
 from understudy_client.contract.capture import CapturedEffect, RunCapture
 
 __all__ = [
+    "EMAIL_PREFIX",
     "INTEGRATION_PREFIX",
     "MESSAGE_PREFIX",
+    "Attachment",
     "Effect",
     "IntegrationCall",
     "RunCredentials",
@@ -41,6 +43,7 @@ __all__ = [
     "list_effects",
     "list_messages",
     "match_stub",
+    "record_email",
     "record_integration_call",
     "record_sms",
     "run_capture",
@@ -179,6 +182,63 @@ async def record_sms(
         body=body,
         data=jsontext.dumps({"params": params}),
         status=SMS_STATUS,
+    )
+    return Effect.of(row)
+
+
+EMAIL_PREFIX = "EM"
+EMAIL_STATUS = "accepted"
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file attached to a captured e-mail: its name, media type and content (base64)."""
+
+    filename: str | None
+    content_type: str
+    data_base64: str
+
+
+async def record_email(
+    tx: Tx,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    *,
+    to: list[str],
+    from_: str,
+    subject: str | None,
+    body: str,
+    attachments: list[Attachment],
+    headers: dict[str, str] | None = None,
+) -> Effect:
+    """An e-mail the run's system sent (by SMTP or MCP), kept with its attachments.
+    `to_address` is the recipients joined by ", "; `data` keeps them as a list."""
+    row = await repository.insert_effect(
+        tx.conn,
+        tenant_id=tenant_id,
+        run_id=run_id,
+        effect_id=_new_id(EMAIL_PREFIX),
+        kind="email",
+        at=utcnow(),
+        to_address=", ".join(to),
+        from_address=from_,
+        subject=subject,
+        body=body,
+        data=jsontext.dumps(
+            {
+                "to": to,
+                "headers": headers or {},
+                "attachments": [
+                    {
+                        "filename": a.filename,
+                        "contentType": a.content_type,
+                        "dataBase64": a.data_base64,
+                    }
+                    for a in attachments
+                ],
+            }
+        ),
+        status=EMAIL_STATUS,
     )
     return Effect.of(row)
 

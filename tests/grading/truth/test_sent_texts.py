@@ -35,7 +35,13 @@ def _snapshot(*sent: SentText) -> RunSnapshot:
 
 def test_sent_texts_are_read_with_their_audience_in_order() -> None:
     snapshot = _snapshot(
-        SentText("email:e1", "email", T0 + timedelta(minutes=2), "alex.rivera@EXAMPLE.com ", "B"),
+        SentText(
+            "email:e1",
+            "email",
+            T0 + timedelta(minutes=2),
+            "gp@example.org, alex.rivera@EXAMPLE.com ",
+            "B",
+        ),
         SentText("sms:SM1", "sms", T0 + timedelta(minutes=1), "15550142000", "A"),
         SentText("sms:SM2", "sms", T0 + timedelta(minutes=3), "+1 555 0199 999", "C"),
         SentText("sms:SM3", "sms", T0 + timedelta(minutes=4), "15550142000", "   "),
