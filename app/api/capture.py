@@ -59,8 +59,7 @@ MAX_SMS_BODY = 1600
 TOO_LONG = 21617
 # Not one of Twilio's codes: the run has ended, so nothing more is captured on it.
 RUN_ENDED = 20409
-# A request's body kept in its trace row and capture, as the recorder keeps one.
-REQUEST_CAP = 262_144
+REQUEST_CAP = capture_service.REQUEST_CAP
 
 
 # What the OpenAPI document says of the answers: the SMS routes answer Twilio's error body
@@ -200,30 +199,25 @@ def _trace(
     if caller.run.status != runs_service.RunStatus.LIVE:
         return  # outside any run's window, as the middleware would not record it either
     recorder: TraceRecorder = request.app.state.recorder
-    response = None if answer is None else answer[:REQUEST_CAP].decode("utf-8", "replace")
     recorder.add(
-        (
+        capture_service.trace_row(
             caller.tenant_id,
             caller.run.id,
-            at,
-            request.method,
-            request.url.path,
-            request.url.query,
-            status,
-            (time.perf_counter() - started) * 1000.0,
-            transport,
-            [],
-            response,
-            None if answer is None else len(answer),
-            asked[:REQUEST_CAP] if asked else None,
+            transport=transport,
+            method=request.method,
+            path=request.url.path,
+            query=request.url.query,
+            at=at,
+            started=started,
+            status=status,
+            answer=answer,
+            asked=asked,
         )
     )
 
 
 def _ended(run: runs_service.RunRow) -> str:
-    return (
-        f"run '{run.id}' has ended ({run.status}); nothing more is captured on it: start a new run"
-    )
+    return capture_service.run_ended(run.id, run.status)
 
 
 async def _form(request: Request) -> dict[str, Any]:

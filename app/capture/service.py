@@ -14,6 +14,7 @@ tenant's) before recording, and mark it changed in the same unit of work.
 from __future__ import annotations
 
 import secrets
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,12 +29,14 @@ from app.kit import jsontext
 from app.kit.clock import utcnow
 from app.kit.urls import RUNS_PREFIX
 from app.scenarios.schema import Integration
+from app.trace.recorder import TraceRow
 from understudy_client.contract.capture import CapturedEffect, RunCapture
 
 __all__ = [
     "EMAIL_PREFIX",
     "INTEGRATION_PREFIX",
     "MESSAGE_PREFIX",
+    "REQUEST_CAP",
     "Attachment",
     "Effect",
     "IntegrationCall",
@@ -48,9 +51,11 @@ __all__ = [
     "record_sms",
     "run_capture",
     "run_credentials",
+    "run_ended",
     "sent_texts",
     "sms_base",
     "tenant_of_token",
+    "trace_row",
 ]
 
 INTEGRATION_PREFIX = "IE"
@@ -58,6 +63,9 @@ INTEGRATION_PREFIX = "IE"
 SMS_STATUS = "queued"
 STUBBED = "stubbed"
 UNSTUBBED = "unstubbed"
+# A call's request and response bodies as kept in its trace row (and an integration
+# call's capture), as the trace recorder keeps a response.
+REQUEST_CAP = 262_144
 
 
 def sms_base(root: str, run_id: str) -> str:
@@ -87,6 +95,46 @@ def run_capture(root: str, tenant_id: uuid.UUID, run_id: str) -> RunCapture | No
         auth_token=found.auth_token,
         from_=found.from_number,
         integrations_base=integrations_base(root, run_id),
+    )
+
+
+def run_ended(run_id: str, status: str) -> str:
+    """What a call on a run that has ended is told."""
+    return f"run '{run_id}' has ended ({status}); nothing more is captured on it: start a new run"
+
+
+def trace_row(
+    tenant_id: uuid.UUID,
+    run_id: str,
+    *,
+    transport: str,
+    method: str,
+    path: str,
+    query: str,
+    at: datetime,
+    started: float,
+    status: int,
+    answer: bytes | None,
+    asked: str | None,
+) -> TraceRow:
+    """A captured call's row in the run's trace, as the trace middleware records a REST
+    call (`started` is the call's `time.perf_counter()`); the caller adds it to the
+    recorder while the run is live (outside its window the middleware records nothing)."""
+    response = None if answer is None else answer[:REQUEST_CAP].decode("utf-8", "replace")
+    return (
+        tenant_id,
+        run_id,
+        at,
+        method,
+        path,
+        query,
+        status,
+        (time.perf_counter() - started) * 1000.0,
+        transport,
+        [],
+        response,
+        None if answer is None else len(answer),
+        asked[:REQUEST_CAP] if asked else None,
     )
 
 

@@ -1,14 +1,19 @@
-"""What the capture tests share: a scenario with integration stubs, starting runs of it."""
+"""What the capture tests share: a scenario with integration stubs, starting runs of it;
+a run of messaging.answer-from-chart that also sends the patient a text, for text truth."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 import httpx
 
 from app.openapi import SCENARIO_EXAMPLE
 from tests.conftest import TenantHandle
+from tests.runs.test_message_checks_http import CHEN, failing, right
+from tests.runs.test_message_checks_http import SCENARIO as ANSWER_SCENARIO
 
 # The API document's own example scenario, with stubs of a pharmacy integration.
 SCENARIO: dict[str, Any] = {
@@ -58,3 +63,61 @@ async def captures(tenant: TenantHandle, run_id: str, **params: Any) -> dict[str
     assert r.status_code == 200, r.text
     listed: dict[str, Any] = r.json()
     return listed
+
+
+# --- text truth over captured texts (messaging.answer-from-chart) ------------------------
+
+Send = Callable[[dict[str, Any], dict[str, Any], datetime], Awaitable[None]]
+
+
+async def text_truth_verdict(tenant: TenantHandle, send: Send) -> dict[str, Any]:
+    """The verdict of a run of messaging.answer-from-chart where the portal reply is right
+    and the system also sends the patient a text: `send(run, patient, start)`, with the
+    fixture patient and the visit's start."""
+    async with (
+        httpx.AsyncClient(
+            base_url=f"{tenant.server}/api/testing", headers=tenant.headers, timeout=60
+        ) as api,
+        httpx.AsyncClient(headers=tenant.headers, timeout=60) as fhir,
+    ):
+        started = await api.post("/runs", json={"scenarioId": ANSWER_SCENARIO, "mode": "agent"})
+        assert started.status_code == 201, started.text
+        run = started.json()
+        base, refs = run["fhirBase"], run["fixture"]
+        appt = (await fhir.get(f"{base}/{refs['appt']}")).json()
+        patient = (await fhir.get(f"{base}/{refs['patient']}")).json()
+        start = datetime.fromisoformat(appt["start"])
+        reply = {
+            "resourceType": "Communication",
+            "status": "completed",
+            "inResponseTo": [{"reference": refs["msg"]}],
+            "subject": {"reference": refs["patient"]},
+            "sender": {"reference": CHEN},
+            "recipient": [{"reference": refs["patient"]}],
+            "payload": [{"contentString": right(start, start)}],
+        }
+        assert (await fhir.post(f"{base}/Communication", json=reply)).status_code == 201
+        await send(run, patient, start)
+        finished = await api.post(f"/runs/{run['id']}/finish")
+        assert finished.status_code == 200, finished.text
+        verdict: dict[str, Any] = finished.json()
+        return verdict
+
+
+def failed_text_truth(verdict: dict[str, Any], ref_prefix: str) -> dict[str, Any]:
+    """The verdict failed text truth alone, on the captured text `ref_prefix…` (`sms:SM`,
+    `email:EM`), read as written to the patient with an asserted wrong date and time: its
+    clause, which quotes the text."""
+    assert verdict["status"] == "failed"
+    assert set(failing(verdict)) == {"text-truth"}
+    truth = failing(verdict)["text-truth"]
+    broken = [c for c in truth["evidence"]["clauses"] if not c["holds"]]
+    consistent = next(c for c in broken if c["where"] == "consistent")
+    assert f"in {ref_prefix}" in consistent["value"], consistent
+    [read] = [c for c in broken if c["where"].startswith(f"facts: {ref_prefix}")]
+    # Read as written to the patient (sent to the patient's phone or address).
+    assert read["value"].endswith("to patient"), read
+    [fact] = [f for f in read["facts"] if f.get("holds") is False]
+    assert fact["kind"] == "datetime" and fact["context"] == "asserted", fact
+    quoted: dict[str, Any] = read
+    return quoted
