@@ -30,6 +30,7 @@ from app.api.scenarios import router as scenarios_router
 from app.api.schedules import router as schedules_router
 from app.api.usage import router as usage_router
 from app.api.webhooks import router as webhooks_router
+from app.capture.credentials import use_smtp
 from app.console.install import install_console
 from app.console.session import signing_secret
 from app.db import Database, open_database
@@ -48,6 +49,7 @@ from app.outage import OUTAGE_ERRORS, RETRY_AFTER_SECONDS, OutageLog, is_outage
 from app.runs import service as runs_service
 from app.runs.live import LiveRuns
 from app.settings import Settings
+from app.smtp import SmtpServer
 from app.trace.recorder import TraceMiddleware, TraceRecorder, TraceRow
 from app.wiring import wire_units_of_work
 
@@ -266,9 +268,16 @@ def _lifespan(
         app.state.autoanalyze = autoanalyze
         app.state.http = httpx.AsyncClient(follow_redirects=False)
         app.state.llm = LlmClient(app.state.http, settings, db.pool)
+        # The runs' SMTP server, on this loop, when a port is set; run views show its address.
+        smtp = app.state.smtp = SmtpServer(db.pool, scopes, recorder)
+        if settings.smtp_port is not None:
+            use_smtp(await smtp.start(settings.smtp_host, settings.smtp_port))
         try:
             yield
         finally:
+            if smtp.address is not None:
+                use_smtp(None)
+                await smtp.stop()
             watcher.cancel()
             await mcp_ref["endpoint"].close()
             await app.state.http.aclose()

@@ -46,6 +46,17 @@ class Settings(BaseSettings):
     )
     host: str = Field(default="127.0.0.1", description="Address `serve` binds.")
     port: int = Field(default=8000, ge=0, le=65535, description="Port `serve` binds.")
+    smtp_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="Port of the runs' SMTP server, which captures the mail a run's system "
+        "sends (AUTH with the run id and auth token, no TLS; nothing is delivered); 0: any "
+        "free port. Unset: no SMTP server (API processes on one machine would fight for it).",
+    )
+    smtp_host: str = Field(
+        default="127.0.0.1", description="Address the runs' SMTP server binds (SMTP_PORT set)."
+    )
     public_url: str | None = Field(
         default=None,
         description="Base URL clients use (for absolute links); default: taken from each request.",

@@ -13,7 +13,9 @@ tenant that has no such run, a 1 in 2^128 guess otherwise.
 
 The secret is the process's: `use_secret` is called by `app.api.capture.install_capture`
 (from `create_app`) before the first request; run views built before that (or in a
-process that never installs the routes, the worker) carry no capture object.
+process that never installs the routes, the worker) carry no capture object. Likewise the
+SMTP server's address (`use_smtp`, from the API's lifespan when UNDERSTUDY_SMTP_PORT is
+set): its username is the run id and its password the auth token.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ FROM_PREFIX = "+1555"
 FROM_DIGITS = 7
 
 _secret_source: Callable[[], bytes] | None = None
+_smtp_address: tuple[str, int] | None = None
 
 
 def use_secret(source: Callable[[], bytes]) -> None:
@@ -46,6 +49,18 @@ def use_secret(source: Callable[[], bytes]) -> None:
 def secret() -> bytes | None:
     """The server's secret, None until `use_secret` was called in this process."""
     return None if _secret_source is None else _secret_source()
+
+
+def use_smtp(address: tuple[str, int] | None) -> None:
+    """Where this process's SMTP server listens (`app/smtp.py`, started by the API's
+    lifespan), or None once it stopped: run views then carry no `smtp`."""
+    global _smtp_address
+    _smtp_address = address
+
+
+def smtp_address() -> tuple[str, int] | None:
+    """The host and port of this process's SMTP server, None when it runs none."""
+    return _smtp_address
 
 
 def _mac(key: bytes, purpose: str, *parts: bytes) -> bytes:

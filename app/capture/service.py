@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -30,7 +31,7 @@ from app.kit.clock import utcnow
 from app.kit.urls import RUNS_PREFIX
 from app.scenarios.schema import Integration
 from app.trace.recorder import TraceRow
-from understudy_client.contract.capture import CapturedEffect, RunCapture
+from understudy_client.contract.capture import CapturedEffect, RunCapture, RunSmtp
 
 __all__ = [
     "EMAIL_PREFIX",
@@ -95,7 +96,23 @@ def run_capture(root: str, tenant_id: uuid.UUID, run_id: str) -> RunCapture | No
         auth_token=found.auth_token,
         from_=found.from_number,
         integrations_base=integrations_base(root, run_id),
+        smtp=_smtp(root, run_id, found.auth_token),
     )
+
+
+# Bind addresses that are no address to connect to: the root URL's host stands in.
+_ANY_HOST = ("", "0.0.0.0", "::")
+
+
+def _smtp(root: str, run_id: str, token: str) -> RunSmtp | None:
+    """The process's SMTP server with the run's login, None when it runs none."""
+    address = credentials.smtp_address()
+    if address is None:
+        return None
+    host, port = address
+    if host in _ANY_HOST:
+        host = urlsplit(root).hostname or "127.0.0.1"
+    return RunSmtp(host=host, port=port, username=run_id, password=token)
 
 
 def run_ended(run_id: str, status: str) -> str:

@@ -10,6 +10,15 @@ from pydantic import Field
 from understudy_client.contract.base import ApiModel, Instant
 
 
+class RunSmtp(ApiModel):
+    """The run's SMTP server: mail sent to it is captured on the run, never delivered."""
+
+    host: str
+    port: int
+    username: str = Field(description="The run id")
+    password: str = Field(description="The run's auth token (the same as `authToken`)")
+
+
 class RunCapture(ApiModel):
     """Where a run's system sends what must not leave the sandbox, and how it signs in."""
 
@@ -29,23 +38,40 @@ class RunCapture(ApiModel):
         description="Integration calls go to `{integrationsBase}/{name}/{path}`; the "
         "scenario's `integrations` stubs answer them"
     )
+    smtp: RunSmtp | None = Field(
+        default=None,
+        description="Where the run's system sends e-mail (AUTH PLAIN or LOGIN, no TLS); "
+        "null when the server runs no SMTP server (UNDERSTUDY_SMTP_PORT unset)",
+    )
 
 
 class CapturedEffect(ApiModel):
-    id: str = Field(description="SM… for an SMS (its Twilio SID), IE… for an integration call")
+    id: str = Field(
+        description="SM… for an SMS (its Twilio SID), IE… for an integration call, EM… for "
+        "an e-mail"
+    )
     kind: Literal["sms", "integration", "email"]
     direction: Literal["outbound", "inbound"]
     at: Instant
-    to: str | None = Field(description="The SMS recipient; an integration's name")
+    to: str | None = Field(
+        description="The SMS recipient; an e-mail's recipients joined by ', '; an "
+        "integration's name"
+    )
     from_: str | None = Field(alias="from")
     subject: str | None
-    body: str | None = Field(description="The SMS text; an integration call's body as text")
+    body: str | None = Field(
+        description="The SMS text; an e-mail's text (its text/plain part, else its HTML's "
+        "text); an integration call's body as text"
+    )
     data: dict[str, Any] = Field(
         description="The call as it came and what it was answered: an SMS's Twilio "
-        "parameters; an integration call's method, path, query, headers (no "
-        "Authorization), body and answer"
+        "parameters; an e-mail's envelope recipients (`to`), headers and attachments "
+        "(filename, contentType, dataBase64); an integration call's method, path, query, "
+        "headers (no Authorization), body and answer"
     )
-    status: str = Field(description="queued for an SMS; stubbed or unstubbed for a call")
+    status: str = Field(
+        description="queued for an SMS; accepted for an e-mail; stubbed or unstubbed for a call"
+    )
 
 
 class CaptureList(ApiModel):
