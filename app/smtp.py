@@ -43,6 +43,8 @@ TRACE_PATH = "/smtp"
 # Largest message accepted (SIZE in EHLO's answer; 552 beyond it): attachments included.
 MAX_MESSAGE_BYTES = 10 * 1024 * 1024
 IDENT = "Understudy SMTP (mail is captured on the run, never delivered)"
+# aiosmtpd's logger: a few info lines per connection (its peer, its AUTH mechanisms).
+AIOSMTPD_LOG = "mail.log"
 
 AUTH_REQUIRED = (
     "530 5.7.0 Authentication required: AUTH PLAIN or LOGIN with the run id as username "
@@ -216,6 +218,9 @@ class SmtpServer:
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen on `host:port` (0: any free port); the address it listens on."""
+        # Quiet as app/logs.py keeps the other libraries: warnings and errors only.
+        library = logging.getLogger(AIOSMTPD_LOG)
+        library.setLevel(max(logging.getLogger().getEffectiveLevel(), logging.WARNING))
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._session, host, port)
         bound = self._server.sockets[0].getsockname()

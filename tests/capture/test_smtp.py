@@ -152,3 +152,19 @@ async def test_a_captured_mail_is_traced_and_marks_the_run_changed(
     [traced] = [c for c in calls if c["transport"] == "email"]
     assert traced["method"] == "DATA" and traced["path"] == "/smtp"
     assert traced["status"] == 250 and not traced["shared"]
+
+
+def _send_with_auth_login(smtp: dict[str, Any], message: EmailMessage) -> None:
+    with smtplib.SMTP(smtp["host"], smtp["port"], timeout=30) as client:
+        client.ehlo()
+        client.user, client.password = smtp["username"], smtp["password"]
+        code, _ = client.auth("LOGIN", client.auth_login)
+        assert code == 235
+        client.send_message(message)
+
+
+async def test_auth_login_is_accepted_too(mailer: TenantHandle) -> None:
+    run = await start_run(mailer)
+    await asyncio.to_thread(_send_with_auth_login, run["capture"]["smtp"], mail())
+    [kept] = (await captures(mailer, run["id"]))["captures"]
+    assert kept["kind"] == "email" and kept["subject"] == "Your visit"
