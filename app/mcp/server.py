@@ -10,9 +10,10 @@ FHIR tool's result says which base it used (`acted_on`), and on the tenant base 
 the tenant's live runs so that the model can pass run_id.
 
 This module assembles the server (`build_mcp`) from the tools of `run_tools` (scenarios,
-runs), `message_tools` (the patient's thread) and `fhir_tools` (FHIR, free times,
-eligibility); what one tool call shares (the caller, its current run, the in-process REST
-call, the base acted on) is `tool_call`, what the tools answer is `schemas`.
+runs), `message_tools` (the patient's thread), `capture_tools` (SMS and e-mail, captured
+on the run) and `fhir_tools` (FHIR, free times, eligibility); what one tool call shares
+(the caller, its current run, the in-process REST call, the base acted on) is
+`tool_call`, what the tools answer is `schemas`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
+from app.mcp.capture_tools import send_email, send_sms
 from app.mcp.fhir_tools import (
     check_eligibility,
     fhir_create,
@@ -45,9 +47,11 @@ start_test_run with a scenario id. It returns a brief (the task) and the run's f
 (the ids of its patient and other resources). Do the task with the FHIR tools
 (fhir_search, fhir_read, fhir_create, fhir_update, fhir_patch, fhir_delete,
 find_appointments, check_eligibility) and, when the brief involves the patient,
-message_patient / get_patient_messages. FHIR tools act on your current run (the one you
-started, or adopted with start_test_run(run_id=...), in this MCP session) unless you pass
-run_id; runs other clients started are never used unless you name them by run_id. Each
+message_patient / get_patient_messages (the patient portal); send_sms and send_email
+text or e-mail them (kept on the run, never delivered, and graded like any message).
+FHIR tools act on your current run (the one you started, or adopted with
+start_test_run(run_id=...), in this MCP session) unless you pass run_id; runs other
+clients started are never used unless you name them by run_id. Each
 result's acted_on says which base was used. Without an MCP session (the stateless
 protocol), send an Mcp-Client-Id header (a random id of your own) to have a current run,
 or pass run_id to every tool. Then finish_test_run for the verdict: each expected
@@ -61,6 +65,8 @@ TOOLS = (
     finish_test_run,
     message_patient,
     get_patient_messages,
+    send_sms,
+    send_email,
     fhir_read,
     fhir_search,
     fhir_create,

@@ -24,6 +24,8 @@ TOOLS = {
     "finish_test_run",
     "message_patient",
     "get_patient_messages",
+    "send_sms",
+    "send_email",
     "fhir_read",
     "fhir_search",
     "fhir_create",
