@@ -17,6 +17,7 @@ from markupsafe import Markup, escape
 
 from app.fhir import service as fhir_service
 from app.kit.urls import FHIR_PREFIX, run_view_base
+from understudy_client.contract.capture import CapturedEffect
 from understudy_client.contract.runs import (
     ExpectationResult,
     SimulatedReply,
@@ -270,6 +271,74 @@ def thread_of(
                 silenced=silenced.get(ref),
             )
         )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureLine:
+    """A captured effect (docs/capture.md) as a system line of the conversation: what
+    the system sent out of the sandbox, kept on the run."""
+
+    id: str
+    kind: str  # sms | email | integration
+    at: datetime
+    line: str  # e.g. "sms to +15555550123: Your visit is …"
+    body: str | None  # the whole text, when the line shows only its start
+    bad: bool  # an integration call answered 4xx/5xx
+
+
+LINE_CHARS = 160  # an e-mail's first line, at most
+FAILED = 400  # an integration answer from here on is shown as failed
+
+
+def _first_line(text: str | None) -> str:
+    first = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    return first if len(first) <= LINE_CHARS else first[: LINE_CHARS - 1] + "…"
+
+
+def capture_line(effect: CapturedEffect) -> CaptureLine:
+    """`[sms to …: text]`, `[email to …: subject — first line]`, `[integration POST
+    pharmacy /orders → 201]`; the template escapes every part."""
+    if effect.kind == "sms":
+        line, whole = f"sms to {effect.to or '?'}: {effect.body or ''}", None
+        bad = False
+    elif effect.kind == "email":
+        first = _first_line(effect.body)
+        line = f"email to {effect.to or '?'}: {effect.subject or '(no subject)'}"
+        line += f" — {first}" if first else ""
+        whole = effect.body if effect.body and effect.body.strip() != first else None
+        bad = False
+    else:
+        data = effect.data or {}
+        answer = data.get("answer")
+        status = answer.get("status") if isinstance(answer, dict) else None
+        line = (
+            f"integration {data.get('method', '?')} {effect.to or '?'} "
+            f"{data.get('path') or '/'} → {status if status is not None else '?'}"
+        )
+        whole = effect.body
+        bad = isinstance(status, int) and status >= FAILED
+    return CaptureLine(effect.id, effect.kind, effect.at, line, whole, bad)
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationItem:
+    """One line of the conversation view: a message, or a captured effect."""
+
+    message: Message | None = None
+    capture: CaptureLine | None = None
+
+
+def conversation(thread: list[Message], captures: list[CaptureLine]) -> list[ConversationItem]:
+    """The messages in their order, each capture placed before the first message written
+    after it (a message without a time keeps its place)."""
+    out: list[ConversationItem] = []
+    pending = sorted(captures, key=lambda c: c.at)
+    for m in thread:
+        while pending and m.at is not None and pending[0].at <= m.at:
+            out.append(ConversationItem(capture=pending.pop(0)))
+        out.append(ConversationItem(message=m))
+    out.extend(ConversationItem(capture=c) for c in pending)
     return out
 
 

@@ -28,6 +28,7 @@ import asyncpg
 from fastapi import Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
+from app.capture import service as capture_service
 from app.console import run_diff, views
 from app.console import run_views as rv
 from app.console.web import (
@@ -189,6 +190,18 @@ async def _thread(
     return rv.thread_of(list(rows), patient, replies, issues), replies
 
 
+# Captures shown in the conversation: every one of a test run (a page of the captures list
+# holds 500), the rest said to be in GET /api/testing/runs/{id}/captures.
+CAPTURES_SHOWN = 500
+
+
+async def _captures(pool: asyncpg.Pool, run: RunRow) -> list[rv.CaptureLine]:
+    effects = await capture_service.list_effects(
+        pool, run.tenant_id, run.id, after=0, limit=CAPTURES_SHOWN
+    )
+    return [rv.capture_line(e.view()) for e in effects]
+
+
 async def _trace(pool: asyncpg.Pool, run: RunRow) -> list[TraceCall]:
     return await runs_service.run_trace(pool, run)
 
@@ -225,11 +238,12 @@ async def _run_context(request: Request, viewer: Viewer, run_id: str) -> dict[st
         run = await runs_service.get_run(conn, viewer.tenant.id, run_id)
     scenario = await _scenario(pool, run)
     patient = _patient_ref(run, scenario)
-    results, setup, (thread, replies), trace = await asyncio.gather(
+    results, setup, (thread, replies), trace, captures = await asyncio.gather(
         _checks(pool, run),
         _setup(pool, run),
         _thread(pool, run, patient),
         _trace(pool, run),
+        _captures(pool, run),
     )
     live = run.status == "live"
     view = run.view(root_url(request))
@@ -248,6 +262,8 @@ async def _run_context(request: Request, viewer: Viewer, run_id: str) -> dict[st
         "required_holding": sum(1 for r in results if r.required and r.passed),
         "setup": setup,
         "thread": thread,
+        "conversation": rv.conversation(thread, captures),
+        "captures_capped": len(captures) >= CAPTURES_SHOWN,
         "reply_box": rv.reply_box(thread, replies, patient, scenario.sim.max_turns)
         if human and scenario.sim
         else None,
