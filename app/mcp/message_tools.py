@@ -186,6 +186,8 @@ async def get_patient_messages(
         # Wait on the simulator's own record of the message, then read the thread again.
         started = time.monotonic()
         answered = False
+        # Said at once: a client sees the wait begin even when the first look finds it.
+        await ctx.report_progress(0, wait_seconds, "waiting for the patient's reply")
         while time.monotonic() - started < wait_seconds:
             answered, note = await _answered(call, run, last.id)
             if answered:
