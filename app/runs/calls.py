@@ -12,20 +12,6 @@ from understudy_client.contract.runs import TraceCall
 
 async def run_trace(pool: asyncpg.Pool, run: RunRow) -> list[TraceCall]:
     end = run.finished_at or utcnow()
-    calls = await trace_service.calls_of_run(
+    return await trace_service.calls_of_run(
         pool, tenant_id=run.tenant_id, run_id=run.id, since=run.started_at, until=end
     )
-    return [
-        TraceCall(
-            at=c.at,
-            method=c.method,
-            path=c.path,
-            query=c.query,
-            status=c.status,
-            duration_ms=round(c.duration_ms or 0.0, 2),
-            transport=c.transport,
-            refs=list(c.refs),
-            shared=c.shared,
-        )
-        for c in calls
-    ]

@@ -1,5 +1,6 @@
 """What other features ask of the trace: a run's calls, and retention. They get typed
-values (`TracedCall`, `ShownResponse`), never the repository's rows."""
+values, never the repository's rows: the API's own `TraceCall` for a run's trace, and
+for grading `KeptCall` (a call with the bodies kept of it) and `ShownResponse`."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ import asyncpg
 
 from app.db import Conn, Tx
 from app.trace import repository
+from understudy_client.contract.runs import TraceCall
 
 
 @dataclass(frozen=True, slots=True)
-class TracedCall:
-    """One recorded call in a run's window. `shared`: made on the tenant's base, not
-    the run's own (it counts for every live run of the tenant in its window). `request`
-    and `response` are the kept bodies (their first bytes, as text) when asked for."""
+class KeptCall:
+    """A recorded call in a run's window as grading reads it: with the request and
+    response bodies kept of it (their first bytes, as text; None unless asked for).
+    `shared`: made on the tenant's base, not the run's own (it counts for every live run
+    of the tenant in its window)."""
 
     at: datetime
     method: str
@@ -27,7 +30,6 @@ class TracedCall:
     transport: str
     refs: tuple[str, ...]
     shared: bool
-    duration_ms: float | None = None
     request: str | None = None
     response: str | None = None
 
@@ -50,7 +52,7 @@ async def calls_for_grading(
     since: datetime,
     until: datetime,
     with_bodies: bool = False,
-) -> list[TracedCall]:
+) -> list[KeptCall]:
     """The run's own calls and the tenant's unattributed ones in its window, oldest
     first; `with_bodies`: their kept request and response bodies too."""
     rows = await repository.calls_for_grading(
@@ -62,7 +64,7 @@ async def calls_for_grading(
         with_bodies=with_bodies,
     )
     return [
-        TracedCall(
+        KeptCall(
             at=r["at"],
             method=r["method"],
             path=r["path"],
@@ -95,22 +97,22 @@ async def calls_of_run(
     run_id: str,
     since: datetime,
     until: datetime,
-) -> list[TracedCall]:
+) -> list[TraceCall]:
     """The run's calls as its trace shows them (with their durations), oldest first."""
     rows = await repository.calls_of_run(
         conn, tenant_id=tenant_id, run_id=run_id, since=since, until=until
     )
     return [
-        TracedCall(
+        TraceCall(
             at=r["at"],
             method=r["method"],
             path=r["path"],
             query=r["query"],
             status=r["status"],
+            duration_ms=round(r["duration_ms"], 2),
             transport=r["transport"],
-            refs=tuple(r["refs"] or ()),
+            refs=list(r["refs"] or ()),
             shared=r["run_id"] is None,
-            duration_ms=r["duration_ms"],
         )
         for r in rows
     ]

@@ -219,7 +219,7 @@ class TraceCall(ApiModel):
     query: str
     status: int
     duration_ms: float
-    transport: str = Field(description="rest or mcp")
+    transport: str = Field(description="rest, mcp, sms, email or integration")
     refs: list[str]
     shared: bool = Field(description="Not attributed to one run: seen by every live run")
 
