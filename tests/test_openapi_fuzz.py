@@ -165,6 +165,9 @@ async def tenants(
     return made
 
 
+REDELIVER = "/api/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"
+
+
 def _cleanup(server: str, tenant: TenantHandle, evals: set[str]) -> None:
     """End what a sequence left live (the evals it created, then every live run), so the
     next one on this tenant can start runs."""
@@ -191,6 +194,8 @@ class Ledger:
         self.created: dict[str, set[str]] = {kind: set() for kind in ID_PARAMETER}
         self.creates: collections.Counter[str] = collections.Counter()
         self.reached: collections.Counter[str] = collections.Counter()
+        # webhook id -> its deliveries' ids, as its deliveries list answered them.
+        self.deliveries_of: dict[str, list[str]] = {}
 
     def check(self, case: Any, response: Any) -> None:
         operation = f"{case.method.upper()} {case.path}"
@@ -215,7 +220,11 @@ class Ledger:
             self.created[kind].add(response.json()["id"])
             self.creates[kind] += 1
         if operation == "GET /api/webhooks/{webhook_id}/deliveries":
-            self.created["delivery"].update(d["id"] for d in response.json()["deliveries"])
+            listed = [d["id"] for d in response.json()["deliveries"]]
+            self.created["delivery"].update(listed)
+            webhook = (case.path_parameters or {}).get("webhook_id")
+            if webhook and listed:
+                self.deliveries_of[webhook] = listed
         kind = REACHED.get(operation)
         path_id = (case.path_parameters or {}).get(ID_PARAMETER[kind]) if kind else None
         if kind is not None and path_id in self.created[kind]:
@@ -264,6 +273,13 @@ def test_openapi_surface(
                 case.body["resourceType"] = resource_type
             if case.method == "PUT" and "resource_id" in case.path_parameters:
                 case.body["id"] = case.path_parameters["resource_id"]
+        ids = case.path_parameters or {}
+        if case.path == REDELIVER and ids.get("delivery_id") not in ledger.created["delivery"]:
+            # A delivery of the path's webhook, when its list was read (a generated id
+            # would almost never be one): the redelivery of a real delivery is reached.
+            known = ledger.deliveries_of.get(str(ids.get("webhook_id")))
+            if known:
+                case.path_parameters["delivery_id"] = known[0]
         if case.headers:  # the tenant's key, never a generated one
             case.headers = {k: v for k, v in case.headers.items() if k.lower() != "authorization"}
         response = case.call(

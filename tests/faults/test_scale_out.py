@@ -38,7 +38,11 @@ async def test_three_apis_and_two_workers_behind_haproxy(
     # Each run finished twice at once: both answered, with one and the same verdict.
     assert sum(report.finish_answers.values()) == 200, report.finish_answers
     assert report.mcp_sessions == 5
-    # Every copy received is an attempt: one per event, plus the retries of attempts that
-    # failed (under load a receiver's answer can take longer than the attempt timeout).
+    # Every copy received is an attempt (a copy beyond its attempts is a problem above):
+    # one per event, plus the retries of attempts that failed after the receiver got them
+    # (under load its answer can take longer than the attempt timeout). An attempt whose
+    # connection was reset (a reused keep-alive connection the receiver had closed) may
+    # never have reached it, so retries bound the extra copies from above.
     assert report.events > 0
-    assert report.deliveries == report.events + report.retries, report.retried_because
+    extra = report.deliveries - report.events
+    assert 0 <= extra <= report.retries, report.retried_because
