@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import BigInteger, DateTime, Float, Identity, Index, Integer, Text
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.models.base import Base
@@ -60,4 +61,7 @@ class SimReplyLog(Base):
     # (by keyword, or as the model judged), those the reply revealed, and when it was written.
     asked_topics: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default="{}")
     revealed_topics: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default="{}")
+    # What the `consent` expectation grades: each action the staff message proposed and
+    # whether the reply agreed to it (`[{"action": "cancel", "agreed": true}]`).
+    decisions: Mapped[list[Any]] = mapped_column(JSONB, server_default="[]")
     replied_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

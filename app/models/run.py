@@ -83,6 +83,9 @@ class Run(Base):
     verdict: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     # The scenario's scheduling setting ("strict" or "lenient"), read by its view's writes.
     scheduling: Mapped[str] = mapped_column(Text, server_default="strict")
+    # Where the simulated patient's SMS replies are posted (Twilio's inbound format,
+    # signed): set by the start request's `smsReplyUrl` (docs/capture.md).
+    sms_reply_url: Mapped[str | None] = mapped_column(Text)
     # Who answers the staff's messages in a patientSim run: "sim" (the simulated patient)
     # or "human" (a person on the run page).
     patient_driver: Mapped[str] = mapped_column(Text, server_default="sim")
