@@ -42,7 +42,7 @@ from app.grading.changes import changed_paths, no_net_change
 from app.grading.fhirpath import FhirPathContext
 from app.grading.reference_elements import MAX_DIFFS
 from app.grading.reference_expected import expected_changes
-from app.grading.reference_messages import grade_conversation
+from app.grading.reference_messages import grade_conversation, grade_sent
 from app.grading.reference_reports import reference_result, replacements, report_created, report_old
 from app.grading.reference_resources import (
     Finding,
@@ -74,7 +74,7 @@ Pairs = list[tuple[str, ChangedResource | None, ChangedResource | None]]
 def grade_reference(
     expectation: ReferenceExpectation, snapshot: RunSnapshot, fp: FhirPathContext
 ) -> Graded:
-    start, expected_all, read = expected_changes(snapshot, expectation.oracle)
+    start, expected_all, read, expected_sent = expected_changes(snapshot, expectation.oracle)
     expected = [c for c in expected_all if no_net_change(c) is None]
     actual = [
         c
@@ -119,6 +119,7 @@ def grade_reference(
             )
             findings.append(Finding("collateral", title, "", ref_of_change(c), entry))
     grade_conversation(expectation, expected, expected_new, actual_new, ctx, findings, matches)
+    grade_sent(expected_sent, snapshot.sent, findings, matches)
 
     return reference_result(expectation, findings, matches, len(expected), len(actual))
 

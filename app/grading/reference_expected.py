@@ -13,6 +13,7 @@ from app.grading.replay import Replay, starting_point
 from app.grading.snapshot import (
     ChangedResource,
     RunSnapshot,
+    SentText,
 )
 from app.scenarios.schema import OracleCall
 
@@ -20,15 +21,16 @@ from app.scenarios.schema import OracleCall
 # its starting point does not change.
 REPLAY_CACHE_SIZE = 512
 
-_replays: OrderedDict[bytes, tuple[list[ChangedResource], set[str]]] = OrderedDict()
+_replays: OrderedDict[bytes, tuple[list[ChangedResource], set[str], list[SentText]]] = OrderedDict()
 _replays_lock = threading.Lock()  # the scenario check grades in worker threads
 
 
 def expected_changes(
     snapshot: RunSnapshot, oracle: list[OracleCall]
-) -> tuple[RunSnapshot, list[ChangedResource], set[str]]:
-    """The run's starting point, the changes the oracle makes from it, and the resources
-    it reads by id (what the reference solution looked at)."""
+) -> tuple[RunSnapshot, list[ChangedResource], set[str], list[SentText]]:
+    """The run's starting point, the changes the oracle makes from it, the resources it
+    reads by id (what the reference solution looked at), and the SMS and e-mail it sends
+    (captured effects)."""
     start = starting_point(snapshot)
     key = orjson.dumps(
         [
@@ -52,9 +54,9 @@ def expected_changes(
             for c in replayed.calls
             if c.method == "GET" and c.path.strip("/").count("/") == 1 and "$" not in c.path
         }
-        cached = (replayed.changed, read)
+        cached = (replayed.changed, read, replayed.sent)
         with _replays_lock:
             _replays[key] = cached
             while len(_replays) > REPLAY_CACHE_SIZE:
                 _replays.popitem(last=False)
-    return start, cached[0], set(cached[1])
+    return start, cached[0], set(cached[1]), list(cached[2])

@@ -12,7 +12,9 @@ from app.grading.reference_values import Context, refs_in
 from app.grading.scoring import count_bounds
 from app.grading.snapshot import (
     ChangedResource,
+    SentText,
 )
+from app.grading.truth.texts import addresses_of
 from app.scenarios.consequential import (
     MESSAGE_TYPES,
     SENT_STATUSES,
@@ -106,3 +108,28 @@ def grade_conversation(
             findings.append(
                 Finding("collateral", f"{count} message(s) sent", f"expected {limits.describe()}")
             )
+
+
+def grade_sent(
+    expected: list[SentText], actual: list[SentText], findings: list[Finding], matches: list[str]
+) -> None:
+    """The SMS and e-mail sent (captured effects) pair by kind and recipient, as messages
+    do: every number or address the reference texts (or mails) must get one of that kind;
+    one to anybody it never sends to is collateral (a reminder texted to the wrong
+    patient). What they say is the message checks' and text truth's to grade."""
+    wanted = {(t.kind, a) for t in expected for a in addresses_of(t)}
+    reached: set[tuple[str, str]] = set()
+    for sent in actual:
+        got = {(sent.kind, a) for a in addresses_of(sent)}
+        stray = sorted(a for _, a in got - wanted)
+        if stray:
+            title = f"{sent.kind} {sent.ref} to {', '.join(stray)}"
+            why = f"the reference sends no {sent.kind} to {', '.join(stray)}"
+            findings.append(Finding("collateral", title, why, sent.ref, None))
+        if got & wanted:
+            reached |= got & wanted
+            matches.append(f"{sent.kind} {sent.ref} to {sent.to}")
+    for kind, address in sorted(wanted - reached):
+        closest = next((t.ref for t in actual if t.kind == kind), None)
+        title = f"the reference sends an {kind} to {address}; none was sent to them"
+        findings.append(Finding("missing", title, "", closest, None))

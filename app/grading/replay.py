@@ -30,8 +30,8 @@ from app.errors import AppError
 from app.fhir import writes
 from app.fhir.search.index import all_references
 from app.grading.snapshot import Call as TracedCall
-from app.grading.snapshot import ChangedResource, RunSnapshot
-from app.scenarios.calls import bundle_urls, is_write, transaction_order
+from app.grading.snapshot import ChangedResource, RunSnapshot, SentText
+from app.scenarios.calls import bundle_urls, capture_kind, is_write, transaction_order
 from app.scenarios.expansion import ExpansionError, expand_path, expand_value
 from app.scenarios.schema import OracleCall
 
@@ -73,6 +73,7 @@ def starting_point(snapshot: RunSnapshot) -> RunSnapshot:
         now=snapshot.started_at,
         current=current,
         changed=[],
+        sent=[],
         calls=[],
         deliveries=[],
         revealed=[],
@@ -101,6 +102,7 @@ class Replay:
         self.statuses: list[int | None] = []  # per call: status, None if not sent
         self.refs_written: dict[int, str] = {}  # call index -> the resource it wrote
         self.saves: dict[str, str] = {}  # a transaction entry's fullUrl -> symbol to save
+        self.sent: list[SentText] = []  # the SMS and e-mail it sent (captured effects)
 
     def run(
         self,
@@ -138,6 +140,14 @@ class Replay:
             body = expanded(call, body)
         self.at += STEP
         parts = urlsplit(path)
+        kind = capture_kind(parts.path)
+        if kind is not None:
+            status = self._capture(kind, body)
+            self.calls.append(
+                TracedCall(self.at, call.method, parts.path, parts.query, status, kind, (), body)
+            )
+            self.after_call(None)
+            return status
         if call.method == "POST" and parts.path.strip("/") == "":
             status, ref = self._transaction(body), None
         elif is_write(call):
@@ -162,6 +172,22 @@ class Replay:
         )
         self.after_call(ref)
         return status
+
+    def _capture(self, kind: str, body: Any) -> int:
+        """A captured effect the reference sends (an SMS, an e-mail, an integration
+        call): no FHIR change; an SMS or e-mail is a text sent, as the capture keeps it."""
+        if kind == "integration":
+            return 200
+        fields = body if isinstance(body, dict) else {}
+        to = fields.get("to")
+        recipients = ", ".join(str(t) for t in to) if isinstance(to, list) else str(to or "")
+        text = str(fields.get("body") or "")
+        if not recipients or not text.strip():
+            return 400
+        self.serial += 1
+        ref = f"{kind}:{REPLAY_ID_PREFIX}{self.serial}"
+        self.sent.append(SentText(ref, kind, self.at, recipients, text))
+        return 201
 
     def _transaction(self, bundle: Any) -> int:
         """A transaction Bundle: ids for its creates first (so entries refer to each other
@@ -290,6 +316,7 @@ class Replay:
             # Only the replayed calls: a call another run shared before the oracle started
             # is not part of the solution being graded.
             calls=list(self.calls),
+            sent=[*self.before.sent, *self.sent],
             final=True,
         )
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
@@ -79,7 +80,7 @@ def _walk(expectations: list[Expectation]) -> dict[str, RubricExpectation]:
 
 
 _KINDS = {
-    "communications": "messages to the patient",
+    "communications": "messages to the patient (SMS and e-mail too)",
     "tasks": "Task descriptions and notes",
     "documents": "text/plain documents",
 }
@@ -123,9 +124,12 @@ async def judge_rubrics(
     patients: frozenset[str],
     *,
     used: list[tuple[str, str | None, str]] | None = None,
+    sent: Sequence[str] = (),
 ) -> Verdict:
     """Judge each rubric of the verdict; `used`, when given, receives the (engine, model,
-    prompt version) of each judgement made (the run's provenance records them)."""
+    prompt version) of each judgement made (the run's provenance records them). `sent`:
+    the texts of the SMS and e-mail the run's system sent (captured, app/capture), read
+    as messages by a rubric of `communications`."""
     rubrics = _walk(expectations)
     if not rubrics:
         return verdict
@@ -139,6 +143,8 @@ async def judge_rubrics(
             result.detail = "skipped: a required expectation already failed (no model spent)"
             continue
         texts = await _written_texts(pool, tenant_id, run_id, list(rubric.of), patients)
+        if "communications" in rubric.of:
+            texts += list(sent)
         if not any(t.strip() for t in texts):
             why = f"the system wrote no text of this kind ({_kinds(rubric)})"
             _not_judged(result, why, None)

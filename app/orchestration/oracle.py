@@ -10,17 +10,22 @@ without one); where a worker also answers, the first reply to be stored wins."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
 
+from app.capture import service as capture_service
 from app.db import Scopes
 from app.errors import Unprocessable
-from app.kit.urls import run_view_base
+from app.kit import jsontext
+from app.kit.clock import utcnow
+from app.kit.urls import RUNS_PREFIX, run_view_base
+from app.runs import service as runs_service
 from app.runs import simulated_patient as patient_sim_service
 from app.runs.service import RunRow
-from app.scenarios.calls import bundle_urls
+from app.scenarios.calls import bundle_urls, capture_kind
 from app.scenarios.expansion import ExpansionError, expand_path, expand_value
 from app.scenarios.schema import OracleCall
 
@@ -64,6 +69,18 @@ async def replay(
                 continue
             if expanded is not None and body is not None:
                 body = expanded(call, body)
+            kind = capture_kind(path)
+            if kind is not None:
+                response = await _send_capture(app, client, run, kind, call.method, path, body)
+                statuses.append(response.status_code)
+                if response.status_code < 400:
+                    await _let_patient_answer(app, run)
+                elif strict:
+                    raise Unprocessable(
+                        f"oracle call {index} ({call.method} {path}) answered "
+                        f"{response.status_code}: {response.text[:300]}"
+                    )
+                continue
             url = path if path.startswith("/api/") else fhir_base + path.rstrip("/")
             content_type = (
                 "application/json-patch+json"
@@ -89,6 +106,72 @@ async def replay(
                 created = response.json()
                 refs[call.save_as] = f"{created['resourceType']}/{created['id']}"
     return statuses
+
+
+async def _send_capture(
+    app: Any,
+    client: httpx.AsyncClient,
+    run: RunRow,
+    kind: str,
+    method: str,
+    path: str,
+    body: Any,
+) -> httpx.Response:
+    """A captured effect the reference solution sends, the way an agent sends it: an SMS
+    over the run's Twilio-compatible API with its credentials (`{"to", "body"}`), an
+    integration call to the run's stub (any JSON body), an e-mail (`{"to", "subject",
+    "body"}`) recorded and traced as the SMTP server records one (the scenario check
+    runs without an SMTP server)."""
+    run_base = f"{RUNS_PREFIX}/{run.id}"
+    fields = body if isinstance(body, dict) else {}
+    if kind == "integration":
+        return await client.request(method, run_base + path, json=body)
+    if kind == "sms":
+        creds = capture_service.run_credentials(run.tenant_id, run.id)
+        if creds is None:
+            return httpx.Response(503, text="this process has no capture secret")
+        return await client.post(
+            f"{run_base}/sms/2010-04-01/Accounts/{creds.account_sid}/Messages.json",
+            data={"To": str(fields.get("to") or ""), "Body": str(fields.get("body") or "")},
+            auth=(creds.account_sid, creds.auth_token),
+        )
+    to = fields.get("to")
+    recipients = [str(t) for t in to] if isinstance(to, list) else [str(to or "")]
+    text = str(fields.get("body") or "")
+    if not any(recipients) or not text.strip():
+        return httpx.Response(400, text="an e-mail needs 'to' and 'body'")
+    started, at = time.perf_counter(), utcnow()
+    scopes: Scopes = app.state.scopes
+    async with scopes.transaction() as tx:
+        effect = await capture_service.record_email(
+            tx,
+            run.tenant_id,
+            run.id,
+            to=[r for r in recipients if r],
+            from_=f"{run.id}@understudy.invalid",
+            subject=str(fields.get("subject") or "") or None,
+            body=text,
+            attachments=[],
+            headers={"X-Understudy-Via": "reference"},
+        )
+        await runs_service.mark_runs_changed(tx, run.tenant_id, {run.id})
+    reply = f"250 OK: captured as {effect.id}, not delivered".encode()
+    app.state.recorder.add(
+        capture_service.trace_row(
+            run.tenant_id,
+            run.id,
+            transport="email",
+            method="DATA",
+            path="/smtp",
+            query="",
+            at=at,
+            started=started,
+            status=250,
+            answer=reply,
+            asked=jsontext.dumps(fields),
+        )
+    )
+    return httpx.Response(250, content=reply)
 
 
 async def _let_patient_answer(app: Any, run: RunRow) -> None:

@@ -6,6 +6,7 @@ looks at it."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, cast
 
@@ -43,6 +44,33 @@ def _relative_path(path: str) -> str:
         if index >= 0:
             return path[index + len(marker) :] or "/"
     return path
+
+
+_CAPTURE_PATH = re.compile(r"^/api/testing/runs/[^/]+/(sms|integrations)(/.*)?$")
+_TWILIO_MESSAGES = re.compile(r"^/2010-04-01/Accounts/[^/]+/Messages(?:/([^/]+?))?\.json$")
+
+
+def _call_key(transport: str, method: str, path: str) -> tuple[str, str]:
+    """A traced call's method and path as api_call expectations match them: FHIR calls
+    relative to the FHIR base; a captured effect's call by what it did, whichever way it
+    came (docs/grading.md "api_call"): an SMS sent is `POST /sms/Messages` (over the
+    Twilio API or MCP's `send_sms`), one read `GET /sms/Messages/<sid>`, an e-mail `POST
+    /email` (over SMTP or MCP's `send_email`), an integration call `<method>
+    /integrations/<name>/<path>`."""
+    if transport == "email":
+        return "POST", "/email"
+    if transport == "sms" and path == "/mcp":
+        return "POST", "/sms/Messages"
+    found = _CAPTURE_PATH.match(path) if transport in ("sms", "integration") else None
+    if found is None:
+        return method, _relative_path(path)
+    kind, rest = found.group(1), found.group(2) or ""
+    if kind == "integrations":
+        return method, "/integrations" + rest
+    twilio = _TWILIO_MESSAGES.match(rest)
+    if twilio is None:
+        return method, "/sms" + rest
+    return method, "/sms/Messages" + (f"/{twilio.group(1)}" if twilio.group(1) else "")
 
 
 def _resource_types(expectations: list[Expectation], scope: str) -> set[str] | None:
@@ -144,8 +172,8 @@ async def build_snapshot(
     calls = [
         Call(
             at=c.at,
-            method=c.method,
-            path=_relative_path(c.path),
+            method=key[0],
+            path=key[1],
             query=c.query,
             status=c.status,
             transport=c.transport,
@@ -161,6 +189,7 @@ async def build_snapshot(
             until=now,
             with_bodies=bodies,
         )
+        for key in [_call_key(c.transport, c.method, c.path)]
     ]
     deliveries = [
         Delivery(at=at, event=event, resource_ref=ref)
@@ -220,8 +249,12 @@ def _parsed(text: str | None) -> Any:
 
 
 def _reads_texts(expectations: list[Expectation]) -> bool:
-    """Whether a text-truth expectation reads what the run wrote (captured texts too)."""
-    return any(e.type == "text-truth" for e in walk_expectations(expectations))
+    """Whether an expectation reads the texts the run sent out (captured SMS and e-mail):
+    text truth and message checks read them like messages, consent the SMS it sent."""
+    return any(
+        e.type in ("text-truth", "message", "consent", "reference")
+        for e in walk_expectations(expectations)
+    )
 
 
 def _asks(expectations: list[Expectation]) -> bool:

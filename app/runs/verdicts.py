@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
+from app.capture import service as capture_service
 from app.db import Scopes
 from app.grading.engine import grade
 from app.grading.scoring import progress
@@ -29,7 +30,7 @@ from app.runs.ending import slot_freed
 from app.runs.reads import get_run
 from app.runs.row import RunRow, RunStatus
 from app.runs.snapshot import build_snapshot, expectations_of
-from app.scenarios.schema import Expectation
+from app.scenarios.schema import Expectation, walk_expectations
 from understudy_client.contract.runs import ExpectationResult, Verdict
 
 
@@ -114,6 +115,18 @@ def _outcome(
     return _Outcome(None, settling=settling)
 
 
+async def _sent_texts(
+    pool: asyncpg.Pool, run: RunRow, expectations: list[Expectation], snapshot: RunSnapshot
+) -> list[str]:
+    """What a rubric reads of the SMS and e-mail the run sent: the snapshot's when it read
+    them, else read now (once, as the run ends), only when a rubric is there to read."""
+    if not any(e.type == "rubric" for e in walk_expectations(expectations)):
+        return []
+    if snapshot.sent:
+        return [t.body for t in snapshot.sent]
+    return [e.body or "" for e in await capture_service.sent_texts(pool, run.tenant_id, run.id)]
+
+
 async def _end(
     scopes: Scopes,
     llm: LlmClient | None,
@@ -138,6 +151,7 @@ async def _end(
         verdict,
         snapshot.patient_refs,
         used=judges_used,
+        sent=await _sent_texts(pool, run, expectations, snapshot),
     )
     verdict.score = round(verdict.score, 4)
     verdict.note = outcome.note

@@ -16,12 +16,33 @@ _WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 _TRANSACTION_ORDER = {"DELETE": 0, "POST": 1, "PUT": 2, "PATCH": 3}
 
 
+# An oracle call's path for a captured effect (docs/capture.md "In a reference solution"),
+# as api_call expectations name them: an SMS sent, an e-mail sent, an integration call.
+SMS_PATH = "/sms/Messages"
+EMAIL_PATH = "/email"
+INTEGRATIONS_PREFIX = "/integrations/"
+
+
+def capture_kind(path: str) -> str | None:
+    """`sms`, `email` or `integration` for an oracle call's path that sends a captured
+    effect rather than a FHIR call; None otherwise."""
+    path = urlsplit(path).path
+    if path == SMS_PATH:
+        return "sms"
+    if path == EMAIL_PATH:
+        return "email"
+    if path.startswith(INTEGRATIONS_PREFIX) and len(path) > len(INTEGRATIONS_PREFIX):
+        return "integration"
+    return None
+
+
 def is_write(call: OracleCall) -> bool:
-    """A FHIR write of a resource (not an operation, a search, a transaction or a call
-    outside FHIR)."""
+    """A FHIR write of a resource (not an operation, a search, a transaction, a captured
+    effect or a call outside FHIR)."""
     path = urlsplit(call.path).path
     return (
-        call.method in _WRITE_METHODS
+        capture_kind(path) is None
+        and call.method in _WRITE_METHODS
         and not path.startswith("/api/")
         and "$" not in path
         and not path.endswith("/_search")

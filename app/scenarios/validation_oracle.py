@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from app.scenarios.calls import capture_kind
 from app.scenarios.validation_base import OnSymbol, field_of, list_of, path_symbols
 from app.scenarios.validation_problems import json_pointer
 from app.scenarios.validation_symbols import SymbolChecks
@@ -33,6 +34,7 @@ class OracleChecks(SymbolChecks):
                     )
                 for symbol in path_symbols(call_path):
                     on_symbol(symbol, f"{path}/path")
+                self.check_capture(call, call_path, path)
             if "body" in call:
                 self.walk_body(call["body"], f"{path}/body", on_symbol)
             name = names[index]
@@ -57,3 +59,27 @@ class OracleChecks(SymbolChecks):
                 self.use(symbol, where, allowed)
 
         return on_symbol
+
+    def check_capture(self, call: dict[str, object], call_path: str, path: str) -> None:
+        """A captured effect the reference sends (docs/capture.md "In a reference
+        solution"): an SMS or e-mail is a POST with a `to` and a `body`."""
+        kind = capture_kind(call_path)
+        if kind not in ("sms", "email"):
+            return
+        if call.get("method") != "POST":
+            self.add(f"{path}/method", f"sending an {kind.upper()} is a POST")
+        body = call.get("body")
+        if not isinstance(body, dict):
+            self.add(f"{path}/body", f'an {kind.upper()} needs a body {{"to": …, "body": …}}')
+            return
+        to = body.get("to")
+        if kind == "sms" and not (isinstance(to, str) and to.strip()):
+            self.add(f"{path}/body/to", "the number to text, as a string (+15555550123)")
+        if kind == "email" and not (
+            (isinstance(to, str) and to.strip())
+            or (isinstance(to, list) and to and all(isinstance(t, str) for t in to))
+        ):
+            self.add(f"{path}/body/to", "the recipients' addresses: a string or a list of them")
+        text = body.get("body")
+        if not (isinstance(text, str) and text.strip()):
+            self.add(f"{path}/body/body", "the text sent, a non-empty string")

@@ -30,6 +30,7 @@ from app.grading.message.register import register_violations
 from app.grading.resource import ref_of
 from app.grading.scoring import capped, make_result
 from app.grading.snapshot import ChangedResource, Graded, RunSnapshot
+from app.grading.truth.texts import addresses_of, patient_addresses
 from app.kit.phrases import find_phrases
 from app.scenarios.schema import Expectation, MessageExpectation
 from understudy_client.contract.runs import Evidence
@@ -79,6 +80,17 @@ def in_scope(
         ):
             continue
         out.append(Message(ref_of(changed), changed.first_changed_at, message_text(body)))
+    # A captured SMS or e-mail is a message like a Communication: to the patient when it
+    # went to a fixture patient's number or address, to staff (a referral letter to a
+    # clinic's inbox) otherwise.
+    addresses = patient_addresses(snapshot) if snapshot.sent else frozenset()
+    for sent in snapshot.sent:
+        if after is not None and sent.at < after:
+            continue
+        to_patient = bool(addresses_of(sent) & addresses)
+        if expectation.to == "patient" and not to_patient:
+            continue
+        out.append(Message(sent.ref, sent.at, sent.body))
     return sorted(out, key=lambda m: (m.at, m.ref))
 
 

@@ -93,7 +93,7 @@ def texts_of(snapshot: RunSnapshot) -> list[Text]:
         out += [Text(ref, at, text, audience, where) for where, text in body_texts(body, before)]
     addresses = patient_addresses(snapshot)
     out += [
-        Text(t.ref, t.at, t.body, "patient" if _addresses(t) & addresses else "staff", t.kind)
+        Text(t.ref, t.at, t.body, "patient" if addresses_of(t) & addresses else "staff", t.kind)
         for t in snapshot.sent
         if t.body.strip()
     ]
@@ -105,7 +105,7 @@ def _digits(phone: str) -> str:
     return "".join(c for c in phone if c.isdigit())[-10:]
 
 
-def _addresses(sent: SentText) -> set[str]:
+def addresses_of(sent: SentText) -> set[str]:
     """Who a sent text went to: an SMS's number by its digits, an e-mail's recipients."""
     if sent.kind == "sms":
         return {_digits(sent.to)}
