@@ -25,6 +25,7 @@ from app.api.capture import install_capture
 from app.api.evals import router as evals_router
 from app.api.fhir import eligibility_router
 from app.api.fhir import router as fhir_router
+from app.api.run_drafts import router as run_drafts_router
 from app.api.runs import router as runs_router
 from app.api.scenarios import router as scenarios_router
 from app.api.schedules import router as schedules_router
@@ -362,6 +363,7 @@ def _install_routes(app: FastAPI, settings: Settings) -> McpEndpoint:
     app.include_router(eligibility_router)
     app.include_router(scenarios_router)
     app.include_router(runs_router)
+    app.include_router(run_drafts_router)
     app.include_router(usage_router)
     app.include_router(webhooks_router)
     app.include_router(evals_router)

@@ -21,6 +21,18 @@ async def latest(conn: Reader, *, tenant_id: uuid.UUID, scenario_id: str) -> asy
     )
 
 
+async def version(
+    conn: Reader, *, tenant_id: uuid.UUID, scenario_id: str, version: int
+) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        """SELECT version, document, hash FROM scenario
+        WHERE tenant_id = $1 AND id = $2 AND version = $3""",
+        tenant_id,
+        scenario_id,
+        version,
+    )
+
+
 async def latest_of_each(conn: Reader, *, tenant_id: uuid.UUID) -> list[asyncpg.Record]:
     return await conn.fetch(
         """SELECT DISTINCT ON (id) id, version, document, hash FROM scenario

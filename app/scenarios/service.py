@@ -88,6 +88,22 @@ async def get_scenario(
     return LoadedScenario(scenario, row["version"], False, row["hash"])
 
 
+async def get_scenario_version(
+    pool: asyncpg.Pool | Conn, tenant_id: uuid.UUID, scenario_id: str, version: int
+) -> LoadedScenario:
+    """The version a run used (a built-in scenario has one: its file, version 0); the
+    latest when that version is gone."""
+    if version == 0 or scenario_id in builtin_scenarios():
+        return await get_scenario(pool, tenant_id, scenario_id)
+    row = await repository.version(
+        pool, tenant_id=tenant_id, scenario_id=scenario_id, version=version
+    )
+    if row is None:
+        return await get_scenario(pool, tenant_id, scenario_id)
+    scenario = Scenario.model_validate(jsontext.loads(row["document"]))
+    return LoadedScenario(scenario, row["version"], False, row["hash"])
+
+
 async def list_scenarios(pool: asyncpg.Pool | Conn, tenant_id: uuid.UUID) -> list[LoadedScenario]:
     rows = await repository.latest_of_each(pool, tenant_id=tenant_id)
     custom = [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from understudy_client.contract.base import ApiModel
@@ -132,3 +134,18 @@ class CheckReportOut(ApiModel):
     mutant_kinds: dict[str, int]
     rewrite_kinds: dict[str, int]
     variants: list[VariantReportOut]
+
+
+class ScenarioDraftOut(ApiModel):
+    """`POST /api/testing/runs/{id}/scenario`: a scenario drafted from an ended run, not
+    saved; import it (`POST /api/testing/scenarios`) once edited."""
+
+    run_id: str
+    draft: dict[str, Any] = Field(
+        description="The scenario JSON: the run's fixture, stimulus and brief, the system's "
+        "writes as the oracle, expectations derived from what it did"
+    )
+    problems: list[ProblemOut] = Field(
+        description="What the lint refuses (the import would answer 422 until they are fixed)"
+    )
+    warnings: list[ProblemOut] = Field(description="What the lint warns about; never blocks")

@@ -1,0 +1,594 @@
+"""A scenario drafted from an ended run (docs/scenarios.md "A scenario from a run"): the
+run's starting point (fixture and stimulus, as the scenario it ran had them, its
+variant applied), the brief, the system's successful writes as the reference solution,
+and expectations derived from what it did. Nothing is stored: the author edits the draft
+and imports it like any scenario.
+
+The oracle is the system's own calls turned back into scenario terms, so it replays in
+any later run: the run's fixture ids become `@symbol`s, each created resource gets a
+`saveAs` name that later calls use, and instants become time tokens relative to the
+run's start (`+2wd@10:00`: the clinic's Slots are weekdays, so weekday offsets keep a
+booking on a free Slot whatever day the draft is replayed). Expectations:
+
+- `matches-reference` is not written (no scenario may): the oracle makes it the default,
+  the strict end state of docs/grading.md "Strict by default";
+- a `changes` guard allowing exactly the kinds of change the oracle makes;
+- one bonus `api_call` per distinct lookup (ids as `*`): how the system found things
+  out, which a correct system may do differently (required only when the run wrote
+  nothing, so that doing nothing still fails);
+- one `message` check per message to a patient: `saysAny` of its most distinctive words
+  (no times, dates or numbers, which text truth checks against the chart and a
+  paraphrase restates), so a correct system that words it differently but says the
+  same thing still passes more often than one that says something else.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any
+
+import asyncpg
+
+from app.db import Conn
+from app.kit import jsontext
+from app.kit.urls import FHIR_PREFIX, RUNS_PREFIX
+from app.runs.errors import RunStillLive
+from app.runs.reads import get_run
+from app.runs.row import RunStatus
+from app.scenarios import service as scenarios_service
+from app.scenarios.expansion import ExpansionError, apply_variant, resolve_time_token
+from app.scenarios.free import free_choices
+from app.scenarios.schema import Scenario
+from app.scenarios.validation import Problem, validate_scenario
+from app.trace import service as trace_service
+
+HTTP_ERROR = 400
+# The transports of the system's API calls; captured SMS, e-mail and integration calls
+# are not oracle calls (yet).
+API_TRANSPORTS = frozenset({"rest", "mcp"})
+# How far a weekday offset is looked for (half a year of weekdays): further than any
+# scenario's deadline.
+MAX_WEEKDAYS = 130
+# Dates further than this from the run's start are facts (a birth date), not moments the
+# run chose: kept as written.
+DATE_WINDOW_DAYS = 366
+SECONDS_PER_MINUTE = 60
+# A message check names at most this many words of the message, each at least this long.
+MESSAGE_WORDS = 3
+MIN_WORD = 5
+# Elements whose dates are facts about the patient, never relative to the run.
+FACT_DATES = frozenset({"birthDate", "deceasedDateTime"})
+ID_MAX = 100
+
+_INSTANT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+# Words that say nothing distinctive about a message (and dates' words, which text truth
+# checks and a paraphrase restates).
+_COMMON = frozenset(
+    {
+        "about",
+        "after",
+        "again",
+        "their",
+        "there",
+        "these",
+        "those",
+        "which",
+        "would",
+        "could",
+        "should",
+        "please",
+        "thank",
+        "thanks",
+        "hello",
+        "regards",
+        "sincerely",
+        "today",
+        "tomorrow",
+        "yesterday",
+        "morning",
+        "afternoon",
+        "evening",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "january",
+        "february",
+        "march",
+        "april",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "where",
+        "while",
+        "other",
+        "being",
+        "still",
+        "since",
+        "until",
+        "before",
+        "every",
+        "great",
+        "happy",
+        "best",
+        "dear",
+        "hola",
+        "gracias",
+        "buenos",
+        "buenas",
+        "lunes",
+        "martes",
+        "miércoles",
+        "jueves",
+        "viernes",
+        "sábado",
+        "domingo",
+        "enero",
+        "febrero",
+        "marzo",
+        "abril",
+        "mayo",
+        "junio",
+        "julio",
+        "agosto",
+        "septiembre",
+        "octubre",
+        "noviembre",
+        "diciembre",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SystemCall:
+    """A successful call the system under test made, as the draft reads it: the path as
+    api_call expectations see it (FHIR calls relative to the base), the query, the request
+    body sent and the response body it got (parsed JSON, or None)."""
+
+    method: str
+    path: str
+    query: str
+    request: Any
+    response: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    document: dict[str, Any]
+    problems: list[Problem]  # block the import
+    warnings: list[Problem]  # legal, but worth a look
+
+
+def relative_path(path: str) -> str:
+    """A traced path as api_call expectations and oracle calls name it."""
+    if path.startswith(FHIR_PREFIX):
+        return path[len(FHIR_PREFIX) :] or "/"
+    if path.startswith(RUNS_PREFIX + "/"):
+        index = path.find("/fhir/r4")
+        if index >= 0:
+            return path[index + len("/fhir/r4") :] or "/"
+    return path
+
+
+def draft_id(scenario_id: str, run_id: str) -> str:
+    """`<scenario id>.from-<short run id>`, within the schema's id pattern and length."""
+    short = re.sub(r"[^a-z0-9]", "", run_id.lower().removeprefix("run_"))[:10] or "run"
+    suffix = f".from-{short}"
+    return scenario_id[: ID_MAX - len(suffix)] + suffix
+
+
+def is_lookup(method: str, path: str) -> bool:
+    """A call that reads: a GET, a search by POST, or an operation (`$find`)."""
+    return method == "GET" or path.endswith("/_search") or "/$" in path
+
+
+def lookup_glob(path: str) -> str:
+    """A lookup's path with its ids as `*`: `/Patient/abc/$everything` →
+    `/Patient/*/$everything`; absolute paths (`/api/eligibility/$check`) as they are."""
+    if path.startswith("/api/"):
+        return path
+    segments = path.strip("/").split("/")
+    out = [segments[0]] if segments and segments[0] else []
+    for segment in segments[1:]:
+        out.append(segment if segment.startswith(("$", "_")) else "*")
+    return "/" + "/".join(out)
+
+
+class _Symbols:
+    """The run's ids in scenario terms: fixture ids and the ids of resources the system
+    created (their `saveAs` names)."""
+
+    def __init__(self, fixture: dict[str, str]) -> None:
+        self.by_ref = {ref: symbol for symbol, ref in fixture.items()}
+        self.by_id = {ref.split("/", 1)[1]: symbol for symbol, ref in fixture.items()}
+        self.taken = set(fixture)
+        self.types = {symbol: ref.split("/", 1)[0] for symbol, ref in fixture.items()}
+
+    def save(self, resource_type: str, resource_id: str) -> str:
+        stem = re.sub(r"[^A-Za-z0-9]", "", resource_type) or "created"
+        stem = stem[0].lower() + stem[1:]
+        n = 1
+        while f"{stem}{n}" in self.taken:
+            n += 1
+        name = f"{stem}{n}"
+        self.taken.add(name)
+        self.by_ref[f"{resource_type}/{resource_id}"] = name
+        self.by_id[resource_id] = name
+        self.types[name] = resource_type
+        return name
+
+    def path(self, path: str) -> str:
+        return "/".join(f"@{self.by_id[s]}" if s in self.by_id else s for s in path.split("/"))
+
+    def query(self, query: str) -> str:
+        def swap(match: re.Match[str]) -> str:
+            value = match.group(0)
+            if value in self.by_ref:
+                return "@" + self.by_ref[value]
+            return "@" + self.by_id[value] if value in self.by_id else value
+
+        return re.sub(r"[^=&,|]+", swap, query)
+
+
+class _Clock:
+    """Instants and dates the system wrote, as tokens relative to the run's start."""
+
+    def __init__(self, started_at: datetime) -> None:
+        self.start = started_at.astimezone(UTC)
+
+    def instant(self, text: str) -> Any:
+        try:
+            moment = datetime.fromisoformat(text).astimezone(UTC)
+        except ValueError:
+            return text
+        if moment.second == 0 and moment.microsecond == 0:
+            clock = f"@{moment.hour:02d}:{moment.minute:02d}"
+            for n in range(MAX_WEEKDAYS):
+                for sign in ("+", "-"):
+                    token = f"{sign}{n}wd{clock}"
+                    if self._resolves(token, moment):
+                        return {"$time": token}
+            days = (moment.date() - self.start.date()).days
+            token = f"{'+' if days >= 0 else '-'}{abs(days)}d{clock}"
+            if self._resolves(token, moment):
+                return {"$time": token}
+        minutes = round((moment - self.start).total_seconds() / SECONDS_PER_MINUTE)
+        return {"$time": f"{'+' if minutes >= 0 else '-'}{abs(minutes)}m"}
+
+    def day(self, text: str) -> Any:
+        try:
+            day = date.fromisoformat(text)
+        except ValueError:
+            return text
+        days = (day - self.start.date()).days
+        if abs(days) > DATE_WINDOW_DAYS:
+            return text
+        if day.weekday() < 5:  # a weekday: as a weekday offset, like bookings
+            for n in range(MAX_WEEKDAYS):
+                for sign in ("+", "-"):
+                    token = f"{sign}{n}wd"
+                    if resolve_time_token(token, self.start, as_date=True) == text:
+                        return {"$date": token}
+        return {"$date": f"{'+' if days >= 0 else '-'}{abs(days)}d"}
+
+    def _resolves(self, token: str, moment: datetime) -> bool:
+        try:
+            resolved = resolve_time_token(token, self.start)
+        except ExpansionError:
+            return False
+        return datetime.fromisoformat(resolved) == moment
+
+
+def _abstract(value: Any, symbols: _Symbols, clock: _Clock, key: str = "") -> Any:
+    """A body the system sent, in scenario terms (meta dropped: the server's)."""
+    if isinstance(value, dict):
+        return {k: _abstract(v, symbols, clock, k) for k, v in value.items() if k != "meta"}
+    if isinstance(value, list):
+        return [_abstract(v, symbols, clock, key) for v in value]
+    if not isinstance(value, str):
+        return value
+    if key == "reference" and value in symbols.by_ref:
+        return "@" + symbols.by_ref[value]
+    if value in symbols.by_id:
+        return "@" + symbols.by_id[value]
+    if key in FACT_DATES:
+        return value
+    if _INSTANT.match(value):
+        return clock.instant(value)
+    if _DATE.match(value):
+        return clock.day(value)
+    return value
+
+
+def _created(call: SystemCall) -> tuple[str, str] | None:
+    """(type, id) of the resource a create answered with."""
+    if call.method != "POST" or is_lookup(call.method, call.path) or call.path in ("", "/"):
+        return None
+    answer = call.response
+    if isinstance(answer, dict) and isinstance(answer.get("id"), str):
+        return str(answer.get("resourceType") or call.path.strip("/").split("/")[0]), answer["id"]
+    return None
+
+
+def _oracle(calls: list[SystemCall], symbols: _Symbols, clock: _Clock) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for call in calls:
+        if call.method == "GET":
+            continue
+        path = symbols.path(call.path)
+        if call.query:
+            path += "?" + symbols.query(call.query)
+        entry: dict[str, Any] = {"method": call.method, "path": path}
+        body = call.request
+        if (
+            isinstance(body, dict)
+            and call.method == "POST"
+            and body.get("resourceType") not in (None, "Bundle")
+            and not is_lookup(call.method, call.path)
+        ):
+            body = {k: v for k, v in body.items() if k != "id"}  # the server's choice
+        if body is not None:
+            entry["body"] = _abstract(body, symbols, clock)
+        created = _created(call)
+        if created is not None:
+            entry["saveAs"] = symbols.save(*created)
+        out.append(entry)
+    return out
+
+
+def _written_types(oracle: list[dict[str, Any]], symbols: _Symbols) -> tuple[set[str], set[str]]:
+    """The types the oracle creates, and the fixture symbols whose resources it updates
+    or deletes (by path)."""
+    created: set[str] = set()
+    updated: set[str] = set()
+    for call in oracle:
+        path = str(call["path"]).split("?", 1)[0]
+        if is_lookup(call["method"], path):
+            continue
+        segments = path.strip("/").split("/")
+        if path.strip("/") == "" and isinstance(call.get("body"), dict):
+            for entry in call["body"].get("entry") or []:
+                url = str(((entry or {}).get("request") or {}).get("url") or "")
+                created.add(url.split("/")[0].split("?")[0])
+            continue
+        if call["method"] == "POST":
+            created.add(segments[0])
+        elif len(segments) > 1 and segments[1].startswith("@"):
+            name = segments[1][1:]
+            if name in symbols.types and name not in {c.get("saveAs") for c in oracle}:
+                updated.add(name)
+            else:
+                created.add(segments[0])
+        else:
+            created.add(segments[0])
+    return {t for t in created if t}, updated
+
+
+def _patients(symbols: _Symbols, fixture: dict[str, str]) -> list[str]:
+    return [s for s, ref in fixture.items() if ref.startswith("Patient/")]
+
+
+def _changes_guard(
+    oracle: list[dict[str, Any]], symbols: _Symbols, fixture: dict[str, str]
+) -> dict[str, Any]:
+    created, updated = _written_types(oracle, symbols)
+    allow = [f"resourceType = '{t}'" for t in sorted(created)]
+    allow += [f"resourceType = '{symbols.types[s]}' and id = %fixture.{s}" for s in sorted(updated)]
+    books = "Appointment" in created or any(symbols.types[s] == "Appointment" for s in updated)
+    if books:  # a booking's Slot may follow it
+        allow.append("resourceType = 'Slot' and (status = 'busy' or status = 'free')")
+    if "Communication" not in created:
+        for patient in _patients(symbols, fixture):
+            allow.append(
+                "resourceType = 'Communication' and recipient.where(reference = 'Patient/' + "
+                f"%fixture.{patient}).exists() and (sender.empty() or sender.reference != "
+                f"'Patient/' + %fixture.{patient})"
+            )
+    guard: dict[str, Any] = {
+        "id": "nothing-else-changed",
+        "type": "changes",
+        "label": "Nothing else changed: only the kinds of change the reference solution makes",
+    }
+    if allow:
+        guard["allowWhere"] = allow
+    return guard
+
+
+def _lookups(calls: list[SystemCall], required: bool) -> list[dict[str, Any]]:
+    seen: list[tuple[str, str]] = []
+    for call in calls:
+        if is_lookup(call.method, call.path):
+            key = (call.method, lookup_glob(call.path))
+            if key not in seen:
+                seen.append(key)
+    return [
+        {
+            "id": f"looked-up-{n}",
+            "type": "api_call",
+            "label": f"Looked things up as the run did: {method} {glob}",
+            "required": required,
+            "method": method,
+            "path": glob,
+        }
+        for n, (method, glob) in enumerate(seen, 1)
+    ]
+
+
+def message_words(text: str) -> list[str]:
+    """A message's most distinctive words: the longest that are not common, dates'
+    names or numbers, longest first (ties in the order written)."""
+    words: list[str] = []
+    for word in _WORD.findall(text):
+        folded = word.lower()
+        if len(folded) >= MIN_WORD and folded not in _COMMON and folded not in words:
+            words.append(folded)
+    return sorted(words, key=len, reverse=True)[:MESSAGE_WORDS]
+
+
+def _messages(oracle: list[dict[str, Any]], patients: list[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for call in oracle:
+        body = call.get("body")
+        if call["method"] != "POST" or not isinstance(body, dict):
+            continue
+        if body.get("resourceType") != "Communication":
+            continue
+        to = {
+            str(r.get("reference", "")).removeprefix("@")
+            for r in body.get("recipient") or []
+            if isinstance(r, dict)
+        }
+        if not to & set(patients):
+            continue
+        text = " ".join(
+            str(p["contentString"])
+            for p in body.get("payload") or []
+            if isinstance(p, dict) and isinstance(p.get("contentString"), str)
+        )
+        words = message_words(text)
+        if not words:
+            continue
+        n = len(out) + 1
+        out.append(
+            {
+                "id": f"message-{n}",
+                "type": "message",
+                "label": f"Says what message {n} of the reference solution said to the "
+                f"patient (one of: {', '.join(words)})",
+                "saysAny": words,
+            }
+        )
+    return out
+
+
+def build_draft(
+    scenario: Scenario,
+    *,
+    run_id: str,
+    started_at: datetime,
+    fixture: dict[str, str],
+    calls: list[SystemCall],
+) -> dict[str, Any]:
+    """The draft scenario (JSON) from the scenario as the run used it (variant applied),
+    the run's fixture map and the system's successful calls in order."""
+    symbols = _Symbols(fixture)
+    oracle = _oracle(calls, symbols, _Clock(started_at))
+    writes = [c for c in oracle if not is_lookup(c["method"], str(c["path"]).split("?")[0])]
+    patients = _patients(symbols, fixture)
+    expectations = [
+        _changes_guard(oracle, symbols, fixture),
+        *_lookups(calls, required=not writes),
+        *_messages(oracle, patients),
+    ]
+    original = scenario.model_dump(by_alias=True, exclude_none=True, mode="python")
+    document: dict[str, Any] = {
+        "id": draft_id(scenario.id, run_id),
+        "title": f"{scenario.title} (from run {run_id})",
+        "category": scenario.category,
+        "summary": f"Drafted from run {run_id} of {scenario.id}: the system's writes in that "
+        "run are the reference solution. Edit the expectations before saving.",
+        "modes": original["modes"],
+        "fixture": original.get("fixture") or [],
+        "stimulus": original.get("stimulus") or [],
+        "expectations": expectations,
+        "timeoutSeconds": scenario.timeout_seconds,
+        "oracle": oracle,
+    }
+    for key in ("brief", "workflow", "patientSim", "integrations"):
+        if original.get(key) is not None:
+            document[key] = original[key]
+    if scenario.scheduling != "strict":
+        document["scheduling"] = scenario.scheduling
+    strict = {k: v for k, v in (original.get("strict") or {}).items() if k != "off"}
+    if strict:
+        document["strict"] = strict
+    created, _ = _written_types(oracle, symbols)
+    updated_types = {symbols.types[s] for s in _written_types(oracle, symbols)[1]}
+    free = [
+        f.model_dump(by_alias=True, exclude_none=True)
+        for f in free_choices(scenario)[0]
+        if f.resource_type in created | updated_types
+    ]
+    if free:
+        document["free"] = free
+    return document
+
+
+async def system_calls(conn: Conn | asyncpg.Pool, run: Any) -> list[SystemCall]:
+    """The run's own successful API calls, oldest first, with their kept bodies."""
+    until = run.finished_at or run.deadline
+    if isinstance(conn, asyncpg.Pool):
+        async with conn.acquire() as c:
+            kept = await _kept(c, run, until)
+    else:
+        kept = await _kept(conn, run, until)
+    return [
+        SystemCall(
+            method=k.method,
+            path=relative_path(k.path),
+            query=k.query,
+            request=_parsed(k.request),
+            response=_parsed(k.response),
+        )
+        for k in kept
+        if not k.shared and k.status < HTTP_ERROR and k.transport in API_TRANSPORTS
+    ]
+
+
+async def _kept(conn: Conn, run: Any, until: datetime) -> list[trace_service.KeptCall]:
+    return await trace_service.calls_for_grading(
+        conn,
+        tenant_id=run.tenant_id,
+        run_id=run.id,
+        since=run.started_at,
+        until=until,
+        with_bodies=True,
+    )
+
+
+def _parsed(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return jsontext.loads(text)
+    except ValueError:
+        return None
+
+
+async def draft_of_run(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) -> Draft:
+    """The draft of an ended run of the tenant, with what the lint says of it. Raises
+    RunNotFound (another tenant's run too) and RunStillLive."""
+    async with pool.acquire() as conn:
+        run = await get_run(conn, tenant_id, run_id)
+        if run.status == RunStatus.LIVE:
+            raise RunStillLive(
+                f"run '{run_id}' is still live: finish or cancel it, then save it as a scenario"
+            )
+        loaded = await scenarios_service.get_scenario_version(
+            conn, tenant_id, run.scenario_id, run.scenario_version
+        )
+        calls = await system_calls(conn, run)
+    scenario = loaded.scenario
+    if run.variant:
+        scenario = apply_variant(scenario, run.variant)
+    document = build_draft(
+        scenario,
+        run_id=run.id,
+        started_at=run.started_at,
+        fixture=dict(run.fixture),
+        calls=calls,
+    )
+    _, problems, warnings = validate_scenario(document)
+    return Draft(document, problems, warnings)

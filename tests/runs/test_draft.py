@@ -1,0 +1,87 @@
+"""A scenario from a run (`POST /api/testing/runs/{id}/scenario`): the draft of a
+reference run passes its own scenario check, adversaries and all; a human-driven run's
+writes become the draft's oracle; a live run is a 409 and another tenant's a 404."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from app.db import Database
+from tests.conftest import TenantHandle, make_tenant
+
+BOOKING = "scheduling.book-named-practitioner"
+
+
+async def _draft(client: httpx.AsyncClient, tenant: TenantHandle, run_id: str) -> dict[str, Any]:
+    r = await client.post(f"{tenant.server}/api/testing/runs/{run_id}/scenario")
+    assert r.status_code == 200, r.text
+    answer: dict[str, Any] = r.json()
+    assert answer["runId"] == run_id
+    return answer
+
+
+async def test_a_reference_runs_draft_passes_its_own_check(tenant: TenantHandle) -> None:
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=120) as client:
+        r = await client.post(f"{tenant.server}/api/testing/scenarios/{BOOKING}/reference-run")
+        assert r.status_code == 200, r.text
+        run = r.json()
+        assert run["passed"] is True
+        answer = await _draft(client, tenant, run["id"])
+        draft = answer["draft"]
+        assert answer["problems"] == []
+        assert draft["id"].startswith(f"{BOOKING}.from-")
+        # The oracle is what the system did, in scenario terms.
+        assert [(c["method"], c["path"]) for c in draft["oracle"]] == [
+            ("POST", "/Appointment/$find"),
+            ("POST", "/Appointment"),
+        ]
+        booking = draft["oracle"][1]
+        assert booking["saveAs"] == "appointment1"
+        assert booking["body"]["start"] == {"$time": "+2wd@10:00"}
+        assert {"reference": "@patient", "display": "Alex Rivera"} in [
+            p["actor"] for p in booking["body"]["participant"]
+        ]
+        assert "id" not in booking["body"] and "meta" not in booking["body"]
+        kinds = [e["type"] for e in draft["expectations"]]
+        assert "reference" not in kinds and "changes" in kinds
+        lookups = [e for e in draft["expectations"] if e["type"] == "api_call"]
+        assert [(e["method"], e["path"], e["required"]) for e in lookups] == [
+            ("POST", "/Appointment/$find", False)
+        ]
+        r = await client.post(f"{tenant.server}/api/testing/scenarios", json=draft)
+        assert r.status_code == 201, r.text
+        r = await client.post(f"{tenant.server}/api/testing/scenarios/{draft['id']}/check")
+    assert r.status_code == 200, r.text
+    report = r.json()
+    assert report["ok"], report
+    (variant,) = report["variants"]
+    assert variant["oraclePasses"] and variant["nothingFails"]
+    # The check really tried to break it: near misses, the check's own adversaries and
+    # equivalent rewrites, every one judged as it should be.
+    assert variant["mutants"] >= 5 and variant["mutantsCaught"] == variant["mutants"]
+    assert variant["generated"], variant
+    assert variant["rewrites"] > 0 and variant["rewritesPassing"] == variant["rewrites"]
+
+
+async def test_a_live_run_is_a_conflict_and_another_tenants_run_not_found(
+    tenant: TenantHandle, db: Database
+) -> None:
+    other = await make_tenant(db, tenant.server)
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=30) as client:
+        r = await client.post(f"{tenant.server}/api/testing/runs", json={"scenarioId": BOOKING})
+        assert r.status_code == 201, r.text
+        run_id = r.json()["id"]
+        live = await client.post(f"{tenant.server}/api/testing/runs/{run_id}/scenario")
+        assert live.status_code == 409, live.text
+        assert "still live" in live.text
+        elsewhere = await client.post(
+            f"{tenant.server}/api/testing/runs/{run_id}/scenario", headers=other.headers
+        )
+        assert elsewhere.status_code == 404, elsewhere.text
+        await client.post(f"{tenant.server}/api/testing/runs/{run_id}/cancel")
+        # Cancelled, it drafts (its system wrote nothing: no oracle, and the lint says so).
+        answer = await _draft(client, tenant, run_id)
+        assert answer["draft"]["oracle"] == []
+        assert answer["warnings"], answer
