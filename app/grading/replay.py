@@ -31,7 +31,13 @@ from app.fhir import writes
 from app.fhir.search.index import all_references
 from app.grading.snapshot import Call as TracedCall
 from app.grading.snapshot import ChangedResource, RunSnapshot, SentText
-from app.scenarios.calls import bundle_urls, capture_kind, is_write, transaction_order
+from app.scenarios.calls import (
+    bundle_urls,
+    capture_kind,
+    capture_text,
+    is_write,
+    transaction_order,
+)
 from app.scenarios.expansion import ExpansionError, expand_path, expand_value
 from app.scenarios.schema import OracleCall
 
@@ -181,7 +187,7 @@ class Replay:
         fields = body if isinstance(body, dict) else {}
         to = fields.get("to")
         recipients = ", ".join(str(t) for t in to) if isinstance(to, list) else str(to or "")
-        text = str(fields.get("body") or "")
+        text = capture_text(fields.get("body"))
         if not recipients or not text.strip():
             return 400
         self.serial += 1

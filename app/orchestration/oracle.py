@@ -24,8 +24,9 @@ from app.kit.clock import utcnow
 from app.kit.urls import RUNS_PREFIX, run_view_base
 from app.runs import service as runs_service
 from app.runs import simulated_patient as patient_sim_service
+from app.runs import sms_patient
 from app.runs.service import RunRow
-from app.scenarios.calls import bundle_urls, capture_kind
+from app.scenarios.calls import bundle_urls, capture_kind, capture_text
 from app.scenarios.expansion import ExpansionError, expand_path, expand_value
 from app.scenarios.schema import OracleCall
 
@@ -132,12 +133,16 @@ async def _send_capture(
             return httpx.Response(503, text="this process has no capture secret")
         return await client.post(
             f"{run_base}/sms/2010-04-01/Accounts/{creds.account_sid}/Messages.json",
-            data={"To": str(fields.get("to") or ""), "Body": str(fields.get("body") or "")},
+            data={
+                "To": str(fields.get("to") or ""),
+                "From": str(fields.get("from") or creds.from_number),
+                "Body": capture_text(fields.get("body")),
+            },
             auth=(creds.account_sid, creds.auth_token),
         )
     to = fields.get("to")
     recipients = [str(t) for t in to] if isinstance(to, list) else [str(to or "")]
-    text = str(fields.get("body") or "")
+    text = capture_text(fields.get("body"))
     if not any(recipients) or not text.strip():
         return httpx.Response(400, text="an e-mail needs 'to' and 'body'")
     started, at = time.perf_counter(), utcnow()
@@ -178,6 +183,7 @@ async def _let_patient_answer(app: Any, run: RunRow) -> None:
     scopes = getattr(app.state, "scopes", None)
     if isinstance(scopes, Scopes):
         await patient_sim_service.reply_to_messages(scopes, None, run.tenant_id, run.id)
+        await sms_patient.answer_texts(scopes, None, run.tenant_id, run.id)
 
 
 def _save_entries(

@@ -48,6 +48,7 @@ from app.kit.dates import SPANISH_MONTHS, SPANISH_WEEKDAYS, zone_info
 from app.orchestration.adversaries import refs_with_saves
 from app.orchestration.mutants import Mutant, describe
 from app.orchestration.rewrites import Rewrite
+from app.scenarios.calls import capture_kind, capture_text
 from app.scenarios.expansion import ExpansionError, expand_value
 from app.scenarios.schema import OracleCall, Scenario, TextTruthExpectation
 
@@ -64,8 +65,11 @@ UNORDERED = ("naproxen", "prednisone", "tramadol", "ciprofloxacin")
 
 
 def _replace(body: dict[str, Any], where: str, old: str, new: str) -> None:
-    """Put `new` where `body_texts` read `old`."""
-    if where == "payload":
+    """Put `new` where `body_texts` read `old` (or, for an SMS or e-mail the reference
+    sends, where `_sent_texts` read it)."""
+    if where in ("sms", "email"):
+        body["body"] = new
+    elif where == "payload":
         body["payload"] = [{"contentString": new}]
     elif where == "note":
         for note in body.get("note") or []:
@@ -108,6 +112,15 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+def _sent_texts(call: OracleCall, body: dict[str, Any]) -> list[tuple[str, str]]:
+    """The text of an SMS or e-mail the reference sends (a captured effect's oracle
+    call), as text truth reads it: where is its kind."""
+    kind = capture_kind(call.path)
+    if kind not in ("sms", "email"):
+        return []
+    return [(kind, capture_text(body.get("body")))]
+
+
 class _Maker:
     def __init__(
         self, scenario: Scenario, before: RunSnapshot, oracle_snapshot: RunSnapshot
@@ -144,7 +157,7 @@ class _Maker:
                 body = expand_value(call.body, self.refs, self.before.started_at)
             except ExpansionError:
                 continue
-            for where, text in body_texts(body):
+            for where, text in _sent_texts(call, body) or body_texts(body):
                 for i, written in enumerate(self.check.texts):
                     if i in seen or written.text != text or written.where != where:
                         continue

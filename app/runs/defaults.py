@@ -1,7 +1,8 @@
 """The expectations every run gets without its scenario asking (strict by default).
 
 - `matches-reference` (`app.grading.reference`): for a scenario with an oracle that
-  writes, unless `strict.off` gives the reason not to.
+  writes or sends a captured effect (an SMS, an e-mail, an integration call), unless
+  `strict.off` gives the reason not to.
 - `text-truth` (`app.grading.truth`): on every scenario, unless `strict.textOff` gives the
   reason not to; `strict.advice` lets the system give medical instructions of its own.
 - a default `asked` per hidden fact of a `patientSim` scenario: the reference solution
@@ -16,7 +17,7 @@ from __future__ import annotations
 import re
 
 from app.patient_sim.engine import facts_asked
-from app.scenarios.calls import is_write
+from app.scenarios.calls import capture_kind, is_write
 from app.scenarios.free import free_choices
 from app.scenarios.schema import (
     AskedExpectation,
@@ -42,7 +43,8 @@ REFERENCE_LABEL = (
 def default_expectations(scenario: Scenario) -> list[Expectation]:
     taken = {e.id for e in walk_expectations(scenario.expectations)}
     out: list[Expectation] = []
-    writes = any(is_write(c) for c in scenario.oracle)
+    # A captured SMS, e-mail or integration call is part of the end state too.
+    writes = any(is_write(c) or capture_kind(c.path) is not None for c in scenario.oracle)
     if scenario.strict.off is None and writes and REFERENCE_ID not in taken:
         out.append(
             ReferenceExpectation(

@@ -36,6 +36,14 @@ def capture_kind(path: str) -> str | None:
     return None
 
 
+def capture_text(value: Any) -> str:
+    """The text of a captured effect's `body` in an oracle call: a string, or a list of
+    parts joined by spaces (so a time token, `{"$time": "+1wd@09:30"}`, can be one)."""
+    if isinstance(value, list):
+        return " ".join(str(part) for part in value if part is not None)
+    return "" if value is None else str(value)
+
+
 def is_write(call: OracleCall) -> bool:
     """A FHIR write of a resource (not an operation, a search, a transaction, a captured
     effect or a call outside FHIR)."""

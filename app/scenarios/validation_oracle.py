@@ -81,5 +81,11 @@ class OracleChecks(SymbolChecks):
         ):
             self.add(f"{path}/body/to", "the recipients' addresses: a string or a list of them")
         text = body.get("body")
-        if not (isinstance(text, str) and text.strip()):
-            self.add(f"{path}/body/body", "the text sent, a non-empty string")
+        if not (
+            (isinstance(text, str) and text.strip())
+            or (isinstance(text, list) and text and all(isinstance(t, str | dict) for t in text))
+        ):
+            self.add(
+                f"{path}/body/body",
+                "the text sent: a non-empty string, or a list of strings and time tokens",
+            )

@@ -557,6 +557,24 @@ SEARCH_PARAMS: Mapping[str, Mapping[str, SearchParam]] = MappingProxyType(
             _ref("subscriber", "subscriber"),
             _tok("type", "type"),
         ),
+        # --- consent ----------------------------------------------------------------
+        "Consent": _table(
+            _tok("action", "provision.action"),
+            _ref("actor", "provision.actor.reference"),
+            _tok("category", "category"),
+            _ref("consentor", "performer"),
+            _ref("data", "provision.data.reference"),
+            _date("date", "dateTime"),
+            _tok("identifier", "identifier"),
+            _ref("organization", "organization"),
+            _ref("patient", "patient"),
+            _date("period", "provision.period"),
+            _tok("purpose", "provision.purpose"),
+            _tok("scope", "scope"),
+            _tok("security-label", "provision.securityLabel"),
+            _ref("source-reference", "sourceReference"),
+            _tok("status", "status"),
+        ),
         # --- documents and forms ----------------------------------------------------
         "DocumentReference": _table(
             _ref("authenticator", "authenticator"),

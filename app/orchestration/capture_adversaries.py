@@ -1,0 +1,89 @@
+"""Adversaries of the SMS and e-mail a reference solution sends (captured effects,
+docs/capture.md): the scenario check makes them itself, so a scenario whose checks cannot
+tell who a text went to fails its check.
+
+Mutants (must fail), for each SMS or e-mail oracle call and each other fixture patient
+with a number (for an SMS) or an address (for an e-mail):
+- `capture-recipient`: the same text sent to that other patient instead;
+- `capture-extra`: the same text sent to that other patient too (a reminder to the
+  patient who opted out of texts, a letter copied to the wrong chart).
+
+Their text is the reference's own, so only a check that reads the recipient (the pairing
+of `matches-reference`, a message check's scope, an opt-out) can catch them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.grading.snapshot import RunSnapshot
+from app.orchestration.mutants import Mutant, describe
+from app.scenarios.calls import capture_kind
+from app.scenarios.schema import OracleCall, Scenario
+
+
+def _contacts(resource: dict[str, Any], kind: str) -> list[str]:
+    """A patient's numbers to text (kind "sms") or addresses to mail ("email")."""
+    systems = ("phone", "sms") if kind == "sms" else ("email",)
+    return [
+        str(t["value"])
+        for t in resource.get("telecom") or []
+        if isinstance(t, dict) and t.get("system") in systems and t.get("value")
+    ]
+
+
+def _digits(value: str) -> str:
+    return "".join(c for c in value if c.isdigit())[-10:]
+
+
+def _same(kind: str, a: str, b: str) -> bool:
+    if kind == "sms":
+        return bool(_digits(a)) and _digits(a) == _digits(b)
+    return a.strip().lower() == b.strip().lower()
+
+
+def _recipients(body: dict[str, Any]) -> list[str]:
+    to = body.get("to")
+    return [str(t) for t in to] if isinstance(to, list) else [str(to or "")]
+
+
+def _others(before: RunSnapshot, kind: str, sent_to: list[str]) -> list[tuple[str, str]]:
+    """(patient symbol, its first contact) of each fixture patient the call does not go to."""
+    out = []
+    for symbol, resource in before.current.items():
+        if not resource or resource.get("resourceType") != "Patient":
+            continue
+        contacts = _contacts(resource, kind)
+        if contacts and not any(_same(kind, c, s) for c in contacts for s in sent_to):
+            out.append((symbol, contacts[0]))
+    return out
+
+
+def derive_capture_mutants(scenario: Scenario, before: RunSnapshot) -> list[Mutant]:
+    out: list[Mutant] = []
+    oracle = tuple(scenario.oracle)
+    for index, call in enumerate(oracle):
+        kind = capture_kind(call.path)
+        if kind not in ("sms", "email") or not isinstance(call.body, dict):
+            continue
+        for symbol, contact in _others(before, kind, _recipients(call.body)):
+            to: str | list[str] = contact if kind == "sms" else [contact]
+            moved = OracleCall(method=call.method, path=call.path, body={**call.body, "to": to})
+            what = f"sent to @{symbol} ({contact})"
+            out.append(
+                Mutant(
+                    "capture-recipient",
+                    f"{describe(index, call)} {what} instead",
+                    (*oracle[:index], moved, *oracle[index + 1 :]),
+                    index,
+                )
+            )
+            out.append(
+                Mutant(
+                    "capture-extra",
+                    f"{describe(index, call)} also {what}",
+                    (*oracle[: index + 1], moved, *oracle[index + 1 :]),
+                    index + 1,
+                )
+            )
+    return out
