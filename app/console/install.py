@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from app.console import board, evals, pages, run_vs, runs, scenarios
+from app.console import board, evals, pages, run_draft, run_vs, runs, scenarios
 from app.console.web import STATIC, STATIC_PREFIX, Console
 from app.settings import Settings
 
@@ -18,6 +18,7 @@ ROUTERS: list[APIRouter] = [
     evals.router,
     board.router,
     run_vs.router,
+    run_draft.router,
 ]
 
 

@@ -440,18 +440,9 @@ def message_words(text: str) -> list[str]:
 def _messages(oracle: list[dict[str, Any]], patients: list[str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for call in oracle:
-        body = call.get("body")
-        if call["method"] != "POST" or not isinstance(body, dict):
+        if not _to_patient(call, patients):
             continue
-        if body.get("resourceType") != "Communication":
-            continue
-        to = {
-            str(r.get("reference", "")).removeprefix("@")
-            for r in body.get("recipient") or []
-            if isinstance(r, dict)
-        }
-        if not to & set(patients):
-            continue
+        body = call["body"]
         text = " ".join(
             str(p["contentString"])
             for p in body.get("payload") or []
@@ -473,6 +464,55 @@ def _messages(oracle: list[dict[str, Any]], patients: list[str]) -> list[dict[st
     return out
 
 
+def _to_patient(call: dict[str, Any], patients: list[str]) -> bool:
+    body = call.get("body")
+    if call["method"] != "POST" or not isinstance(body, dict):
+        return False
+    if body.get("resourceType") != "Communication":
+        return False
+    to = {
+        str(r.get("reference", "")).removeprefix("@")
+        for r in body.get("recipient") or []
+        if isinstance(r, dict)
+    }
+    return bool(to & set(patients))
+
+
+def _asked_first(oracle: list[dict[str, Any]], patients: list[str]) -> list[dict[str, Any]]:
+    """In a `patientSim` scenario: the system wrote to the patient, then (after the
+    answer) wrote something else. That order is what the default `asked` checks; a bonus
+    `api_call` with `before` says so too, which keeps the scenario check from folding
+    the question and the write into one transaction (no longer the same work)."""
+    asked = next((i for i, c in enumerate(oracle) if _to_patient(c, patients)), None)
+    if asked is None:
+        return []
+    for call in oracle[asked + 1 :]:
+        path = str(call["path"]).split("?", 1)[0]
+        kind = path.strip("/").split("/")[0]
+        if is_lookup(call["method"], path) or not kind or kind == "Communication":
+            continue
+        wrote = f"wrote-{kind.lower()}"
+        return [
+            {
+                "id": wrote,
+                "type": "resource",
+                "label": f"A {kind} written for the patient",
+                "required": False,
+                "resourceType": kind,
+            },
+            {
+                "id": "asked-first",
+                "type": "api_call",
+                "label": f"Wrote to the patient before writing the {kind}",
+                "required": False,
+                "method": "POST",
+                "path": "/Communication",
+                "before": wrote,
+            },
+        ]
+    return []
+
+
 def build_draft(
     scenario: Scenario,
     *,
@@ -491,6 +531,7 @@ def build_draft(
         _changes_guard(oracle, symbols, fixture),
         *_lookups(calls, required=not writes),
         *_messages(oracle, patients),
+        *(_asked_first(oracle, patients) if scenario.patient_sim is not None else []),
     ]
     original = scenario.model_dump(by_alias=True, exclude_none=True, mode="python")
     document: dict[str, Any] = {
