@@ -9,12 +9,14 @@ from fastapi import APIRouter, Query, Request
 from pydantic import ConfigDict, Field, JsonValue
 
 from app.api.deps import REVISION_FIELD, TIMEOUT_FIELD, RequestBody, Tenant
+from app.errors import Issue, Unprocessable
 from app.orchestration import reference
 from app.orchestration.check import Target
 from app.request_state import limits_of, pool_of, root_url, scopes_of
 from app.runs import service
 from app.scenarios import service as scenarios_service
 from app.trace.recorder import TraceRecorder
+from app.webhooks import service as webhooks_service
 from understudy_client.contract.runs import (
     FinalRunView,
     LiveRunView,
@@ -70,6 +72,13 @@ class StartRunBody(RequestBody):
         "(no simulated replies; a person answers from the console's run page)",
     )
     revision: str | None = Field(**REVISION_FIELD)
+    sms_reply_url: str | None = Field(
+        default=None,
+        description="Where the simulated patient's SMS replies are posted, as Twilio posts "
+        "an inbound message: form fields in Twilio's inbound format, signed with "
+        "X-Twilio-Signature under the run's auth token (an absolute http or https URL)",
+        examples=["https://agent.example/twilio/inbound"],
+    )
 
 
 async def _flush_trace(request: Request) -> None:
@@ -88,6 +97,22 @@ def _final(view: RunView) -> FinalRunView:
     return view
 
 
+async def _reply_url(request: Request, url: str | None) -> str | None:
+    """The start's `smsReplyUrl`, held to the webhooks' rule on private addresses."""
+    if url is None:
+        return None
+    service.check_sms_reply_url(url)
+    try:
+        return await webhooks_service.check_url(
+            url, allow_private=request.app.state.settings.webhook_allow_private
+        )
+    except Unprocessable as exc:
+        raise Unprocessable(
+            exc.message.replace("url ", "smsReplyUrl ", 1),
+            [Issue(exc.message, expression="smsReplyUrl")],
+        ) from None
+
+
 async def _start(request: Request, tenant: Tenant, body: StartRunBody) -> service.RunRow:
     async with scopes_of(request).transaction() as tx:
         return await service.start_run(
@@ -101,6 +126,7 @@ async def _start(request: Request, tenant: Tenant, body: StartRunBody) -> servic
                 body.timeout_seconds,
                 body.patient_driver,
                 revision=body.revision,
+                sms_reply_url=await _reply_url(request, body.sms_reply_url),
             ),
             limits=limits_of(request),
             root_url=root_url(request),

@@ -85,8 +85,11 @@ def run_credentials(tenant_id: uuid.UUID, run_id: str) -> RunCredentials | None:
     return None if key is None else credentials.credentials(key, tenant_id, run_id)
 
 
-def run_capture(root: str, tenant_id: uuid.UUID, run_id: str) -> RunCapture | None:
-    """What the run view shows of capture: where to send, and the run's credentials."""
+def run_capture(
+    root: str, tenant_id: uuid.UUID, run_id: str, *, sms_reply_url: str | None = None
+) -> RunCapture | None:
+    """What the run view shows of capture: where to send, the run's credentials, and
+    where the patient's SMS replies go."""
     found = run_credentials(tenant_id, run_id)
     if found is None:
         return None
@@ -97,6 +100,7 @@ def run_capture(root: str, tenant_id: uuid.UUID, run_id: str) -> RunCapture | No
         from_=found.from_number,
         integrations_base=integrations_base(root, run_id),
         smtp=_smtp(root, run_id, found.auth_token),
+        sms_reply_url=sms_reply_url,
     )
 
 

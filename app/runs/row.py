@@ -96,6 +96,8 @@ class RunRow:
     provenance: dict[str, Any] | None = field(default=None, metadata=JSONB)
     scheduling: str = "strict"  # the scenario's booking rules, read by its view's writes
     settle_until: datetime | None = None  # a pass waiting for the quiet: when it ends
+    # Where the simulated patient's SMS replies are posted (Twilio's inbound webhook).
+    sms_reply_url: str | None = None
 
     @classmethod
     def from_record(cls, r: asyncpg.Record) -> RunRow:
@@ -113,7 +115,9 @@ class RunRow:
         common["provenance"] = (
             None if self.provenance is None else Provenance.model_validate(self.provenance)
         )
-        common["capture"] = capture_service.run_capture(root, self.tenant_id, self.id)
+        common["capture"] = capture_service.run_capture(
+            root, self.tenant_id, self.id, sms_reply_url=self.sms_reply_url
+        )
         if self.status == RunStatus.LIVE:
             progress = RunProgress.model_validate(self.progress or {})
             return LiveRunView(status="live", progress=progress, **common)

@@ -35,7 +35,13 @@ from app.runs.reads import (
 )
 from app.runs.row import FINAL, PatientDriver, RunRow, RunStatus
 from app.runs.snapshot import TEXT_TYPES, build_snapshot, expectations_of, needs_grounding
-from app.runs.start import StartRequest, count_live, lock_starts, start_run
+from app.runs.start import (
+    StartRequest,
+    check_sms_reply_url,
+    count_live,
+    lock_starts,
+    start_run,
+)
 from app.runs.verdicts import grade_run, live_checks
 
 __all__ = [
@@ -50,6 +56,7 @@ __all__ = [
     "build_snapshot",
     "cancel_live_runs",
     "cancel_run",
+    "check_sms_reply_url",
     "count_live",
     "delete_run_data",
     "expectations_of",

@@ -12,9 +12,10 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from app.db import Conn, Tx
-from app.errors import AppError, Unprocessable
+from app.errors import AppError, Issue, Unprocessable
 from app.fhir import service as fhir_service
 from app.kit.clock import utcnow
 from app.runs import provenance, repository
@@ -49,6 +50,7 @@ class StartRequest:
     timeout_seconds: int | None
     patient_driver: str = PatientDriver.SIM
     revision: str | None = None  # the system under test's version, as the caller named it
+    sms_reply_url: str | None = None  # where the simulated patient's SMS replies are posted
 
 
 async def lock_starts(conn: Conn, tenant_id: uuid.UUID) -> None:
@@ -139,6 +141,8 @@ async def _plan(conn: Conn, tenant_id: uuid.UUID, request: StartRequest) -> _Pla
                 f"scenario '{loaded.scenario.id}' has no variant '{request.variant}' "
                 f"(variants: {personas})"
             ) from None
+    if request.sms_reply_url is not None:
+        check_sms_reply_url(request.sms_reply_url)
     if request.patient_driver not in set(PatientDriver):
         raise Unprocessable(f"patientDriver must be sim or human, not '{request.patient_driver}'")
     if request.patient_driver == PatientDriver.HUMAN and scenario.patient_sim is None:
@@ -149,6 +153,31 @@ async def _plan(conn: Conn, tenant_id: uuid.UUID, request: StartRequest) -> _Pla
     if not TIMEOUT_MIN <= timeout <= TIMEOUT_MAX:
         raise Unprocessable(f"timeoutSeconds must be {TIMEOUT_MIN} to {TIMEOUT_MAX}, not {timeout}")
     return _Plan(loaded, scenario, mode, timeout)
+
+
+# A URL longer than this is not one a receiver would be reached at.
+MAX_URL_CHARS = 2048
+
+
+def check_sms_reply_url(url: str) -> str:
+    """An absolute http(s) URL with a host, or a 422 naming `smsReplyUrl`."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises on a port that is not a number 0-65535
+    except ValueError as exc:
+        problem = f"not a valid URL: {exc}"
+    else:
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            problem = "must be an absolute http or https URL with a host"
+        elif port == 0:
+            problem = "its port must be 1-65535"
+        elif len(url) > MAX_URL_CHARS or any(c.isspace() or ord(c) < 0x20 for c in url):
+            problem = f"must be at most {MAX_URL_CHARS} characters, with no spaces"
+        elif parts.fragment:
+            problem = "must have no #fragment (Twilio signs the URL as it is posted to)"
+        else:
+            return url
+    raise Unprocessable(f"smsReplyUrl {problem}", [Issue(problem, expression="smsReplyUrl")])
 
 
 async def _hold_live_limit(conn: Conn, tenant_id: uuid.UUID, max_live: int) -> None:
@@ -201,6 +230,7 @@ def _new_row(
         verdict=None,
         patient_driver=str(request.patient_driver),
         revision=request.revision,
+        sms_reply_url=request.sms_reply_url,
         provenance=provenance.at_start(
             scenario_id=scenario.id,
             scenario_version=loaded.version,

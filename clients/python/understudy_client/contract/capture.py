@@ -43,6 +43,12 @@ class RunCapture(ApiModel):
         description="Where the run's system sends e-mail (AUTH PLAIN or LOGIN, no TLS); "
         "null when the server runs no SMTP server (UNDERSTUDY_SMTP_PORT unset)",
     )
+    sms_reply_url: str | None = Field(
+        default=None,
+        description="Where the simulated patient's SMS replies are posted (Twilio's inbound "
+        "webhook, signed with X-Twilio-Signature): the start's smsReplyUrl, or the run "
+        "number's SmsUrl; null: replies are only captured",
+    )
 
 
 class CapturedEffect(ApiModel):
