@@ -28,6 +28,7 @@ log = logging.getLogger("understudy.jobs")
 
 GRADE_JOB = "grade_run"
 DELIVER_JOB = "deliver_webhook"
+SMS_REPLY_JOB = "deliver_sms_reply"
 # Writes to one run within this window share one grading job.
 GRADE_DEBOUNCE_SECONDS = 0.5
 # How many earlier windows a write looks back for a grading job still waiting to start.
@@ -92,6 +93,9 @@ class Jobs:
         for kind, tenant_id, run_id in skipped:
             if kind == "grade":
                 await self.grade_soon(tenant_id, run_id)
+            elif kind == "sms":
+                run, _, effect = run_id.partition("/")
+                await self.deliver_sms_reply(tenant_id, run, effect)
             else:
                 await self.deliver_soon(tenant_id)
 
@@ -106,6 +110,30 @@ class Jobs:
                 DELIVER_JOB,
                 str(tenant_id),
                 job_id=f"deliver:{tenant_id}:{bucket}",
+                defer_by=delay,
+                queue_name=self.queue_name,
+            ),
+        )
+
+    async def deliver_sms_reply(
+        self,
+        tenant_id: uuid.UUID,
+        run_id: str,
+        effect_id: str,
+        attempt: int = 0,
+        delay: float = 0.0,
+    ) -> None:
+        """Post the simulated patient's SMS reply `effect_id` to the run's reply URL, its
+        attempt `attempt + 1` (the job id names it, so each attempt is queued once)."""
+        await self._send(
+            ("sms", tenant_id, f"{run_id}/{effect_id}"),
+            lambda: enqueue(
+                self.redis,
+                SMS_REPLY_JOB,
+                str(tenant_id),
+                run_id,
+                effect_id,
+                job_id=f"sms-reply:{effect_id}:{attempt}",
                 defer_by=delay,
                 queue_name=self.queue_name,
             ),
@@ -184,6 +212,8 @@ class AfterCommit:
     live: set[uuid.UUID] = field(default_factory=set)
     writes: Counter[uuid.UUID] = field(default_factory=Counter)
     promotions: dict[uuid.UUID, None] = field(default_factory=dict)
+    # SMS replies to post: (tenant, run, capture) -> (attempts made, delay).
+    sms_replies: dict[tuple[uuid.UUID, str, str], tuple[int, float]] = field(default_factory=dict)
 
     def grade(self, tenant_id: uuid.UUID, run_id: str, delay: float = 0.0) -> None:
         key = (tenant_id, run_id)
@@ -191,6 +221,16 @@ class AfterCommit:
 
     def deliver(self, tenant_id: uuid.UUID, delay: float = 0.0) -> None:
         self.deliveries[tenant_id] = min(delay, self.deliveries.get(tenant_id, delay))
+
+    def deliver_sms_reply(
+        self,
+        tenant_id: uuid.UUID,
+        run_id: str,
+        effect_id: str,
+        attempt: int = 0,
+        delay: float = 0.0,
+    ) -> None:
+        self.sms_replies[(tenant_id, run_id, effect_id)] = (attempt, delay)
 
     def live_changed(self, tenant_id: uuid.UUID) -> None:
         self.live.add(tenant_id)
@@ -211,6 +251,7 @@ class AfterCommit:
         self.live |= other.live
         self.writes.update(other.writes)
         self.promotions.update(other.promotions)
+        self.sms_replies.update(other.sms_replies)
 
     async def flush(self, jobs: Jobs | None, hooks: InProcess) -> None:
         """Send everything, in-process caches first (the next request must see the
@@ -228,6 +269,8 @@ class AfterCommit:
         if jobs is not None:
             for tenant_id, delay in self.deliveries.items():
                 await jobs.deliver_soon(tenant_id, delay)
+            for (tenant_id, run_id, effect_id), (attempt, delay) in self.sms_replies.items():
+                await jobs.deliver_sms_reply(tenant_id, run_id, effect_id, attempt, delay)
         if hooks.promote is not None:
             for tenant_id in self.promotions:
                 try:

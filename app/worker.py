@@ -28,13 +28,14 @@ from app.fhir import maintenance
 from app.job_queue import QueueWorker, Scheduled, job, redis_pool, run_worker
 from app.job_queue import build_worker as queue_worker
 from app.job_queue import stop_worker as stop_queue_worker
-from app.jobs import DELIVER_JOB, GRADE_JOB, Jobs, connect_jobs
+from app.jobs import DELIVER_JOB, GRADE_JOB, SMS_REPLY_JOB, Jobs, connect_jobs
 from app.kit.clock import utcnow
 from app.llm.client import LlmClient
 from app.logs import timed_job, timed_jobs
 from app.outage import OutageLog, is_outage
 from app.runs import service as runs_service
 from app.runs import simulated_patient as patient_sim_service
+from app.runs import sms_patient
 from app.runs.fhir_writes import FHIR_WRITES
 from app.schedules import service as schedules_service
 from app.settings import Settings
@@ -93,8 +94,10 @@ async def refresh_statistics(ctx: dict[str, Any]) -> int:
 
 
 async def _simulate(ctx: dict[str, Any], tenant_id: uuid.UUID, run_id: str) -> None:
-    """Let the simulated patient answer new messages before the run is graded."""
+    """Let the simulated patient answer new messages (portal, then SMS) before the run is
+    graded."""
     await patient_sim_service.reply_to_messages(ctx["scopes"], ctx["llm"], tenant_id, run_id)
+    await sms_patient.answer_texts(ctx["scopes"], ctx["llm"], tenant_id, run_id)
 
 
 class OnePassPerRun:
@@ -292,6 +295,21 @@ async def deliver_webhook(ctx: dict[str, Any], tenant_id: str) -> int:
     return len(result.sent)
 
 
+async def deliver_sms_reply(
+    ctx: dict[str, Any], tenant_id: str, run_id: str, effect_id: str
+) -> str:
+    """Post one of the simulated patient's SMS replies to the run's reply URL (one
+    attempt; a failed one queues the next with backoff)."""
+    return await sms_patient.deliver_reply(
+        ctx["scopes"], ctx["http"], ctx["settings"], uuid.UUID(tenant_id), run_id, effect_id
+    )
+
+
+async def sweep_sms_replies(ctx: dict[str, Any]) -> int:
+    """Re-enqueue SMS reply deliveries whose job was lost."""
+    return await sms_patient.sweep_replies(ctx["scopes"])
+
+
 async def sweep_deliveries(ctx: dict[str, Any]) -> int:
     """Re-enqueue pending deliveries whose job was lost (a crash between commit and
     enqueue, a dropped job); the job id dedupes against a job still queued."""
@@ -340,6 +358,7 @@ PERIODIC_JOBS: list[Callable[..., Any]] = [
     purge_trace,
     refresh_statistics,
     sweep_deliveries,
+    sweep_sms_replies,
     purge_deliveries,
     promote_evals,
     complete_evals,
@@ -364,6 +383,7 @@ def build_worker(
             *(job(j) for j in timed_jobs(PERIODIC_JOBS)),
             job(timed_job(grade_run), GRADE_JOB),
             job(timed_job(deliver_webhook), DELIVER_JOB),
+            job(timed_job(deliver_sms_reply), SMS_REPLY_JOB),
         ],
         scheduled=[
             _scheduled(queue, roll_directory, hour={0}, minute={5}, run_at_startup=True),
@@ -371,6 +391,7 @@ def build_worker(
             _scheduled(queue, purge_deliveries, hour={3}, minute={27}),
             _scheduled(queue, refresh_statistics, minute=set(range(0, 60, 5))),
             _scheduled(queue, sweep_deliveries, second=set(range(0, 60, 5))),
+            _scheduled(queue, sweep_sms_replies, second=set(range(2, 60, 5))),
             _scheduled(queue, promote_evals, second=set(range(0, 60, 2))),
             _scheduled(queue, complete_evals, second=set(range(1, 60, 2))),
             _scheduled(queue, start_schedules, second={0, 15, 30, 45}),

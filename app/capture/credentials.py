@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from app.settings import Settings
+
 ACCOUNT_PREFIX = "AC"
 MESSAGE_PREFIX = "SM"
 # Twilio's SIDs: two letters, then 32 hex digits (16 bytes).
@@ -49,6 +51,28 @@ def use_secret(source: Callable[[], bytes]) -> None:
 def secret() -> bytes | None:
     """The server's secret, None until `use_secret` was called in this process."""
     return None if _secret_source is None else _secret_source()
+
+
+# The console's generated secret in DATA_DIR (app/console/session.py `SECRET_FILE`, which
+# this layer may not import; tests/capture/test_sms_inbound.py holds the two equal).
+SECRET_FILE = "console-secret"
+
+
+def secret_for(settings: Settings) -> bytes | None:
+    """The server's secret in a process that may not have installed the capture routes
+    (the worker signs the patient's SMS replies): this process's, else
+    `UNDERSTUDY_SECRET_KEY`, else the data directory's file once the API has made it.
+    Read-only: None when there is none yet."""
+    installed = secret()
+    if installed is not None:
+        return installed
+    if settings.secret_key:
+        return settings.secret_key.encode()
+    path = settings.data_dir / SECRET_FILE
+    try:
+        return path.read_text().strip().encode() or None
+    except FileNotFoundError:
+        return None
 
 
 def use_smtp(address: tuple[str, int] | None) -> None:

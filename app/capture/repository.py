@@ -27,11 +27,12 @@ async def insert_effect(
     body: str | None,
     data: str,
     status: str,
+    direction: str = "outbound",
 ) -> asyncpg.Record:
     row = await conn.fetchrow(
         """INSERT INTO captured_effect (tenant_id, id, run_id, kind, direction, at,
             to_address, from_address, subject, body, data, status)
-        VALUES ($1, $2, $3, $4, 'outbound', $5, $6, $7, $8, $9, $10::jsonb, $11)
+        VALUES ($1, $2, $3, $4, $12, $5, $6, $7, $8, $9, $10::jsonb, $11)
         RETURNING *""",
         tenant_id,
         effect_id,
@@ -44,6 +45,7 @@ async def insert_effect(
         body,
         data,
         status,
+        direction,
     )
     assert row is not None
     return row
@@ -115,5 +117,99 @@ async def sent_texts(conn: Reader, *, tenant_id: uuid.UUID, run_id: str) -> list
             ORDER BY seq""",
             tenant_id,
             run_id,
+        )
+    )
+
+
+async def sms_in_order(conn: Reader, *, tenant_id: uuid.UUID, run_id: str) -> list[asyncpg.Record]:
+    """A run's SMS, both ways, oldest first."""
+    return list(
+        await conn.fetch(
+            """SELECT * FROM captured_effect
+            WHERE tenant_id = $1 AND run_id = $2 AND kind = 'sms'
+            ORDER BY seq""",
+            tenant_id,
+            run_id,
+        )
+    )
+
+
+# An inbound SMS's delivery to the run's reply URL lives in its `data.delivery`:
+# {url, status: pending | delivered | failed, attempts, nextAttemptAt, leaseUntil}, each
+# attempt appended to `data.deliveries`. Times are ISO 8601 text (jsonb has no timestamp).
+_DUE = """d.data->'delivery'->>'status' = 'pending'
+    AND (d.data->'delivery'->>'nextAttemptAt')::timestamptz <= {now}
+    AND coalesce((d.data->'delivery'->>'leaseUntil')::timestamptz, '-infinity') < {now}"""
+
+
+async def claim_delivery(
+    conn: Conn,
+    *,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    effect_id: str,
+    now: datetime,
+    lease_until: datetime,
+) -> asyncpg.Record | None:
+    """Take the inbound SMS's due delivery for one attempt (None: not due, not pending, or
+    another worker holds it)."""
+    return await conn.fetchrow(
+        f"""UPDATE captured_effect d
+        SET data = jsonb_set(d.data, '{{delivery,leaseUntil}}', to_jsonb($5::text))
+        WHERE d.tenant_id = $1 AND d.run_id = $2 AND d.id = $3 AND d.direction = 'inbound'
+            AND {_DUE.format(now="$4::timestamptz")}
+        RETURNING *""",
+        tenant_id,
+        run_id,
+        effect_id,
+        now,
+        lease_until.isoformat(),
+    )
+
+
+async def finish_delivery(
+    conn: Conn,
+    *,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    effect_id: str,
+    lease: str,
+    delivery: str,
+    attempt: str,
+) -> bool:
+    """Record one attempt (`attempt`, JSON) and the delivery's state after it (`delivery`,
+    JSON) if the claim `lease` is still the row's; False when it is not."""
+    done = await conn.fetchval(
+        """UPDATE captured_effect
+        SET data = jsonb_set(
+            jsonb_set(data, '{delivery}', $5::jsonb),
+            '{deliveries}',
+            coalesce(data->'deliveries', '[]'::jsonb) || jsonb_build_array($6::jsonb))
+        WHERE tenant_id = $1 AND run_id = $2 AND id = $3
+            AND data->'delivery'->>'leaseUntil' = $4
+        RETURNING 1""",
+        tenant_id,
+        run_id,
+        effect_id,
+        lease,
+        delivery,
+        attempt,
+    )
+    return done is not None
+
+
+async def due_deliveries(conn: Reader, *, due_before: datetime, limit: int) -> list[asyncpg.Record]:
+    """Every tenant's inbound SMS whose delivery is due since `due_before` and not held:
+    the sweeper's (its job may have been lost). Spans tenants."""
+    return list(
+        await conn.fetch(
+            f"""SELECT d.tenant_id, d.run_id, d.id,
+                (d.data->'delivery'->>'attempts')::int AS attempts
+            FROM captured_effect d
+            WHERE d.kind = 'sms' AND d.direction = 'inbound'
+                AND {_DUE.format(now="$1::timestamptz")}
+            ORDER BY d.at LIMIT $2""",
+            due_before,
+            limit,
         )
     )

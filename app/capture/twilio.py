@@ -7,6 +7,8 @@ Twilio's reference: https://www.twilio.com/docs/messaging/api/message-resource
 
 from __future__ import annotations
 
+import base64
+import hmac
 from email.utils import format_datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -58,18 +60,20 @@ def message(effect: Effect, account_sid: str) -> dict[str, Any]:
     stamp = format_datetime(effect.at)
     body = effect.body or ""
     params = effect.data.get("params") or {}
+    inbound = effect.direction == "inbound"
     return {
         "account_sid": account_sid,
         "api_version": API_VERSION,
         "body": body,
         "date_created": stamp,
-        "date_sent": None,
+        "date_sent": stamp if inbound else None,
         "date_updated": stamp,
-        "direction": "outbound-api",
+        "direction": "inbound" if inbound else "outbound-api",
         "error_code": None,
         "error_message": None,
         "from": effect.from_address,
-        "messaging_service_sid": params.get("MessagingServiceSid"),
+        "messaging_service_sid": params.get("MessagingServiceSid")
+        or effect.data.get("messagingServiceSid"),
         "num_media": "0",
         "num_segments": str(num_segments(body)),
         "price": None,
@@ -119,3 +123,47 @@ def error(code: int, message: str, status: int) -> dict[str, Any]:
         "more_info": MORE_INFO.format(code=code),
         "status": status,
     }
+
+
+# What Twilio posts to a number's SmsUrl when a message comes in (its "inbound" webhook):
+# https://www.twilio.com/docs/messaging/guides/webhook-request
+INBOUND_STATUS = "received"
+# Twilio fills these from the sender's number where it knows them; a fictional number has
+# no city or country on record, so they are posted empty, as Twilio posts unknown ones.
+GEO_FIELDS = tuple(
+    f"{side}{part}" for side in ("From", "To") for part in ("City", "State", "Zip", "Country")
+)
+
+
+def inbound_params(
+    effect: Effect, account_sid: str, messaging_service_sid: str | None
+) -> dict[str, str]:
+    """The form fields Twilio posts for an incoming message."""
+    body = effect.body or ""
+    params = {
+        "MessageSid": effect.id,
+        "SmsSid": effect.id,
+        "SmsMessageSid": effect.id,
+        "AccountSid": account_sid,
+        "From": effect.from_address or "",
+        "To": effect.to_address or "",
+        "Body": body,
+        "NumMedia": "0",
+        "NumSegments": str(num_segments(body)),
+        "SmsStatus": INBOUND_STATUS,
+        "ApiVersion": API_VERSION,
+        **dict.fromkeys(GEO_FIELDS, ""),
+    }
+    if messaging_service_sid:
+        params["MessagingServiceSid"] = messaging_service_sid
+    return params
+
+
+def signature(auth_token: str, url: str, params: dict[str, str]) -> str:
+    """`X-Twilio-Signature` as Twilio computes it: base64 of the HMAC-SHA1, under the
+    account's auth token, of the full URL followed by each POST parameter, sorted by
+    name, as its name and then its value
+    (https://www.twilio.com/docs/usage/webhooks/webhooks-security)."""
+    signed = url + "".join(name + params[name] for name in sorted(params))
+    digest = hmac.new(auth_token.encode(), signed.encode(), "sha1").digest()
+    return base64.b64encode(digest).decode()

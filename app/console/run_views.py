@@ -297,9 +297,13 @@ def _first_line(text: str | None) -> str:
 
 
 def capture_line(effect: CapturedEffect) -> CaptureLine:
-    """`[sms to …: text]`, `[email to …: subject — first line]`, `[integration POST
-    pharmacy /orders → 201]`; the template escapes every part."""
-    if effect.kind == "sms":
+    """`[sms to …: text]` (a patient's reply: `[sms from …: text]`), `[email to …: subject
+    — first line]`, `[integration POST pharmacy /orders → 201]`; the template escapes
+    every part."""
+    if effect.kind == "sms" and effect.direction == "inbound":
+        line, whole = f"sms from {effect.from_ or '?'}: {effect.body or ''}", None
+        bad = False
+    elif effect.kind == "sms":
         line, whole = f"sms to {effect.to or '?'}: {effect.body or ''}", None
         bad = False
     elif effect.kind == "email":

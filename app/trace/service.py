@@ -12,6 +12,7 @@ import asyncpg
 
 from app.db import Conn, Tx
 from app.trace import repository
+from app.trace.recorder import COLUMNS, TraceRow
 from understudy_client.contract.runs import TraceCall
 
 
@@ -121,3 +122,10 @@ async def calls_of_run(
 async def purge_calls(tx: Tx, cutoff: datetime) -> int:
     """Drop calls older than `cutoff`, in the caller's transaction."""
     return await repository.delete_calls_before(tx.conn, cutoff)
+
+
+async def record_calls(conn: Conn, rows: list[TraceRow]) -> None:
+    """Calls made outside a request the recorder sees (the worker posting the simulated
+    patient's SMS reply), written at once."""
+    if rows:
+        await repository.insert_calls(conn, rows, COLUMNS)

@@ -1,0 +1,272 @@
+"""The simulated patient answers SMS: a text the run's system sends to the patient's phone
+is answered by the same patient that answers portal messages (docs/capture.md "Inbound
+SMS"), and the answer is posted to the run's reply URL as Twilio posts an incoming text.
+
+Runs where the portal replies run — the worker's grading pass (`app/worker.py`
+`_simulate`, after `simulated_patient.reply_to_messages`) and the oracle replay — since a
+captured SMS marks its run changed. The patient's phone is the patientSim patient's
+`telecom` (system phone or sms), compared by its last ten digits. The thread the patient
+sees is the SMS conversation with that number, oldest first; its turns count against
+`maxTurns` with the portal's. Each answer is claimed in `sim_reply` (message id: the
+SMS's SID), so a second attempt at the same text is a no-op; it is kept as an inbound
+capture (from the patient's number to the number the text came from, status `received`)
+in the same transaction, which queues its delivery (`app.capture.inbound`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+
+import asyncpg
+import httpx
+import orjson
+
+from app.capture import credentials
+from app.capture import inbound as capture_inbound
+from app.capture.service import Effect
+from app.db import Scopes
+from app.fhir import service as fhir_service
+from app.kit.clock import utcnow
+from app.llm.client import LlmClient, LlmUnavailable
+from app.patient_sim import engine, repository
+from app.runs.changes import mark_runs_changed
+from app.runs.errors import RunNotFound
+from app.runs.reads import get_run
+from app.runs.row import PatientDriver, RunRow, RunStatus
+from app.runs.simulated_patient import TEMPERATURE, _scenario_of, _seed
+from app.scenarios.schema import PatientSim, Variant, symbol_name
+from app.settings import Settings
+from app.trace import service as trace_service
+
+log = logging.getLogger("understudy.patient_sim")
+
+# A phone number by its last ten digits (+1 555-0100 and 5550100 alike), as text truth
+# reads a captured SMS's recipient (app/grading/truth/texts.py).
+PHONE_DIGITS = 10
+PHONE_SYSTEMS = ("phone", "sms")
+
+
+def phone_digits(number: str | None) -> str:
+    return "".join(c for c in number or "" if c.isdigit())[-PHONE_DIGITS:]
+
+
+def patient_phones(patient: Mapping[str, object]) -> dict[str, str]:
+    """The patient's phone numbers: by their digits, the number as the chart writes it."""
+    found: dict[str, str] = {}
+    telecoms = patient.get("telecom")
+    for telecom in telecoms if isinstance(telecoms, list) else []:
+        if not isinstance(telecom, dict) or telecom.get("system") not in PHONE_SYSTEMS:
+            continue
+        value = str(telecom.get("value") or "")
+        if phone_digits(value):
+            found.setdefault(phone_digits(value), value)
+    return found
+
+
+async def _phones_of(pool: asyncpg.Pool, tenant_id: uuid.UUID, ref: str) -> dict[str, str]:
+    rtype, _, rid = ref.partition("/")
+    async with pool.acquire() as conn:
+        stored = await fhir_service.current_version(conn, tenant_id, rtype, rid)
+    if stored is None or stored.deleted or stored.json is None:
+        return {}
+    resource = orjson.loads(stored.json)
+    return patient_phones(resource) if isinstance(resource, dict) else {}
+
+
+def _e164(number: str, digits: str) -> str:
+    """The patient's number as Twilio writes a From: E.164 (+1 and ten digits for a North
+    American number, else + and the digits the chart gives)."""
+    if number.strip().startswith("+"):
+        return "+" + "".join(c for c in number if c.isdigit())
+    whole = "".join(c for c in number if c.isdigit())
+    return "+1" + digits if len(whole) == PHONE_DIGITS else "+" + whole
+
+
+async def answer_texts(
+    scopes: Scopes, llm: LlmClient | None, tenant_id: uuid.UUID, run_id: str
+) -> list[str]:
+    """Answer the run's unanswered texts to the simulated patient's phone, one unit of
+    work per reply (no transaction is held while the model thinks); returns the inbound
+    captures written (their deliveries are queued as each commits)."""
+    pool = scopes.pool
+    async with pool.acquire() as conn:
+        run = await get_run(conn, tenant_id, run_id)
+    if run.status != RunStatus.LIVE or run.patient_driver == PatientDriver.HUMAN:
+        return []
+    found = await _scenario_of(pool, run)
+    if found is None:
+        return []
+    sim, persona = found
+    patient_ref = run.fixture.get(symbol_name(sim.patient))
+    if patient_ref is None:
+        return []
+    phones = await _phones_of(pool, tenant_id, patient_ref)
+    if not phones:
+        return []
+    texts = await capture_inbound.sms_in_order(pool, tenant_id, run_id)
+    if not any(t.direction == "outbound" and phone_digits(t.to_address) in phones for t in texts):
+        return []
+    answered = await repository.answered_messages(pool, tenant_id=tenant_id, run_id=run_id)
+    thread: list[engine.Turn] = []
+    replies_so_far = len(answered)
+    written: list[str] = []
+    for text in texts:
+        body = text.body or ""
+        if text.direction == "inbound":
+            if phone_digits(text.from_address) in phones:
+                thread.append(engine.Turn("patient", body))
+            continue
+        digits = phone_digits(text.to_address)
+        if digits not in phones:
+            continue
+        if text.id not in answered:
+            number = _e164(phones[digits], digits)
+            reply = await _answer(
+                scopes, llm, run, sim, persona, text, number, thread, replies_so_far
+            )
+            if reply is not None:
+                replies_so_far += 1
+                written.append(reply)
+        thread.append(engine.Turn("staff", body))
+    return written
+
+
+async def _answer(
+    scopes: Scopes,
+    llm: LlmClient | None,
+    run: RunRow,
+    sim: PatientSim,
+    persona: Variant | None,
+    text: Effect,
+    patient_number: str,
+    thread: list[engine.Turn],
+    replies_so_far: int,
+) -> str | None:
+    """Reply to one text (or record that the turn cap silenced it), as the portal's
+    patient replies (`simulated_patient._answer`: the model when configured, the scripted
+    stand-in otherwise or when it fails, the audit on either); None when nothing was
+    written."""
+    now = utcnow()
+    if engine.turns_left(sim, replies_so_far) <= 0:
+        async with scopes.transaction(autocommit=True) as tx:
+            await repository.insert_silenced(
+                tx.conn,
+                tenant_id=run.tenant_id,
+                run_id=run.id,
+                message_id=text.id,
+                turn=replies_so_far + 1,
+                at=now,
+            )
+        return None
+    staff = text.body or ""
+    seed = _seed(run.id, text.id)
+    engine_name, model, note, prompt_version = "scripted", None, None, None
+    reply = engine.scripted_reply(sim, persona, staff, thread)
+    asked = tuple(fact.topic for fact in engine.facts_asked(sim, staff))
+    if llm is not None and llm.configured:
+        try:
+            result = await llm.complete_json(
+                tenant_id=run.tenant_id,
+                run_id=run.id,
+                purpose="patient-sim",
+                messages=engine.llm_messages(sim, persona, thread, staff),
+                schema=engine.LlmSimReply,
+                temperature=TEMPERATURE,
+                seed=seed,
+            )
+            revealed = engine.revealed_by_model(
+                sim, staff, result.value.reply, result.value.revealed_topics
+            )
+            reply = engine.SimReply(result.value.reply, revealed)
+            asked = engine.asked_by_model(sim, staff, result.value.revealed_topics)
+            engine_name, model, prompt_version = "llm", result.model, engine.PROMPT_VERSION
+        except LlmUnavailable as exc:
+            note = f"scripted stand-in answered: {exc.reason}"
+    issues = engine.audit_reply(sim, staff, reply.text)
+    async with scopes.transaction() as tx:
+        claimed = await repository.claim_reply(
+            tx.conn,
+            tenant_id=run.tenant_id,
+            run_id=run.id,
+            message_id=text.id,
+            turn=replies_so_far + 1,
+            engine=engine_name,
+            model=model,
+            prompt_version=prompt_version,
+            temperature=TEMPERATURE if engine_name == "llm" else None,
+            seed=seed if engine_name == "llm" else None,
+            note=note,
+            issues="\n".join(issues) or None,
+            at=now,
+            asked_topics=list(asked),
+            revealed_topics=list(reply.revealed),
+        )
+        if not claimed:
+            return None  # another worker answered it
+        params = text.data.get("params") or {}
+        effect = await capture_inbound.record_inbound_sms(
+            tx,
+            run.tenant_id,
+            run.id,
+            to=text.from_address or "",
+            from_=patient_number,
+            body=reply.text,
+            in_reply_to=text.id,
+            messaging_service_sid=params.get("MessagingServiceSid")
+            if isinstance(params, dict)
+            else None,
+            reply_url=run.sms_reply_url,
+        )
+        await repository.set_reply_id(
+            tx.conn,
+            tenant_id=run.tenant_id,
+            run_id=run.id,
+            message_id=text.id,
+            reply_id=effect.id,
+            replied_at=effect.at,
+        )
+        await mark_runs_changed(tx, run.tenant_id, {run.id})
+    return effect.id
+
+
+async def deliver_reply(
+    scopes: Scopes,
+    client: httpx.AsyncClient,
+    settings: Settings,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    effect_id: str,
+) -> str:
+    """One delivery attempt of an SMS reply to the run's reply URL (the worker's
+    `deliver_sms_reply` job), traced on the run while it is live. Returns its outcome."""
+    attempt = await capture_inbound.deliver_inbound_sms(
+        scopes,
+        client,
+        credentials.secret_for(settings),
+        tenant_id,
+        run_id,
+        effect_id,
+        retry_seconds=settings.webhook_retry_seconds,
+        attempt_timeout=settings.webhook_timeout_seconds,
+    )
+    if attempt.trace is not None:
+        async with scopes.pool.acquire() as conn:
+            try:
+                run = await get_run(conn, tenant_id, run_id)
+            except RunNotFound:
+                return attempt.status  # its data was deleted meanwhile
+            if run.status == RunStatus.LIVE:
+                await trace_service.record_calls(conn, [attempt.trace])
+    return attempt.status
+
+
+async def sweep_replies(scopes: Scopes) -> int:
+    """Queue again the reply deliveries whose job was lost (a crash between commit and
+    enqueue, Redis away); the job id dedupes against one still queued."""
+    due = await capture_inbound.due_inbound_deliveries(scopes.pool)
+    async with scopes.transaction(autocommit=True) as tx:
+        for tenant_id, run_id, effect_id, attempts in due:
+            tx.after.deliver_sms_reply(tenant_id, run_id, effect_id, attempts)
+    return len(due)
