@@ -10,6 +10,10 @@ with a number (for an SMS) or an address (for an e-mail):
 
 Their text is the reference's own, so only a check that reads the recipient (the pairing
 of `matches-reference`, a message check's scope, an opt-out) can catch them.
+
+And for each integration call whose body is a JSON object (an order to a pharmacy):
+- `integration-value`: a number in it doubled (90 tablets ordered as 180);
+- `integration-field`: one of its fields left out (the order without its directions).
 """
 
 from __future__ import annotations
@@ -59,11 +63,66 @@ def _others(before: RunSnapshot, kind: str, sent_to: list[str]) -> list[tuple[st
     return out
 
 
+def _numbers(value: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    """Where a JSON body holds a number (not a boolean), depth first."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int | float):
+        return [path]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _numbers(v, (*path, k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _numbers(v, (*path, i))]
+    return []
+
+
+def _doubled(value: Any, path: tuple[str | int, ...]) -> Any:
+    if not path:
+        return value * 2
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {k: _doubled(v, rest) if k == head else v for k, v in value.items()}
+    return [_doubled(v, rest) if i == head else v for i, v in enumerate(value)]
+
+
+def _integration_mutants(
+    oracle: tuple[OracleCall, ...], index: int, call: OracleCall, body: dict[str, Any]
+) -> list[Mutant]:
+    def swapped(changed: dict[str, Any]) -> tuple[OracleCall, ...]:
+        moved = OracleCall(method=call.method, path=call.path, body=changed)
+        return (*oracle[:index], moved, *oracle[index + 1 :])
+
+    out = []
+    for path in _numbers(body):
+        where = ".".join(str(p) for p in path)
+        out.append(
+            Mutant(
+                "integration-value",
+                f"{describe(index, call)} with {where} doubled",
+                swapped(_doubled(body, path)),
+                index,
+            )
+        )
+    for key in body:
+        out.append(
+            Mutant(
+                "integration-field",
+                f"{describe(index, call)} without {key}",
+                swapped({k: v for k, v in body.items() if k != key}),
+                index,
+            )
+        )
+    return out
+
+
 def derive_capture_mutants(scenario: Scenario, before: RunSnapshot) -> list[Mutant]:
     out: list[Mutant] = []
     oracle = tuple(scenario.oracle)
     for index, call in enumerate(oracle):
         kind = capture_kind(call.path)
+        if kind == "integration" and isinstance(call.body, dict) and call.method != "GET":
+            out += _integration_mutants(oracle, index, call, call.body)
+            continue
         if kind not in ("sms", "email") or not isinstance(call.body, dict):
             continue
         for symbol, contact in _others(before, kind, _recipients(call.body)):
