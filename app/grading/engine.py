@@ -25,6 +25,7 @@ from app.grading.any_of import grade_any_of
 from app.grading.api_call import grade_api_call
 from app.grading.asked import first_write, grade_asked
 from app.grading.changes import grade_changes
+from app.grading.consent import grade_consent
 from app.grading.fhirpath import ClauseMemo, FhirPathContext, fhirpath_datetime
 from app.grading.field import grade_field
 from app.grading.message.grade import grade_message
@@ -38,6 +39,7 @@ from app.scenarios.schema import (
     ApiCallExpectation,
     AskedExpectation,
     ChangesExpectation,
+    ConsentExpectation,
     Expectation,
     FieldExpectation,
     MessageExpectation,
@@ -127,6 +129,8 @@ class _Grader:
             return grade_reference(expectation, snapshot, self.fp)
         if isinstance(expectation, TextTruthExpectation):
             return grade_text_truth(expectation, snapshot)
+        if isinstance(expectation, ConsentExpectation):
+            return grade_consent(expectation, snapshot)
         return grade_rubric(expectation)
 
     def _message(self, expectation: MessageExpectation) -> Graded:

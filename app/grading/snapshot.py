@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from app.kit.consent import ConsentAction
 from understudy_client.contract import runs as contract
 
 
@@ -104,6 +105,30 @@ class SentText:
     body: str
 
 
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The patient's word on one action, for `consent`: agreed (True) or declined, at
+    `at`, in the patient's message `reply_ref` answering the staff message `asked_ref`
+    (None: the patient's own message, unasked — "please cancel my appointment")."""
+
+    at: datetime
+    action: ConsentAction
+    agreed: bool
+    reply_ref: str  # "Communication/<id>"
+    asked_ref: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """One stored version of a resource the system changed, for `consent` (when a
+    booking became cancelled). `by_system`: written by the system under test (not setup,
+    stimulus or the simulated patient)."""
+
+    at: datetime
+    resource: dict[str, Any] | None  # None: deleted
+    by_system: bool
+
+
 @dataclass
 class RunSnapshot:
     run_id: str
@@ -134,6 +159,15 @@ class RunSnapshot:
     # What a text may call the directory's practitioners, locations and organisation
     # ("Type/id" -> names: "Chen", "Sarah Chen", "Northgate"), for `text-truth`.
     names: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # For `consent` (read only when a scenario has one): the patient's agreements and
+    # refusals, oldest first; the patients whose record says no SMS (patient ref -> the
+    # Consent or preference that says so); the run's captured integration calls (`to`:
+    # the integration's name); every version of the Appointments and MedicationRequests
+    # the system changed ("Type/id" -> versions, oldest first).
+    decisions: list[Decision] = field(default_factory=list)
+    opted_out: dict[str, str] = field(default_factory=dict)
+    integration_calls: list[SentText] = field(default_factory=list)
+    versions: dict[str, list[Version]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

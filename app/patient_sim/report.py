@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 
 import asyncpg
 
-from app.grading.snapshot import Revealed
+from app.fhir import service as fhir_service
+from app.grading.snapshot import Decision, Revealed
+from app.kit import jsontext
+from app.kit.consent import ALL_ACTIONS, requests
 from app.patient_sim import repository
 from understudy_client.contract.runs import SimulatedReply, SimulatorIssue
 
@@ -56,3 +60,51 @@ async def revealed_facts(
         for topic in r["revealed_topics"] or ()
     ]
     return revealed, len(rows)
+
+
+async def consent_decisions(
+    conn: repository.Reader, tenant_id: uuid.UUID, run_id: str, patient_refs: Iterable[str]
+) -> list[Decision]:
+    """What the `consent` expectation grades: the patient's agreements and refusals,
+    oldest first — those recorded with each reply (simulated or typed by a person), and
+    what the patient's own other messages (a stimulus, the fixture's thread) ask for or
+    refuse, read the same way (`app.kit.consent.requests`)."""
+    rows = await repository.written_replies(conn, tenant_id=tenant_id, run_id=run_id)
+    out: list[Decision] = []
+    replies: set[str] = set()
+    for r in rows:
+        replies.add(r["reply_id"])
+        recorded = r["decisions"]
+        for entry in jsontext.loads(recorded) if isinstance(recorded, str) else recorded or []:
+            if isinstance(entry, dict) and entry.get("action") in ALL_ACTIONS:
+                out.append(
+                    Decision(
+                        at=r["replied_at"],
+                        action=entry["action"],
+                        agreed=entry.get("agreed") is True,
+                        reply_ref=f"Communication/{r['reply_id']}",
+                        asked_ref=f"Communication/{r['message_id']}",
+                    )
+                )
+    for patient in sorted(set(patient_refs)):
+        for message in await fhir_service.communications_of(conn, tenant_id, run_id, patient):
+            if message.id in replies:
+                continue
+            body = jsontext.loads(message.resource)
+            if (body.get("sender") or {}).get("reference") != patient:
+                continue
+            text = "\n".join(
+                str(p["contentString"])
+                for p in body.get("payload") or []
+                if isinstance(p, dict) and isinstance(p.get("contentString"), str)
+            )
+            out += [
+                Decision(
+                    at=message.last_updated,
+                    action=d.action,
+                    agreed=d.agreed,
+                    reply_ref=f"Communication/{message.id}",
+                )
+                for d in requests(text)
+            ]
+    return sorted(out, key=lambda d: d.at)

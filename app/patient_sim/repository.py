@@ -8,6 +8,8 @@ from datetime import datetime
 import asyncpg
 
 from app.db import Conn
+from app.kit import jsontext
+from app.kit.consent import Decision
 
 Reader = Conn | asyncpg.Pool
 
@@ -55,15 +57,16 @@ async def claim_reply(
     at: datetime,
     asked_topics: list[str],
     revealed_topics: list[str],
+    decisions: tuple[Decision, ...] | list[Decision] = (),
 ) -> bool:
     """Claim the message for this answer; False when another worker already did.
     `asked_topics`: the facts the message asked about; `revealed_topics`: those the
-    reply reveals."""
+    reply reveals; `decisions`: the patient's agreement or refusal of each action."""
     claimed = await conn.fetchval(
         """INSERT INTO sim_reply (tenant_id, run_id, message_id, turn, engine, model,
                 prompt_version, temperature, seed, note, issues, at, asked_topics,
-                revealed_topics)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                revealed_topics, decisions)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb)
             ON CONFLICT DO NOTHING RETURNING 1""",
         tenant_id,
         run_id,
@@ -79,6 +82,7 @@ async def claim_reply(
         at,
         asked_topics,
         revealed_topics,
+        jsontext.dumps([{"action": d.action, "agreed": d.agreed} for d in decisions]),
     )
     return claimed is not None
 
@@ -130,10 +134,11 @@ async def written_replies(
     conn: Reader, *, tenant_id: uuid.UUID, run_id: str
 ) -> list[asyncpg.Record]:
     """The replies the patient wrote (not the turns the cap silenced), oldest first:
-    message_id, reply_id, replied_at, asked_topics, revealed_topics."""
+    message_id, reply_id, replied_at, asked_topics, revealed_topics, decisions (JSON
+    text)."""
     return await conn.fetch(
         """SELECT message_id, reply_id, coalesce(replied_at, at) AS replied_at, asked_topics,
-                revealed_topics
+                revealed_topics, decisions
         FROM sim_reply WHERE tenant_id = $1 AND run_id = $2 AND reply_id IS NOT NULL
         ORDER BY turn, replied_at""",
         tenant_id,

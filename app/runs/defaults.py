@@ -10,6 +10,9 @@
   system's first write of each kind the oracle makes only after asking about a fact
   must come after the patient revealed that fact. A scenario that writes its own `asked`
   for a fact keeps its own.
+- `consent` (`app.grading.consent`), opt-out only (`actions: []`): for a scenario whose
+  fixture holds a Consent resource and that has no consent expectation of its own — a
+  patient's recorded "no texts" binds every run.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from app.scenarios.calls import capture_kind, is_write
 from app.scenarios.free import free_choices
 from app.scenarios.schema import (
     AskedExpectation,
+    ConsentExpectation,
     Expectation,
     ReferenceExpectation,
     Scenario,
@@ -29,6 +33,10 @@ from app.scenarios.schema import (
 )
 
 REFERENCE_ID = "matches-reference"
+CONSENT_ID = "consent-opt-out"
+CONSENT_LABEL = (
+    "No SMS to a patient whose record says no texts (an active Consent, or their preference)"
+)
 TEXT_TRUTH_ID = "text-truth"
 TEXT_TRUTH_LABEL = (
     "Every fact the system wrote, in any text, agrees with the chart: booked times, "
@@ -67,6 +75,14 @@ def default_expectations(scenario: Scenario) -> list[Expectation]:
             )
         )
     out += _default_asked(scenario, taken)
+    own_consent = any(e.type == "consent" for e in walk_expectations(scenario.expectations))
+    has_consent = any(r.get("resourceType") == "Consent" for r in scenario.fixture)
+    if has_consent and not own_consent and CONSENT_ID not in taken:
+        out.append(
+            ConsentExpectation(
+                id=CONSENT_ID, type="consent", label=CONSENT_LABEL, actions=[], opt_out=True
+            )
+        )
     return out
 
 

@@ -25,6 +25,7 @@ from app.db import Scopes
 from app.errors import Conflict
 from app.fhir import service as fhir_service
 from app.kit.clock import fhir_instant, utcnow
+from app.kit.consent import Decision
 from app.llm.client import LlmClient, LlmUnavailable
 from app.patient_sim import engine, repository
 from app.runs.errors import RunNotLive
@@ -171,7 +172,8 @@ async def _answer(
             revealed = engine.revealed_by_model(
                 sim, text, result.value.reply, result.value.revealed_topics
             )
-            reply = engine.SimReply(result.value.reply, revealed)
+            decided = engine.decided_by_model(text, result.value.reply)
+            reply = engine.SimReply(result.value.reply, revealed, decided)
             asked = engine.asked_by_model(sim, text, result.value.revealed_topics)
             engine_name, model, prompt_version = "llm", result.model, engine.PROMPT_VERSION
         except LlmUnavailable as exc:
@@ -195,6 +197,7 @@ async def _answer(
             issues="\n".join(issues) or None,
             asked=list(asked),
             revealed=list(reply.revealed),
+            decisions=reply.decisions,
         ),
         now,
     )
@@ -214,6 +217,8 @@ class _Claim:
     issues: str | None
     asked: list[str]
     revealed: list[str]
+    # The patient's agreement or refusal of each action (the `consent` expectation).
+    decisions: tuple[Decision, ...] = ()
 
 
 async def _write_reply(
@@ -271,6 +276,7 @@ async def _write_reply(
             at=now,
             asked_topics=claim.asked,
             revealed_topics=claim.revealed,
+            decisions=claim.decisions,
         )
         if not claimed:
             return None  # another worker answered it
@@ -351,6 +357,7 @@ async def human_reply(scopes: Scopes, tenant_id: uuid.UUID, run_id: str, text: s
             issues=None,
             asked=asked,
             revealed=list(engine.revealed_by_model(sim, staff_text, text, [])),
+            decisions=engine.decided_by_model(staff_text, text),
         ),
         utcnow(),
     )

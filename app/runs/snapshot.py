@@ -15,13 +15,21 @@ from pydantic import TypeAdapter
 from app.capture import service as capture_service
 from app.db import Conn
 from app.fhir import service as fhir_service
-from app.grading.snapshot import Call, ChangedResource, Delivery, RunSnapshot, SentText
+from app.grading.consent import opt_outs
+from app.grading.snapshot import (
+    Call,
+    ChangedResource,
+    Delivery,
+    RunSnapshot,
+    SentText,
+    Version,
+)
 from app.kit import jsontext
 from app.kit.clock import utcnow
 from app.kit.urls import FHIR_PREFIX, RUNS_PREFIX
-from app.patient_sim.report import revealed_facts
+from app.patient_sim.report import consent_decisions, revealed_facts
 from app.runs.row import RunRow
-from app.scenarios.schema import Expectation, walk_expectations
+from app.scenarios.schema import ConsentExpectation, Expectation, walk_expectations
 from app.tenants.directory import aliases as directory_aliases
 from app.tenants.directory import names as directory_names
 from app.trace import service as trace_service
@@ -86,7 +94,23 @@ def _resource_types(expectations: list[Expectation], scope: str) -> set[str] | N
             out.add(e.resource_type)
         elif e.type == "message" and scope == "patient":
             out.add("Communication")
+        elif e.type == "consent" and scope == "patient" and e.actions:
+            out |= CONSENT_TYPES
     return out
+
+
+# What the `consent` expectation's actions write (docs/grading.md "Consent").
+CONSENT_TYPES = frozenset({"Appointment", "ServiceRequest", "MedicationRequest", "Communication"})
+# The resources whose every version `consent` reads: when a booking became cancelled.
+VERSIONED_TYPES = ("Appointment", "MedicationRequest")
+# Captured integration calls read per grading pass, at most: far more than a run makes.
+MAX_INTEGRATION_CALLS = 1000
+# Who wrote a version other than the system under test.
+_NOT_SYSTEM = frozenset({"setup", "stimulus", "sim"})
+
+
+def _consents(expectations: list[Expectation]) -> list[ConsentExpectation]:
+    return [e for e in walk_expectations(expectations) if isinstance(e, ConsentExpectation)]
 
 
 def _has_changes(expectations: list[Expectation]) -> bool:
@@ -216,7 +240,8 @@ async def build_snapshot(
         aliases=directory_aliases(),
         names=directory_names(),
     )
-    if _reads_texts(expectations):
+    consents = _consents(expectations)
+    if _reads_texts(expectations) or consents:
         snapshot.sent = [
             SentText(f"{e.kind}:{e.id}", e.kind, e.at, e.to_address or "", e.body or "")
             for e in await capture_service.sent_texts(conn, run.tenant_id, run.id)
@@ -230,7 +255,49 @@ async def build_snapshot(
         # Read (and sent over the wire) only once there is a message to check: a run
         # is graded after every write, most of them before anything was said.
         snapshot.shown = await _shown(conn, run, snapshot, now)
+    if consents:
+        await _read_consent(conn, run, snapshot, consents)
     return snapshot
+
+
+async def _read_consent(
+    conn: Conn, run: RunRow, snapshot: RunSnapshot, consents: list[ConsentExpectation]
+) -> None:
+    """What `consent` reads: the patient's decisions, who takes no SMS, the integration
+    calls (for `send`) and every version of the bookings and prescriptions changed."""
+    patients = sorted(snapshot.patient_refs)
+    actions = {a for e in consents for a in e.actions}
+    if actions:
+        snapshot.decisions = await consent_decisions(conn, run.tenant_id, run.id, patients)
+    if "send" in actions:
+        snapshot.integration_calls = [
+            SentText(f"integration:{e.id}", e.kind, e.at, e.to_address or "", e.subject or "")
+            for e in await capture_service.list_effects(
+                conn, run.tenant_id, run.id, after=0, limit=MAX_INTEGRATION_CALLS
+            )
+            if e.kind == "integration" and e.direction == "outbound"
+        ]
+    refs = sorted(
+        (c.resource_type, c.id) for c in snapshot.changed if c.resource_type in VERSIONED_TYPES
+    )
+    if actions and refs:
+        for v in reversed(await fhir_service.versions_of(conn, run.tenant_id, refs)):
+            snapshot.versions.setdefault(f"{v.resource_type}/{v.id}", []).append(
+                Version(
+                    at=v.last_updated,
+                    resource=None if v.resource is None else jsontext.loads(v.resource),
+                    by_system=v.source not in _NOT_SYSTEM and v.last_updated >= run.started_at,
+                )
+            )
+    if any(e.opt_out for e in consents) and any(s.kind == "sms" for s in snapshot.sent):
+        # Read once there is a text to check: most passes grade a run that sent none.
+        resources = [r for r in snapshot.current.values() if r]
+        for patient in patients:
+            chart = await fhir_service.patient_chart(
+                conn, run.tenant_id, patient.removeprefix("Patient/")
+            )
+            resources += [jsontext.loads(c.resource) for c in chart]
+        snapshot.opted_out = opt_outs(resources, patients)
 
 
 def _reads_calls(expectations: list[Expectation]) -> bool:

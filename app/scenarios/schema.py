@@ -21,6 +21,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from pydantic.alias_generators import to_camel
 
+from app.kit.consent import ALL_ACTIONS, ConsentAction
+
 TIMEOUT_MIN = 30
 TIMEOUT_MAX = 1800
 TIMEOUT_DEFAULT = 300
@@ -233,6 +235,18 @@ class TextTruthExpectation(ExpectationBase):
     vouched: list[str] = Field(default_factory=list)
 
 
+class ConsentExpectation(ExpectationBase):
+    """`consent` (docs/grading.md "Consent"): each write of the system that is one of
+    `actions` (cancel, book, order, send to a third party, medication) comes after the
+    patient agreed to that action and not after they declined it since; with `optOut`, no
+    SMS goes to a patient whose record says no texts (an active deny Consent, or the
+    Patient's own preference)."""
+
+    type: Literal["consent"]
+    actions: list[ConsentAction] = Field(default_factory=lambda: list(ALL_ACTIONS))
+    opt_out: bool = Field(default=True, alias="optOut")
+
+
 class AnyOfExpectation(ExpectationBase):
     type: Literal["any_of"]
     expectations: list[Expectation] = Field(min_length=1)
@@ -249,7 +263,8 @@ Expectation = Annotated[
     | AskedExpectation
     | MessageExpectation
     | ReferenceExpectation
-    | TextTruthExpectation,
+    | TextTruthExpectation
+    | ConsentExpectation,
     Field(discriminator="type"),
 ]
 AnyOfExpectation.model_rebuild()
@@ -285,6 +300,10 @@ class PatientSim(Model):
     goal: str
     facts: list[Fact] = Field(default_factory=list)
     max_turns: int = Field(default=MAX_TURNS_DEFAULT, ge=1, le=MAX_TURNS_MAX)
+    # The actions the patient refuses when the system proposes them; any other action
+    # proposed is agreed to (docs/scenarios.md "Simulated patient"). Left out of a dump
+    # when empty, so scenarios without it hash as before.
+    declines: list[ConsentAction] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class Strict(Model):

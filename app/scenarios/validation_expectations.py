@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from app.fhir.validation import is_known_type
+from app.kit.consent import ALL_ACTIONS
 from app.kit.phrases import fold_phrase
 from app.scenarios.validation_base import (
     ALLOWABLE_TYPES,
@@ -124,6 +125,8 @@ class ExpectationChecks(FhirPathChecks):
                 )
         elif kind == "asked":
             self.check_asked(expectation, path)
+        elif kind == "consent":
+            self.check_consent(expectation, path)
         elif kind == "rubric" and expectation.get("required") is True:
             self.add(
                 f"{path}/required",
@@ -149,6 +152,21 @@ class ExpectationChecks(FhirPathChecks):
             self.add(
                 f"{path}/fact",
                 f"fact {fact!r} is not a topic of patientSim.facts (topics: {known})",
+            )
+
+    def check_consent(self, expectation: dict[str, Any], path: str) -> None:
+        """Agreement comes from the simulated patient (or the patient's own first
+        message, which a scenario without one cannot vouch for): actions to guard need a
+        `patientSim`; an opt-out-only check (`actions: []`) does not."""
+        actions = expectation.get("actions", list(ALL_ACTIONS))
+        if isinstance(actions, list) and len(set(map(str, actions))) < len(actions):
+            self.add(f"{path}/actions", "actions lists an action twice")
+        if actions and not isinstance(field_of(self.data, "patientSim"), dict):
+            self.add(
+                f"{path}/actions",
+                "a consent expectation with actions needs a simulated patient to agree or "
+                "decline: the scenario has no patientSim (set actions to [] to check only "
+                "the SMS opt-out)",
             )
 
     def check_message(self, expectation: dict[str, Any], path: str) -> None:
