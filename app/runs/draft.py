@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
 import asyncpg
 
+from app.capture import service as capture_service
 from app.db import Conn
 from app.kit import jsontext
 from app.kit.urls import FHIR_PREFIX, RUNS_PREFIX
@@ -39,6 +41,7 @@ from app.runs.errors import RunStillLive
 from app.runs.reads import get_run
 from app.runs.row import RunStatus
 from app.scenarios import service as scenarios_service
+from app.scenarios.calls import EMAIL_PATH, INTEGRATIONS_PREFIX, SMS_PATH, capture_kind
 from app.scenarios.expansion import ExpansionError, apply_variant, resolve_time_token
 from app.scenarios.free import free_choices
 from app.scenarios.schema import Scenario
@@ -62,6 +65,7 @@ MIN_WORD = 5
 # Elements whose dates are facts about the patient, never relative to the run.
 FACT_DATES = frozenset({"birthDate", "deceasedDateTime"})
 ID_MAX = 100
+EFFECTS_PAGE = 500
 
 _INSTANT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -162,6 +166,19 @@ class SystemCall:
     query: str
     request: Any
     response: Any
+    at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SentEffect:
+    """A captured effect the system sent (docs/capture.md), as an oracle call sends it
+    again: `POST /sms/Messages` `{to, body}`, `POST /email` `{to, subject, body}`, or
+    `<method> /integrations/<name><path>` with the body it sent."""
+
+    at: datetime
+    method: str
+    path: str
+    body: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +329,10 @@ def _abstract(value: Any, symbols: _Symbols, clock: _Clock, key: str = "") -> An
     return value
 
 
+def _is_capture(path: str) -> bool:
+    return capture_kind(path) is not None
+
+
 def _created(call: SystemCall) -> tuple[str, str] | None:
     """(type, id) of the resource a create answered with."""
     if call.method != "POST" or is_lookup(call.method, call.path) or call.path in ("", "/"):
@@ -322,9 +343,14 @@ def _created(call: SystemCall) -> tuple[str, str] | None:
     return None
 
 
-def _oracle(calls: list[SystemCall], symbols: _Symbols, clock: _Clock) -> list[dict[str, Any]]:
+def _oracle(
+    calls: list[SystemCall], effects: list[SentEffect], symbols: _Symbols, clock: _Clock
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    sent = sorted(effects, key=lambda e: e.at)
     for call in calls:
+        while sent and call.at is not None and sent[0].at <= call.at:
+            out.append(_effect_call(sent.pop(0), symbols, clock))
         if call.method == "GET":
             continue
         path = symbols.path(call.path)
@@ -345,7 +371,15 @@ def _oracle(calls: list[SystemCall], symbols: _Symbols, clock: _Clock) -> list[d
         if created is not None:
             entry["saveAs"] = symbols.save(*created)
         out.append(entry)
+    out += [_effect_call(e, symbols, clock) for e in sent]
     return out
+
+
+def _effect_call(effect: SentEffect, symbols: _Symbols, clock: _Clock) -> dict[str, Any]:
+    entry: dict[str, Any] = {"method": effect.method, "path": effect.path}
+    if effect.body is not None:
+        entry["body"] = _abstract(effect.body, symbols, clock)
+    return entry
 
 
 def _written_types(oracle: list[dict[str, Any]], symbols: _Symbols) -> tuple[set[str], set[str]]:
@@ -355,7 +389,7 @@ def _written_types(oracle: list[dict[str, Any]], symbols: _Symbols) -> tuple[set
     updated: set[str] = set()
     for call in oracle:
         path = str(call["path"]).split("?", 1)[0]
-        if is_lookup(call["method"], path):
+        if is_lookup(call["method"], path) or _is_capture(path):
             continue
         segments = path.strip("/").split("/")
         if path.strip("/") == "" and isinstance(call.get("body"), dict):
@@ -437,18 +471,50 @@ def message_words(text: str) -> list[str]:
     return sorted(words, key=len, reverse=True)[:MESSAGE_WORDS]
 
 
-def _messages(oracle: list[dict[str, Any]], patients: list[str]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for call in oracle:
-        if not _to_patient(call, patients):
+def _addresses(scenario: Scenario, patients: list[str]) -> set[str]:
+    """The fixture patients' phone numbers (digits) and e-mail addresses (lower case)."""
+    out: set[str] = set()
+    for resource in scenario.fixture:
+        if str(resource.get("id", "")).removeprefix("@") not in patients:
             continue
-        body = call["body"]
-        text = " ".join(
+        for telecom in resource.get("telecom") or []:
+            if isinstance(telecom, dict) and isinstance(telecom.get("value"), str):
+                out.add(_address(telecom["value"]))
+    return out
+
+
+def _address(value: str) -> str:
+    if "@" in value:
+        return value.strip().lower()
+    return re.sub(r"\D", "", value)
+
+
+def _message_text(call: dict[str, Any], patients: list[str], addresses: set[str]) -> str | None:
+    """The text of a message the oracle sends a fixture patient (a Communication, or a
+    captured SMS or e-mail to their number or address); None for any other call."""
+    if _to_patient(call, patients):
+        return " ".join(
             str(p["contentString"])
-            for p in body.get("payload") or []
+            for p in call["body"].get("payload") or []
             if isinstance(p, dict) and isinstance(p.get("contentString"), str)
         )
-        words = message_words(text)
+    body = call.get("body")
+    if call["path"] not in (SMS_PATH, EMAIL_PATH) or not isinstance(body, dict):
+        return None
+    to = body.get("to")
+    recipients = to if isinstance(to, list) else [to]
+    if not any(isinstance(r, str) and _address(r) in addresses for r in recipients):
+        return None
+    return " ".join(str(body.get(k) or "") for k in ("subject", "body"))
+
+
+def _messages(
+    oracle: list[dict[str, Any]], patients: list[str], addresses: set[str]
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for call in oracle:
+        text = _message_text(call, patients, addresses)
+        words = message_words(text or "")
         if not words:
             continue
         n = len(out) + 1
@@ -489,7 +555,8 @@ def _asked_first(oracle: list[dict[str, Any]], patients: list[str]) -> list[dict
     for call in oracle[asked + 1 :]:
         path = str(call["path"]).split("?", 1)[0]
         kind = path.strip("/").split("/")[0]
-        if is_lookup(call["method"], path) or not kind or kind == "Communication":
+        skip = is_lookup(call["method"], path) or _is_capture(path)
+        if skip or not kind or kind == "Communication":
             continue
         wrote = f"wrote-{kind.lower()}"
         return [
@@ -520,17 +587,19 @@ def build_draft(
     started_at: datetime,
     fixture: dict[str, str],
     calls: list[SystemCall],
+    effects: Sequence[SentEffect] = (),
 ) -> dict[str, Any]:
     """The draft scenario (JSON) from the scenario as the run used it (variant applied),
-    the run's fixture map and the system's successful calls in order."""
+    the run's fixture map, the system's successful calls in order and the effects it
+    sent (captured SMS, e-mail and integration calls)."""
     symbols = _Symbols(fixture)
-    oracle = _oracle(calls, symbols, _Clock(started_at))
+    oracle = _oracle(calls, list(effects), symbols, _Clock(started_at))
     writes = [c for c in oracle if not is_lookup(c["method"], str(c["path"]).split("?")[0])]
     patients = _patients(symbols, fixture)
     expectations = [
         _changes_guard(oracle, symbols, fixture),
         *_lookups(calls, required=not writes),
-        *_messages(oracle, patients),
+        *_messages(oracle, patients, _addresses(scenario, patients)),
         *(_asked_first(oracle, patients) if scenario.patient_sim is not None else []),
     ]
     original = scenario.model_dump(by_alias=True, exclude_none=True, mode="python")
@@ -582,10 +651,42 @@ async def system_calls(conn: Conn | asyncpg.Pool, run: Any) -> list[SystemCall]:
             query=k.query,
             request=_parsed(k.request),
             response=_parsed(k.response),
+            at=k.at,
         )
         for k in kept
         if not k.shared and k.status < HTTP_ERROR and k.transport in API_TRANSPORTS
     ]
+
+
+async def sent_effects(conn: Conn, run: Any) -> list[SentEffect]:
+    """What the run's system sent that the sandbox captured, oldest first, as oracle
+    calls send it (an integration call the stub refused is left out, like a failed
+    call)."""
+    out: list[SentEffect] = []
+    after = 0
+    while True:
+        page = await capture_service.list_effects(
+            conn, run.tenant_id, run.id, after=after, limit=EFFECTS_PAGE
+        )
+        for e in page:
+            if e.direction != "outbound":
+                continue
+            if e.kind == "sms":
+                out.append(SentEffect(e.at, "POST", SMS_PATH, {"to": e.to_address, "body": e.body}))
+            elif e.kind == "email":
+                to = e.data.get("to") or e.to_address
+                body = {"to": to, "subject": e.subject or "", "body": e.body or ""}
+                out.append(SentEffect(e.at, "POST", EMAIL_PATH, body))
+            elif e.kind == "integration":
+                answer = e.data.get("answer") or {}
+                if int(answer.get("status") or 0) >= HTTP_ERROR:
+                    continue
+                path = f"{INTEGRATIONS_PREFIX}{e.to_address}{e.data.get('path') or ''}"
+                method = str(e.data.get("method") or "POST")
+                out.append(SentEffect(e.at, method, path, e.data.get("body")))
+        if len(page) < EFFECTS_PAGE:
+            return out
+        after = page[-1].seq
 
 
 async def _kept(conn: Conn, run: Any, until: datetime) -> list[trace_service.KeptCall]:
@@ -621,6 +722,7 @@ async def draft_of_run(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) ->
             conn, tenant_id, run.scenario_id, run.scenario_version
         )
         calls = await system_calls(conn, run)
+        effects = await sent_effects(conn, run)
     scenario = loaded.scenario
     if run.variant:
         scenario = apply_variant(scenario, run.variant)
@@ -630,6 +732,7 @@ async def draft_of_run(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) ->
         started_at=run.started_at,
         fixture=dict(run.fixture),
         calls=calls,
+        effects=effects,
     )
     _, problems, warnings = validate_scenario(document)
     return Draft(document, problems, warnings)

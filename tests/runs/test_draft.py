@@ -4,14 +4,18 @@ writes become the draft's oracle; a live run is a 409 and another tenant's a 404
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import httpx
 
 from app.db import Database
+from app.scenarios.expansion import expand_value
+from app.scenarios.service import builtin_scenarios
 from tests.conftest import TenantHandle, make_tenant
 
 BOOKING = "scheduling.book-named-practitioner"
+SMS = "Your annual physical with Dr. Chen is booked. See you at Riverside."
 
 
 async def _draft(client: httpx.AsyncClient, tenant: TenantHandle, run_id: str) -> dict[str, Any]:
@@ -85,3 +89,45 @@ async def test_a_live_run_is_a_conflict_and_another_tenants_run_not_found(
         answer = await _draft(client, tenant, run_id)
         assert answer["draft"]["oracle"] == []
         assert answer["warnings"], answer
+
+
+async def test_the_sms_a_run_sent_is_in_its_draft(tenant: TenantHandle) -> None:
+    scenario = builtin_scenarios()[BOOKING].scenario
+    booking = next(c for c in scenario.oracle if c.path == "/Appointment")
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=120) as client:
+        r = await client.post(f"{tenant.server}/api/testing/runs", json={"scenarioId": BOOKING})
+        assert r.status_code == 201, r.text
+        run = r.json()
+        started = datetime.fromisoformat(run["startedAt"])
+        body = expand_value(booking.body, run["fixture"], started)
+        booked = await client.post(f"{run['fhirBase']}/Appointment", json=body)
+        assert booked.status_code == 201, booked.text
+        c = run["capture"]
+        sent = await client.post(
+            f"{c['smsBase']}/2010-04-01/Accounts/{c['accountSid']}/Messages.json",
+            data={"To": "+15550142", "From": c["from"], "Body": SMS},
+            auth=(c["accountSid"], c["authToken"]),
+            headers={"Authorization": ""},
+        )
+        assert sent.status_code == 201, sent.text
+        finished = await client.post(f"{tenant.server}/api/testing/runs/{run['id']}/finish")
+        assert finished.status_code == 200, finished.text
+        answer = await _draft(client, tenant, run["id"])
+        draft = answer["draft"]
+        assert answer["problems"] == []
+        assert [(c["method"], c["path"]) for c in draft["oracle"]] == [
+            ("POST", "/Appointment"),
+            ("POST", "/sms/Messages"),
+        ]
+        assert draft["oracle"][1]["body"] == {"to": "+15550142", "body": SMS}
+        [message] = [e for e in draft["expectations"] if e["type"] == "message"]
+        assert message["saysAny"] == ["riverside", "physical", "annual"]
+        r = await client.post(f"{tenant.server}/api/testing/scenarios", json=draft)
+        assert r.status_code == 201, r.text
+        r = await client.post(f"{tenant.server}/api/testing/scenarios/{draft['id']}/check")
+    assert r.status_code == 200, r.text
+    report = r.json()
+    assert report["ok"], report
+    # The check's text adversaries reached the SMS, and were caught.
+    caught = report["variants"][0]["caught"]
+    assert any("POST /sms/Messages" in m["description"] for m in caught), caught
