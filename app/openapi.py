@@ -110,6 +110,7 @@ _ROUTE_CODES: dict[tuple[str, str], set[int]] = {
     ("POST", "/api/testing/runs/{run_id}/finish"): {409},
     ("POST", "/api/testing/runs/{run_id}/cancel"): {409},
     ("DELETE", "/api/testing/runs/{run_id}/data"): {409},
+    ("POST", "/api/testing/runs/{run_id}/scenario"): {409},
     ("POST", "/api/webhooks"): {409},
     ("POST", "/api/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"): {409},
     ("POST", "/api/testing/evals"): {404, 429},

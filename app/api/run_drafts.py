@@ -38,11 +38,7 @@ def _problems(problems: list[Problem]) -> list[dict[str, str]]:
     "/runs/{run_id}/scenario",
     summary="Draft a scenario from an ended run (nothing is saved; import it once edited)",
     response_model=None,
-    responses={
-        200: {"model": ScenarioDraftOut, "description": "The draft and what the lint says"},
-        404: {"description": "No such run in this tenant"},
-        409: {"description": "The run is still live"},
-    },
+    responses={200: {"model": ScenarioDraftOut, "description": "The draft and what the lint says"}},
 )
 async def draft_scenario(request: Request, tenant: Tenant, run_id: str) -> Any:
     await _flush_trace(request)

@@ -8,11 +8,14 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+from pydantic import TypeAdapter
 
 from app.db import Database
 from app.scenarios.expansion import expand_value
 from app.scenarios.service import builtin_scenarios
 from tests.conftest import TenantHandle, make_tenant
+from tests.contract.test_contract import Declared, same_json
+from understudy_client.contract.scenarios import ScenarioDraftOut
 
 BOOKING = "scheduling.book-named-practitioner"
 SMS = "Your annual physical with Dr. Chen is booked. See you at Riverside."
@@ -85,8 +88,14 @@ async def test_a_live_run_is_a_conflict_and_another_tenants_run_not_found(
         )
         assert elsewhere.status_code == 404, elsewhere.text
         await client.post(f"{tenant.server}/api/testing/runs/{run_id}/cancel")
-        # Cancelled, it drafts (its system wrote nothing: no oracle, and the lint says so).
-        answer = await _draft(client, tenant, run_id)
+        # Cancelled, it drafts (its system wrote nothing: no oracle, and the lint says so),
+        # as the OpenAPI document and the client's contract declare the answer.
+        r = await client.post(f"{tenant.server}/api/testing/runs/{run_id}/scenario")
+        declared = await Declared.of(tenant)
+        answer = declared.check("POST", "/api/testing/runs/{run_id}/scenario", r)
+        same_json(TypeAdapter(ScenarioDraftOut), answer)
+        operation = declared.document["paths"]["/api/testing/runs/{run_id}/scenario"]["post"]
+        assert {"200", "404", "409"} <= set(operation["responses"])
         assert answer["draft"]["oracle"] == []
         assert answer["warnings"], answer
 
