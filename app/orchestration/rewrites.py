@@ -246,11 +246,17 @@ def _ordered_writes(scenario: Scenario) -> list[ApiCallExpectation]:
 
 
 def _ordered_by(scenario: Scenario) -> Callable[[OracleCall], bool]:
-    """Whether a call is one a `before` expectation looks for (by method and path)."""
+    """Whether a call is one a `before` expectation looks for (by method and path), or,
+    in a `patientSim` scenario, a message: the patient answers between calls, so a
+    question and the write that waits for its answer (a cancellation the patient must
+    agree to) are never one transaction."""
     ordered = _ordered_writes(scenario)
+    talks = scenario.patient_sim is not None
 
     def matches(call: OracleCall) -> bool:
         path = urlsplit(call.path).path
+        if talks and call.method == "POST" and path.strip("/") == "Communication":
+            return True
         return any(e.method in ("*", call.method) and path_matches(e.path, path) for e in ordered)
 
     return matches
