@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.scenarios.schema import AskedExpectation
+from app.scenarios.schema import AskedExpectation, ConsentExpectation
 from app.scenarios.service import builtin_scenarios
 from app.scenarios.validation import validate_scenario
 from tests.scenarios.test_validation import BOOKED, MINIMAL
@@ -92,11 +92,20 @@ def test_a_cycle_through_asked_is_refused() -> None:
 )
 def test_every_builtin_simulated_patient_must_be_asked(scenario_id: str) -> None:
     """Each built-in patientSim scenario requires its hidden facts to be asked for, before
-    the write that uses them."""
+    the write that uses them — or, one whose patient holds no hidden fact, the patient's
+    agreement before the action (a required `consent` with actions)."""
     scenario = builtin_scenarios()[scenario_id].scenario
     assert scenario.patient_sim is not None
     by_id = {e.id: e for e in scenario.expectations}
     asked = [e for e in scenario.expectations if isinstance(e, AskedExpectation)]
+    if not scenario.patient_sim.facts:
+        agreed = [
+            e
+            for e in scenario.expectations
+            if isinstance(e, ConsentExpectation) and e.actions and e.required
+        ]
+        assert agreed, f"{scenario_id} asks the patient nothing: neither a fact nor consent"
+        return
     assert asked, f"{scenario_id} has no asked expectation"
     topics = {f.topic for f in scenario.patient_sim.facts}
     for expectation in asked:
