@@ -42,7 +42,9 @@ class Decision:
 
 # --- clauses ------------------------------------------------------------------------------
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+|(?=¿)")
+# A line break ends a sentence only before a capital (or "¿", "¡"): a message written in
+# parts ("… on", a time, "? Reply yes or no") is one sentence.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+(?=\s*[A-ZÁÉÍÓÚÑ¿¡])|(?=¿)")
 _CLAUSE_SPLIT = re.compile(r"[,;:\u2014\u2013]|\s-\s|\b(?:but|pero|however|sin embargo)\b", re.I)
 
 

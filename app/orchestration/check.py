@@ -32,6 +32,7 @@ from app.grading.snapshot import RunSnapshot
 from app.orchestration import oracle as oracle_replay
 from app.orchestration.adversaries import derive_element_mutants, derive_free_alternatives
 from app.orchestration.capture_adversaries import derive_capture_mutants
+from app.orchestration.consent_adversaries import derive_consent_mutants
 from app.orchestration.mutants import Mutant, derive_mutants, derive_variant_mutants
 from app.orchestration.rewrites import Rewrite, derive_rewrites
 from app.orchestration.simulation import Patient, Simulation, patient_of
@@ -443,9 +444,11 @@ def _generated_adversaries(
     choices (`app.orchestration.adversaries`), made from this run's start; mutants that
     need a real run only `with_real_runs`."""
     scenario, before = variant.scenario, oracle.before
-    generated = [
-        m for m in derive_element_mutants(scenario, before) if with_real_runs or not m.real_run
-    ] + derive_capture_mutants(scenario, before)
+    generated = (
+        [m for m in derive_element_mutants(scenario, before) if with_real_runs or not m.real_run]
+        + derive_capture_mutants(scenario, before)
+        + derive_consent_mutants(scenario, before)
+    )
     alternatives, variant.report.free_unmet = derive_free_alternatives(scenario, before)
     variant.count_generated([m.kind for m in generated] + [r.kind for r in alternatives])
     return generated, alternatives

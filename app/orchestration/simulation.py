@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from app.grading.replay import STEP, Replay
-from app.grading.snapshot import Revealed, RunSnapshot
+from app.grading.snapshot import Decision, Revealed, RunSnapshot
 from app.patient_sim import engine as patient_engine
 from app.scenarios.schema import OracleCall, PatientSim, Scenario, Variant, symbol_name
 
@@ -52,6 +52,7 @@ class Simulation(Replay):
         self.thread: list[patient_engine.Turn] = []
         self.replies = 0
         self.revealed: list[Revealed] = []
+        self.decisions: list[Decision] = []  # the patient's word on proposed actions
 
     def after_call(self, ref: str | None) -> None:
         if ref is not None and ref.startswith("Communication/"):
@@ -87,6 +88,10 @@ class Simulation(Replay):
             self.revealed.append(
                 Revealed(at, topic, f"Communication/reply{self.replies}", ref, topic in asked)
             )
+        reply_ref = f"Communication/reply{self.replies}"
+        self.decisions += [
+            Decision(at, d.action, d.agreed, reply_ref, ref) for d in reply.decisions
+        ]
         self.thread += [
             patient_engine.Turn("staff", text),
             patient_engine.Turn("patient", reply.text),
@@ -98,6 +103,7 @@ class Simulation(Replay):
             out,
             revealed=[*self.before.revealed, *self.revealed],
             patient_replies=self.before.patient_replies + self.replies,
+            decisions=[*self.before.decisions, *self.decisions],
         )
 
 

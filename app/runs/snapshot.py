@@ -289,8 +289,10 @@ async def _read_consent(
                     by_system=v.source not in _NOT_SYSTEM and v.last_updated >= run.started_at,
                 )
             )
-    if any(e.opt_out for e in consents) and any(s.kind == "sms" for s in snapshot.sent):
-        # Read once there is a text to check: most passes grade a run that sent none.
+    texted = any(s.kind == "sms" for s in snapshot.sent)
+    if any(e.opt_out for e in consents) and (texted or snapshot.final):
+        # Read once there is a text to check (most passes grade a run that sent none),
+        # and at the end: the scenario check replays from a final snapshot.
         resources = [r for r in snapshot.current.values() if r]
         for patient in patients:
             chart = await fhir_service.patient_chart(

@@ -92,3 +92,9 @@ def test_decisions_of_a_reply_answer_the_proposals_and_add_its_own_requests() ->
     )
     # A reply that answers nothing decides nothing.
     assert decisions_of(message, "What time is it now?") == ()
+
+
+def test_a_message_in_parts_is_read_as_one_sentence() -> None:
+    parts = "Would you like me to cancel your visit on (UTC)\n2026-03-24T14:00:00Z\n? Reply yes."
+    assert proposals(parts) == ("cancel",)
+    assert proposals("You can cancel anytime\nAny questions?") == ()
