@@ -272,7 +272,10 @@ class _Clock:
             return text
         if moment.second == 0 and moment.microsecond == 0:
             clock = f"@{moment.hour:02d}:{moment.minute:02d}"
-            for n in range(MAX_WEEKDAYS):
+            # `+0wd` only for today: another day is the n-th business day after today,
+            # whatever the clock (`+0wd` later on the day before would mean it too).
+            first = 0 if moment.date() == self.start.date() else 1
+            for n in range(first, MAX_WEEKDAYS):
                 for sign in ("+", "-"):
                     token = f"{sign}{n}wd{clock}"
                     if self._resolves(token, moment):
@@ -293,7 +296,7 @@ class _Clock:
         if abs(days) > DATE_WINDOW_DAYS:
             return text
         if day.weekday() < 5:  # a weekday: as a weekday offset, like bookings
-            for n in range(MAX_WEEKDAYS):
+            for n in range(0 if days == 0 else 1, MAX_WEEKDAYS):
                 for sign in ("+", "-"):
                     token = f"{sign}{n}wd"
                     if resolve_time_token(token, self.start, as_date=True) == text:
