@@ -14,6 +14,13 @@ of `matches-reference`, a message check's scope, an opt-out) can catch them.
 And for each integration call whose body is a JSON object (an order to a pharmacy):
 - `integration-value`: a number in it doubled (90 tablets ordered as 180);
 - `integration-field`: one of its fields left out (the order without its directions).
+
+Rewrites (must pass), the same effects written another way a correct system may:
+- `capture-number`: each SMS's number in another written form ("(555) 555-0142" for
+  "+15555550142");
+- `capture-address`: each e-mail's recipients in capitals (addresses are matched
+  without case);
+- `capture-json`: each integration call's JSON object with its fields in reverse order.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Any
 
 from app.grading.snapshot import RunSnapshot
 from app.orchestration.mutants import Mutant, describe
+from app.orchestration.rewrites import Rewrite
 from app.scenarios.calls import capture_kind
 from app.scenarios.schema import OracleCall, Scenario
 
@@ -145,4 +153,48 @@ def derive_capture_mutants(scenario: Scenario, before: RunSnapshot) -> list[Muta
                     index + 1,
                 )
             )
+    return out
+
+
+def _reworded(kind: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    to = body.get("to")
+    if kind == "sms" and isinstance(to, str):
+        digits = "".join(c for c in to if c.isdigit())[-10:]
+        if len(digits) < 10:
+            return None
+        return {**body, "to": f"({digits[:3]}) {digits[3:6]}-{digits[6:]}"}
+    if kind == "email":
+        recipients = _recipients(body)
+        return {**body, "to": [r.upper() for r in recipients]}
+    if kind == "integration" and len(body) > 1:
+        return dict(reversed(list(body.items())))
+    return None
+
+
+_REWRITE_KINDS = {"sms": "capture-number", "email": "capture-address"}
+_REWRITE_WHAT = {
+    "sms": "with the number written another way",
+    "email": "with the addresses in capitals",
+    "integration": "with its JSON fields in reverse order",
+}
+
+
+def derive_capture_rewrites(scenario: Scenario) -> list[Rewrite]:
+    out: list[Rewrite] = []
+    oracle = tuple(scenario.oracle)
+    for index, call in enumerate(oracle):
+        kind = capture_kind(call.path)
+        if kind is None or not isinstance(call.body, dict):
+            continue
+        body = _reworded(kind, call.body)
+        if body is None:
+            continue
+        moved = OracleCall(method=call.method, path=call.path, body=body)
+        out.append(
+            Rewrite(
+                _REWRITE_KINDS.get(kind, "capture-json"),
+                f"{describe(index, call)} {_REWRITE_WHAT[kind]}",
+                (*oracle[:index], moved, *oracle[index + 1 :]),
+            )
+        )
     return out

@@ -31,7 +31,10 @@ from app.grading.fhirpath import ClauseMemo
 from app.grading.snapshot import RunSnapshot
 from app.orchestration import oracle as oracle_replay
 from app.orchestration.adversaries import derive_element_mutants, derive_free_alternatives
-from app.orchestration.capture_adversaries import derive_capture_mutants
+from app.orchestration.capture_adversaries import (
+    derive_capture_mutants,
+    derive_capture_rewrites,
+)
 from app.orchestration.consent_adversaries import derive_consent_mutants
 from app.orchestration.mutants import Mutant, derive_mutants, derive_variant_mutants
 from app.orchestration.rewrites import Rewrite, derive_rewrites
@@ -246,7 +249,7 @@ async def check_scenario(
     mutants = derive_mutants(scenario)
     for m in mutants:
         report.mutant_kinds[m.kind] = report.mutant_kinds.get(m.kind, 0) + 1
-    rewrites = derive_rewrites(scenario)
+    rewrites = derive_rewrites(scenario) + derive_capture_rewrites(scenario)
     for rw in rewrites:
         report.rewrite_kinds[rw.kind] = report.rewrite_kinds.get(rw.kind, 0) + 1
     every: list[str | None] = [None, *(v.persona for v in scenario.variants)]
