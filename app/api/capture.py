@@ -30,7 +30,7 @@ from app.api.deps import Tenant
 from app.capture import service as capture_service
 from app.capture import twilio
 from app.capture.credentials import SID_HEX, same, use_secret
-from app.errors import Unauthorized
+from app.errors import Unauthorized, Unprocessable
 from app.kit import jsontext
 from app.kit.clock import utcnow
 from app.kit.urls import RUNS_PREFIX
@@ -42,6 +42,7 @@ from app.scenarios.errors import ScenarioNotFound
 from app.scenarios.schema import Integration
 from app.tenants.service import authenticate
 from app.trace.recorder import TraceRecorder
+from app.webhooks import service as webhooks_service
 from understudy_client.contract.capture import CaptureList
 
 router = APIRouter(prefix=RUNS_PREFIX, tags=["Capture"])
@@ -410,6 +411,144 @@ async def get_message(
         asked=None,
     )
     return response
+
+
+SMS_NUMBERS = "/{run_id}/sms/2010-04-01/Accounts/{account_sid}/IncomingPhoneNumbers"
+_NUMBER_FORM = {
+    "requestBody": {
+        "content": {
+            "application/x-www-form-urlencoded": {
+                "schema": {
+                    "type": "object",
+                    "properties": {name: {"type": "string"} for name in ("SmsUrl", "SmsMethod")},
+                }
+            }
+        },
+    }
+}
+
+
+def _number(caller: _Caller, account_sid: str, sms_url: str | None) -> dict[str, Any]:
+    creds = capture_service.run_credentials(caller.tenant_id, caller.run.id)
+    assert creds is not None  # the caller was authenticated with them
+    return twilio.phone_number(account_sid, creds.number_sid, creds.from_number, sms_url)
+
+
+def _traced(
+    request: Request,
+    caller: _Caller,
+    response: Response,
+    *,
+    at: datetime,
+    started: float,
+    asked: str | None = None,
+) -> Response:
+    _trace(
+        request,
+        caller,
+        "sms",
+        at=at,
+        started=started,
+        status=response.status_code,
+        answer=bytes(response.body),
+        asked=asked,
+    )
+    return response
+
+
+@router.get(
+    SMS_NUMBERS + ".json",
+    summary="The run's phone number (Twilio's IncomingPhoneNumbers list)",
+    response_model=None,
+    responses=_twilio_errors(401),
+)
+async def list_numbers(request: Request, run_id: str, account_sid: str) -> Response:
+    started, at = time.perf_counter(), utcnow()
+    try:
+        caller = await _sms_caller(request, run_id, account_sid)
+    except _TwilioError as exc:
+        return exc.response()
+    number = _number(caller, account_sid, caller.run.sms_reply_url)
+    body = twilio.phone_numbers_page(account_sid, [number])
+    return _traced(request, caller, JSONResponse(body), at=at, started=started)
+
+
+@router.get(
+    SMS_NUMBERS + "/{number_sid}.json",
+    summary="The run's phone number (Twilio's IncomingPhoneNumber): its SmsUrl",
+    response_model=None,
+    responses=_twilio_errors(401, 404),
+)
+async def get_number(request: Request, run_id: str, account_sid: str, number_sid: str) -> Response:
+    started, at = time.perf_counter(), utcnow()
+    try:
+        caller = await _sms_caller(request, run_id, account_sid)
+    except _TwilioError as exc:
+        return exc.response()
+    number = _number(caller, account_sid, caller.run.sms_reply_url)
+    if not same(number_sid, number["sid"]):
+        response = _TwilioError(
+            twilio.NOT_FOUND, f"The requested resource {request.url.path} was not found", 404
+        ).response()
+    else:
+        response = JSONResponse(number)
+    return _traced(request, caller, response, at=at, started=started)
+
+
+@router.post(
+    SMS_NUMBERS + "/{number_sid}.json",
+    summary="Set where the patient's SMS replies are posted (the number's SmsUrl)",
+    response_model=None,
+    responses=_twilio_errors(400, 401, 404, 409),
+    openapi_extra=_NUMBER_FORM,
+)
+async def update_number(
+    request: Request, run_id: str, account_sid: str, number_sid: str
+) -> Response:
+    started, at = time.perf_counter(), utcnow()
+    try:
+        caller = await _sms_caller(request, run_id, account_sid)
+    except _TwilioError as exc:
+        return exc.response()
+    asked = (await request.body()).decode("utf-8", "replace")
+    try:
+        response = await _update_number(request, caller, account_sid, number_sid)
+    except _TwilioError as exc:
+        response = exc.response()
+    return _traced(request, caller, response, at=at, started=started, asked=asked)
+
+
+async def _update_number(
+    request: Request, caller: _Caller, account_sid: str, number_sid: str
+) -> JSONResponse:
+    run = caller.run
+    number = _number(caller, account_sid, run.sms_reply_url)
+    if not same(number_sid, number["sid"]):
+        raise _TwilioError(
+            twilio.NOT_FOUND, f"The requested resource {request.url.path} was not found", 404
+        )
+    if run.status != runs_service.RunStatus.LIVE:
+        raise _TwilioError(RUN_ENDED, _ended(run), 409)
+    form = await _form(request)
+    method = _one(form, "SmsMethod")
+    if method is not None and method.upper() != "POST":
+        raise _TwilioError(twilio.INVALID_PARAMETER, "SmsMethod: only POST is supported here", 400)
+    if "SmsUrl" not in form:
+        return JSONResponse(number)
+    url = _one(form, "SmsUrl")
+    if url is not None:
+        try:
+            runs_service.check_sms_reply_url(url)
+            await webhooks_service.check_url(
+                url, allow_private=request.app.state.settings.webhook_allow_private
+            )
+        except Unprocessable as exc:
+            message = exc.issues[0].message if exc.issues else exc.message
+            raise _TwilioError(twilio.INVALID_PARAMETER, f"SmsUrl {message}", 400) from None
+    async with scopes_of(request).transaction() as tx:
+        if not await runs_service.set_sms_reply_url(tx, caller.tenant_id, run.id, url):
+            raise _TwilioError(RUN_ENDED, _ended(run), 409)
+    return JSONResponse(_number(caller, account_sid, url))
 
 
 # --- integrations -----------------------------------------------------------------------

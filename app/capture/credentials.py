@@ -30,6 +30,7 @@ from app.settings import Settings
 
 ACCOUNT_PREFIX = "AC"
 MESSAGE_PREFIX = "SM"
+NUMBER_PREFIX = "PN"  # an IncomingPhoneNumber: the run's number
 # Twilio's SIDs: two letters, then 32 hex digits (16 bytes).
 SID_HEX = 32
 _SALT = b"understudy.capture."
@@ -98,6 +99,7 @@ class RunCredentials:
     account_sid: str
     auth_token: str
     from_number: str
+    number_sid: str  # the run's number as a Twilio IncomingPhoneNumber (PN…)
 
 
 def credentials(key: bytes, tenant_id: uuid.UUID, run_id: str) -> RunCredentials:
@@ -106,10 +108,12 @@ def credentials(key: bytes, tenant_id: uuid.UUID, run_id: str) -> RunCredentials
     mask = _mac(key, "token", run)[:16]
     token = bytes(a ^ b for a, b in zip(tenant_id.bytes, mask, strict=True))
     digits = int.from_bytes(_mac(key, "from", tenant_id.bytes, run)[:8]) % 10**FROM_DIGITS
+    number = _mac(key, "number", tenant_id.bytes, run)[: SID_HEX // 2]
     return RunCredentials(
         account_sid=ACCOUNT_PREFIX + account.hex(),
         auth_token=token.hex(),
         from_number=f"{FROM_PREFIX}{digits:0{FROM_DIGITS}d}",
+        number_sid=NUMBER_PREFIX + number.hex(),
     )
 
 

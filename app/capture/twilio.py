@@ -167,3 +167,53 @@ def signature(auth_token: str, url: str, params: dict[str, str]) -> str:
     signed = url + "".join(name + params[name] for name in sorted(params))
     digest = hmac.new(auth_token.encode(), signed.encode(), "sha1").digest()
     return base64.b64encode(digest).decode()
+
+
+def numbers_path(account_sid: str) -> str:
+    """The IncomingPhoneNumbers list, relative to the run's SMS base."""
+    return f"/{API_VERSION}/Accounts/{account_sid}/IncomingPhoneNumbers"
+
+
+def phone_number(
+    account_sid: str, number_sid: str, number: str, sms_url: str | None
+) -> dict[str, Any]:
+    """The run's number as Twilio's IncomingPhoneNumber resource: its `sms_url` is where
+    the patient's replies are posted (the run's `smsReplyUrl`)."""
+    return {
+        "account_sid": account_sid,
+        "api_version": API_VERSION,
+        "beta": False,
+        "capabilities": {"voice": False, "sms": True, "mms": False, "fax": False},
+        "date_created": None,
+        "date_updated": None,
+        "friendly_name": number,
+        "phone_number": number,
+        "origin": "twilio",
+        "sid": number_sid,
+        "sms_application_sid": None,
+        "sms_fallback_method": "POST",
+        "sms_fallback_url": None,
+        "sms_method": "POST",
+        "sms_url": sms_url or "",
+        "status": "in-use",
+        "status_callback": "",
+        "status_callback_method": "POST",
+        "uri": f"{numbers_path(account_sid)}/{number_sid}.json",
+        "voice_url": None,
+    }
+
+
+def phone_numbers_page(account_sid: str, numbers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The IncomingPhoneNumbers list: the run has one number."""
+    uri = f"{numbers_path(account_sid)}.json?PageSize=50&Page=0"
+    return {
+        "incoming_phone_numbers": numbers,
+        "end": max(len(numbers) - 1, 0),
+        "first_page_uri": uri,
+        "next_page_uri": None,
+        "page": 0,
+        "page_size": 50,
+        "previous_page_uri": None,
+        "start": 0,
+        "uri": uri,
+    }

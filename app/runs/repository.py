@@ -310,6 +310,20 @@ async def mark_runs_changed(
     )
 
 
+async def set_sms_reply_url(
+    conn: Conn, *, tenant_id: uuid.UUID, run_id: str, url: str | None
+) -> bool:
+    """Where a live run's SMS replies go from now on; False when the run is not live."""
+    done = await conn.fetchval(
+        """UPDATE run SET sms_reply_url = $3
+        WHERE tenant_id = $1 AND id = $2 AND status = 'live' RETURNING 1""",
+        tenant_id,
+        run_id,
+        url,
+    )
+    return done is not None
+
+
 async def run_marker(conn: Reader, *, tenant_id: uuid.UUID, run_id: str) -> asyncpg.Record | None:
     """What changes when anything a run page shows changes: status, changed_at (every
     write and traced call of the run moves it), graded_at and progress (a grading pass),

@@ -34,6 +34,7 @@ from app.runs.reads import (
     runs_by_id,
 )
 from app.runs.row import FINAL, PatientDriver, RunRow, RunStatus
+from app.runs.sms_patient import set_reply_url as set_sms_reply_url
 from app.runs.snapshot import TEXT_TYPES, build_snapshot, expectations_of, needs_grounding
 from app.runs.start import (
     StartRequest,
@@ -75,5 +76,6 @@ __all__ = [
     "run_trace",
     "runs_by_id",
     "runs_needing_grades",
+    "set_sms_reply_url",
     "start_run",
 ]

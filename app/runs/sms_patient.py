@@ -26,16 +26,18 @@ import orjson
 from app.capture import credentials
 from app.capture import inbound as capture_inbound
 from app.capture.service import Effect
-from app.db import Scopes
+from app.db import Scopes, Tx
 from app.fhir import service as fhir_service
 from app.kit.clock import utcnow
 from app.llm.client import LlmClient, LlmUnavailable
 from app.patient_sim import engine, repository
+from app.runs import repository as runs_repository
 from app.runs.changes import mark_runs_changed
 from app.runs.errors import RunNotFound
 from app.runs.reads import get_run
 from app.runs.row import PatientDriver, RunRow, RunStatus
 from app.runs.simulated_patient import TEMPERATURE, _scenario_of, _seed
+from app.runs.start import check_sms_reply_url
 from app.scenarios.schema import PatientSim, Variant, symbol_name
 from app.settings import Settings
 from app.trace import service as trace_service
@@ -229,6 +231,17 @@ async def _answer(
         )
         await mark_runs_changed(tx, run.tenant_id, {run.id})
     return effect.id
+
+
+async def set_reply_url(tx: Tx, tenant_id: uuid.UUID, run_id: str, url: str | None) -> bool:
+    """Change where a live run's SMS replies go (Twilio's `SmsUrl` of the run's number):
+    replies written from now on; False when the run is not live. A URL is checked as the
+    start's `smsReplyUrl` is (a 422 naming it)."""
+    if url is not None:
+        check_sms_reply_url(url)
+    return await runs_repository.set_sms_reply_url(
+        tx.conn, tenant_id=tenant_id, run_id=run_id, url=url
+    )
 
 
 async def deliver_reply(

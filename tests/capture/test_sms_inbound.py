@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl
 
 import httpx
 import pytest
+from twilio.base.exceptions import TwilioRestException
 from twilio.request_validator import RequestValidator
 from twilio.rest import Client
 
@@ -22,8 +23,9 @@ from app.capture import credentials, twilio
 from app.capture.service import Effect
 from app.console import run_views
 from app.console.session import SECRET_FILE
-from app.db import Database
+from app.db import Database, Scopes
 from app.kit.clock import utcnow
+from app.runs import sms_patient
 from app.runs.sms_patient import patient_phones, phone_digits
 from tests.capture.helpers import api_client, captures
 from tests.conftest import TenantHandle, make_tenant
@@ -102,7 +104,9 @@ class TwilioReceiver:
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         query = scope["query_string"].decode()
         url = f"http://{headers['host']}{scope['path']}" + (f"?{query}" if query else "")
-        self.received.append(Inbound(url, dict(parse_qsl(body.decode(), keep_blank_values=True)), headers))
+        self.received.append(
+            Inbound(url, dict(parse_qsl(body.decode(), keep_blank_values=True)), headers)
+        )
         status = self.script.pop(0) if self.script else 200
         await send(
             {
@@ -179,7 +183,7 @@ async def inbound_of(
 
 
 async def test_the_patients_reply_arrives_signed_in_twilios_format(
-    tenant: TenantHandle, receiver: TwilioReceiver
+    tenant: TenantHandle, receiver: TwilioReceiver, db: Database
 ) -> None:
     run = await start(tenant, receiver.url)
     c = run["capture"]
@@ -234,11 +238,43 @@ async def test_the_patients_reply_arrives_signed_in_twilios_format(
     assert [(t["method"], t["status"], t["transport"]) for t in posted] == [("POST", 200, "sms")]
 
     # A second pass at the same text answers nothing more (one sim_reply per SID).
+    assert await sms_patient.answer_texts(Scopes(db.pool), None, tenant.id, run["id"]) == []
+    # A later text to the same number (written otherwise) is answered too.
     await text_patient(run, "Thanks! Anything else?", to="+1 555 010 4477")
     await receiver.wait_for(2)
     replies = await inbound_of(tenant, run["id"], count=2, status="delivered")
     assert len(replies) == 2
     assert len(receiver.received) == 2
+
+
+async def test_the_url_is_set_on_a_live_run_as_a_numbers_sms_url(
+    tenant: TenantHandle, receiver: TwilioReceiver
+) -> None:
+    run = await start(tenant, None)
+    client = sdk(run)
+    [number] = await asyncio.to_thread(client.incoming_phone_numbers.list)
+    assert number.phone_number == run["capture"]["from"] and number.sms_url == ""
+    assert number.sid.startswith("PN") and len(number.sid) == 34
+    with pytest.raises(TwilioRestException) as refused:
+        await asyncio.to_thread(client.incoming_phone_numbers(number.sid).update, sms_url="ftp://x")
+    assert refused.value.status == 400 and "SmsUrl" in refused.value.msg
+    updated = await asyncio.to_thread(
+        client.incoming_phone_numbers(number.sid).update, sms_url=receiver.url
+    )
+    assert updated.sms_url == receiver.url
+    async with api_client(tenant) as api:
+        view = (await api.get(f"/runs/{run['id']}")).json()
+    assert view["capture"]["smsReplyUrl"] == receiver.url
+    with pytest.raises(TwilioRestException) as unknown:
+        await asyncio.to_thread(client.incoming_phone_numbers("PN" + "0" * 32).fetch)
+    assert unknown.value.status == 404
+
+    await text_patient(run, "Which day suits you?")
+    [post] = await receiver.wait_for(1)
+    assert post.form["From"] == E164
+    assert RequestValidator(run["capture"]["authToken"]).validate(
+        receiver.url, post.form, post.headers["x-twilio-signature"]
+    )
 
 
 async def test_a_receiver_down_at_first_gets_the_reply_on_a_retry(
