@@ -179,8 +179,23 @@ def actions_named(words: tuple[str, ...]) -> tuple[ConsentAction, ...]:
 
 # What makes a clause that is no question ask all the same.
 _ASKING_PHRASES = (
-    "let me know if",
-    "let us know if",
+    "let me know",
+    "let us know",
+    "say the word",
+    "please confirm",
+    "just confirm",
+    "confirm that you",
+    "reply yes",
+    "reply ok",
+    "text back",
+    "would you like",
+    "do you want",
+    "want me to",
+    "shall i",
+    "should i",
+    "ok to",
+    "okay to",
+    "alright to",
     "if you'd like",
     "if you would like",
     "if you want",
@@ -188,8 +203,6 @@ _ASKING_PHRASES = (
     "if that works",
     "if that's ok",
     "if that is ok",
-    "reply yes",
-    "reply y",
     "with your permission",
     "your permission",
     "your consent",
@@ -201,13 +214,43 @@ _ASKING_PHRASES = (
     "si quiere",
     "si gusta",
     "si le parece",
-    "aviseme si",
-    "avisenos si",
+    "aviseme",
+    "avisenos",
     "digame si",
+    "confirmeme",
+    "confirme si",
+    "desea que",
+    "quiere que",
     "con su permiso",
     "su autorizacion",
     "su consentimiento",
     "responda si",
+)
+# An ask that names no action and is about the sentence before ("Any questions?" is not).
+_ASKS_ABOUT_BEFORE = (
+    "let me know",
+    "let us know",
+    "ok",
+    "okay",
+    "is that alright",
+    "is that all right",
+    "would that work",
+    "does that work",
+    "does that sound",
+    "sound good",
+    "shall i",
+    "should i",
+    "want me to",
+    "would you like",
+    "do you want",
+    "do you agree",
+    "go ahead",
+    "le parece",
+    "esta bien",
+    "de acuerdo",
+    "quiere que",
+    "desea que",
+    "aviseme",
 )
 # A question about what already happened asks no permission: "Did you cancel it?"
 _PAST_QUESTIONS = ("did you", "have you", "has it", "was it", "were you", "has your", "was your")
@@ -225,9 +268,15 @@ def proposals(message: str) -> tuple[ConsentAction, ...]:
     "¿Le reservo una cita el viernes?". An action only mentioned or reported ("You can
     cancel anytime", "Your visit was cancelled") is no proposal."""
     found: set[ConsentAction] = set()
+    previous: tuple[ConsentAction, ...] = ()
     for sentence in _sentences(message):
+        named = actions_named(sentence.words)
         if _asks(sentence):
-            found.update(actions_named(sentence.words))
+            # "I can book you in for Monday. Is that OK?": a bare ask is about the offer
+            # just made.
+            bare = not named and any(_has(sentence.words, p) for p in _ASKS_ABOUT_BEFORE)
+            found.update(previous if bare else named)
+        previous = named
     return tuple(a for a in ALL_ACTIONS if a in found)
 
 

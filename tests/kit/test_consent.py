@@ -98,3 +98,21 @@ def test_a_message_in_parts_is_read_as_one_sentence() -> None:
     parts = "Would you like me to cancel your visit on (UTC)\n2026-03-24T14:00:00Z\n? Reply yes."
     assert proposals(parts) == ("cancel",)
     assert proposals("You can cancel anytime\nAny questions?") == ()
+
+
+@pytest.mark.parametrize(
+    ("message", "proposed"),
+    [
+        ("I'd be happy to cancel that for you, just say the word.", ("cancel",)),
+        # The offer, then a bare ask about it.
+        ("I can book you in for Monday at 9. Let me know.", ("book",)),
+        ("I could cancel Thursday's visit. Would that work for you?", ("cancel",)),
+        ("You can cancel anytime. Any questions?", ()),
+        ("I can book you in for Monday at 9, let me know.", ("book",)),
+        ("Please confirm you want me to send the letter to Dr. Ruiz.", ("send",)),
+        ("Avíseme si desea que le cancele la cita.", ("cancel",)),
+        ("Please confirm your date of birth.", ()),
+    ],
+)
+def test_proposals_without_a_question_mark(message: str, proposed: tuple[str, ...]) -> None:
+    assert proposals(message) == proposed

@@ -246,3 +246,24 @@ async def test_texting_someone_else_passes(tenant: TenantHandle) -> None:
     default = next(e for e in final["expectations"] if e["id"] == "consent-opt-out")
     assert default["passed"] is True, default
     assert final["status"] == "passed", final
+
+
+async def test_a_person_driving_the_patient_agrees_in_their_own_words(
+    tenant: TenantHandle, db: Database
+) -> None:
+    scenario = copy.deepcopy(SCENARIO) | {"id": "custom.consent-human"}
+    async with api_client(tenant) as client:
+        imported = await client.post("/scenarios", json=scenario)
+        assert imported.status_code == 201, imported.text
+        started = await client.post(
+            "/runs", json={"scenarioId": scenario["id"], "patientDriver": "human"}
+        )
+    assert started.status_code == 201, started.text
+    run = started.json()
+    async with httpx.AsyncClient(base_url=run["fhirBase"], headers=tenant.headers) as fhir:
+        asked = await fhir.post("/Communication", json=message(run, PROPOSAL))
+        assert asked.status_code == 201, asked.text
+    await sim_service.human_reply(Scopes(db.pool), tenant.id, run["id"], "Yeah, that's fine.")
+    await _cancel(tenant, run)
+    consent = _consent(await _finish(tenant, run))
+    assert consent["passed"] is True, consent
