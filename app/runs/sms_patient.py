@@ -181,7 +181,8 @@ async def _answer(
             revealed = engine.revealed_by_model(
                 sim, staff, result.value.reply, result.value.revealed_topics
             )
-            reply = engine.SimReply(result.value.reply, revealed)
+            decided = engine.decided_by_model(staff, result.value.reply)
+            reply = engine.SimReply(result.value.reply, revealed, decided)
             asked = engine.asked_by_model(sim, staff, result.value.revealed_topics)
             engine_name, model, prompt_version = "llm", result.model, engine.PROMPT_VERSION
         except LlmUnavailable as exc:
@@ -204,6 +205,7 @@ async def _answer(
             at=now,
             asked_topics=list(asked),
             revealed_topics=list(reply.revealed),
+            decisions=reply.decisions,
         )
         if not claimed:
             return None  # another worker answered it

@@ -20,10 +20,12 @@ from twilio.request_validator import RequestValidator
 from twilio.rest import Client
 
 from app.capture import credentials, twilio
+from app.capture import inbound as capture_inbound
 from app.capture.service import Effect
 from app.console import run_views
 from app.console.session import SECRET_FILE
 from app.db import Database, Scopes
+from app.kit import jsontext
 from app.kit.clock import utcnow
 from app.runs import sms_patient
 from app.runs.sms_patient import patient_phones, phone_digits
@@ -315,6 +317,51 @@ async def test_without_a_reply_url_the_reply_is_only_captured(tenant: TenantHand
     await text_patient(run, "Which day?", to="+15550109999")
     await asyncio.sleep(2)
     assert len(await inbound_of(tenant, run["id"], within=0)) == 1
+
+
+async def test_the_patients_word_on_a_proposal_by_sms_is_recorded(
+    tenant: TenantHandle, db: Database
+) -> None:
+    run = await start(tenant, None)
+    sid = await text_patient(run, "Would you like me to cancel your appointment?")
+    [reply] = await inbound_of(tenant, run["id"])
+    assert "cancel it" in reply["body"]
+    decisions = await db.pool.fetchval(
+        "SELECT decisions::text FROM sim_reply WHERE tenant_id = $1 AND run_id = $2 "
+        "AND message_id = $3",
+        tenant.id,
+        run["id"],
+        sid,
+    )
+    assert jsontext.loads(decisions) == [{"action": "cancel", "agreed": True}]
+
+
+async def test_a_reply_whose_job_was_lost_is_sent_by_the_sweeper(
+    tenant: TenantHandle, receiver: TwilioReceiver, db: Database
+) -> None:
+    run = await start(tenant, receiver.url)
+    # Written as a reply is, by a unit of work with no job queue: nothing is enqueued
+    # after it commits, as when the process died between commit and enqueue.
+    async with Scopes(db.pool).transaction() as tx:
+        effect = await capture_inbound.record_inbound_sms(
+            tx,
+            tenant.id,
+            run["id"],
+            to=run["capture"]["from"],
+            from_=E164,
+            body="Tuesday works.",
+            in_reply_to="SM" + "1" * 32,
+            messaging_service_sid="MG" + "2" * 32,
+            reply_url=receiver.url,
+        )
+    [post] = await receiver.wait_for(1, within=20)
+    assert post.form["MessageSid"] == effect.id
+    assert post.form["MessagingServiceSid"] == "MG" + "2" * 32
+    assert RequestValidator(run["capture"]["authToken"]).validate(
+        receiver.url, post.form, post.headers["x-twilio-signature"]
+    )
+    [delivered] = await inbound_of(tenant, run["id"], status="delivered")
+    assert delivered["id"] == effect.id
 
 
 async def test_a_human_driven_run_gets_no_simulated_reply(
