@@ -173,6 +173,7 @@ async def test_llm_patient_decisions_are_read_from_its_reply(
         tenant.id,
         run["id"],
     )
+    assert row is not None
     assert row["engine"] == "llm"
     assert orjson.loads(row["decisions"]) == [{"action": "cancel", "agreed": True}]
     assert "agreed to 'cancel', which the patient declines" in row["issues"]
