@@ -14,6 +14,7 @@ from app.scenarios.schema import (
     ApiCallExpectation,
     AskedExpectation,
     ChangesExpectation,
+    ConsentExpectation,
     Expectation,
     FieldExpectation,
     MessageExpectation,
@@ -155,6 +156,10 @@ def _detail(e: Expectation) -> tuple[str, list[str]]:
         return f"messages to the {e.to}{after}: " + "; ".join(parts), []
     if isinstance(e, AnyOfExpectation):
         return "any one of", []
+    if isinstance(e, ConsentExpectation):
+        parts = [f"{', '.join(e.actions)} only after the patient agreed"] if e.actions else []
+        parts += ["no SMS to a patient who opted out"] if e.opt_out else []
+        return "; ".join(parts) or "consent (nothing checked)", []
     return e.type, []
 
 
