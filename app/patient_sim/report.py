@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable
 
@@ -14,6 +15,17 @@ from app.kit.consent import ALL_ACTIONS, requests
 from app.patient_sim import repository
 from understudy_client.contract.runs import SimulatedReply, SimulatorIssue
 
+# A text's SID (docs/capture.md "Inbound SMS"): the patient answered an SMS, and the
+# reply is an inbound capture, not a Communication. As app/capture/credentials.py spells
+# it, which this layer may not import.
+_SMS_SID = re.compile(r"^SM[0-9a-f]{32}$")
+
+
+def message_ref(message_id: str) -> str:
+    """How a verdict names a message the patient answered, or the answer: `sms:SM…` for
+    a text (as text truth names captures), else `Communication/<id>`."""
+    return f"sms:{message_id}" if _SMS_SID.match(message_id) else f"Communication/{message_id}"
+
 
 async def simulator_report(
     pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str
@@ -21,15 +33,15 @@ async def simulator_report(
     """What the verdict says about the simulator: engines used and fidelity issues."""
     rows = await repository.replies_of_run(pool, tenant_id=tenant_id, run_id=run_id)
     issues = [
-        SimulatorIssue(message=f"Communication/{r['message_id']}", issue=issue)
+        SimulatorIssue(message=message_ref(r["message_id"]), issue=issue)
         for r in rows
         for issue in (r["issues"] or "").split("\n")
         if issue
     ]
     replies = [
         SimulatedReply(
-            message=f"Communication/{r['message_id']}",
-            reply=f"Communication/{r['reply_id']}" if r["reply_id"] else None,
+            message=message_ref(r["message_id"]),
+            reply=message_ref(r["reply_id"]) if r["reply_id"] else None,
             turn=r["turn"],
             engine=r["engine"],
             model=r["model"],
@@ -52,8 +64,8 @@ async def revealed_facts(
         Revealed(
             at=r["replied_at"],
             topic=topic,
-            reply_ref=f"Communication/{r['reply_id']}",
-            asked_ref=f"Communication/{r['message_id']}",
+            reply_ref=message_ref(r["reply_id"]),
+            asked_ref=message_ref(r["message_id"]),
             asked=topic in (r["asked_topics"] or ()),
         )
         for r in rows
@@ -82,8 +94,8 @@ async def consent_decisions(
                         at=r["replied_at"],
                         action=entry["action"],
                         agreed=entry.get("agreed") is True,
-                        reply_ref=f"Communication/{r['reply_id']}",
-                        asked_ref=f"Communication/{r['message_id']}",
+                        reply_ref=message_ref(r["reply_id"]),
+                        asked_ref=message_ref(r["message_id"]),
                     )
                 )
     for patient in sorted(set(patient_refs)):

@@ -310,13 +310,20 @@ async def test_an_unreachable_receiver_fails_after_the_retries(tenant: TenantHan
 async def test_without_a_reply_url_the_reply_is_only_captured(tenant: TenantHandle) -> None:
     run = await start(tenant, None)
     assert run["capture"]["smsReplyUrl"] is None
-    await text_patient(run, "Which day would suit you?")
+    sid = await text_patient(run, "Which day would suit you?")
     [reply] = await inbound_of(tenant, run["id"])
     assert ANSWER in reply["body"] and reply["data"]["delivery"] is None
     # A text to another number is not the patient's: no answer to it.
     await text_patient(run, "Which day?", to="+15550109999")
     await asyncio.sleep(2)
     assert len(await inbound_of(tenant, run["id"], within=0)) == 1
+    # The verdict names the text answered and the answer by their SIDs.
+    async with api_client(tenant) as client:
+        verdict = (await client.post(f"/runs/{run['id']}/finish")).json()
+    [simulated] = verdict["simulatedPatient"]
+    assert simulated["message"] == f"sms:{sid}"
+    assert simulated["reply"] == f"sms:{reply['id']}"
+    assert simulated["engine"] == "scripted"
 
 
 async def test_the_patients_word_on_a_proposal_by_sms_is_recorded(
