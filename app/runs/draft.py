@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from decimal import Decimal
 from typing import Any
 
 import asyncpg
@@ -42,6 +43,7 @@ from app.runs.reads import get_run
 from app.runs.row import RunStatus
 from app.scenarios import service as scenarios_service
 from app.scenarios.calls import EMAIL_PATH, INTEGRATIONS_PREFIX, SMS_PATH, capture_kind
+from app.scenarios.consequential import element_paths
 from app.scenarios.expansion import ExpansionError, apply_variant, resolve_time_token
 from app.scenarios.free import free_choices
 from app.scenarios.schema import Scenario
@@ -463,13 +465,16 @@ def _lookups(calls: list[SystemCall], required: bool) -> list[dict[str, Any]]:
     ]
 
 
-def message_words(text: str) -> list[str]:
+def message_words(text: str, exclude: Sequence[str] = ()) -> list[str]:
     """A message's most distinctive words: the longest that are not common, dates'
-    names or numbers, longest first (ties in the order written)."""
+    names or numbers, nor in any of the `exclude` texts (lower case), longest first
+    (ties in the order written)."""
     words: list[str] = []
     for word in _WORD.findall(text):
         folded = word.lower()
-        if len(folded) >= MIN_WORD and folded not in _COMMON and folded not in words:
+        if len(folded) < MIN_WORD or folded in _COMMON or folded in words:
+            continue
+        if not any(folded in other for other in exclude):
             words.append(folded)
     return sorted(words, key=len, reverse=True)[:MESSAGE_WORDS]
 
@@ -514,10 +519,14 @@ def _message_text(call: dict[str, Any], patients: list[str], addresses: set[str]
 def _messages(
     oracle: list[dict[str, Any]], patients: list[str], addresses: set[str]
 ) -> list[dict[str, Any]]:
+    """A check per message to the patient, naming words no other message says (phrases
+    match as text: a word another message contains would hold with this one left out)."""
+    texts = [(i, _message_text(c, patients, addresses)) for i, c in enumerate(oracle)]
+    said = [(i, t) for i, t in texts if t]
     out: list[dict[str, Any]] = []
-    for call in oracle:
-        text = _message_text(call, patients, addresses)
-        words = message_words(text or "")
+    for index, text in said:
+        others = [t.lower() for i, t in said if i != index]
+        words = message_words(text, exclude=others)
         if not words:
             continue
         n = len(out) + 1
@@ -530,6 +539,116 @@ def _messages(
                 "saysAny": words,
             }
         )
+    return out
+
+
+def _codings(value: Any, where: tuple[str, ...]) -> list[tuple[tuple[str, ...], str, str]]:
+    """(path of names, system, code) of each Coding in a JSON value."""
+    out: list[tuple[tuple[str, ...], str, str]] = []
+    if isinstance(value, dict):
+        system, code = value.get("system"), value.get("code")
+        if isinstance(system, str) and isinstance(code, str):
+            out.append((where, system, code))
+        for key, item in value.items():
+            out += _codings(item, (*where, key))
+    elif isinstance(value, list):
+        for item in value:
+            out += _codings(item, where)
+    return out
+
+
+def _body_codings(body: Any) -> list[tuple[tuple[str, ...], str, str]]:
+    """The codings a write sets: in a resource (or merge patch), or in the values of a
+    JSON Patch's add and replace operations (at their paths)."""
+    if isinstance(body, dict):
+        return [c for c in _codings(body, ()) if c[0]]
+    out: list[tuple[tuple[str, ...], str, str]] = []
+    for op in body if isinstance(body, list) else []:
+        if isinstance(op, dict) and op.get("op") in ("add", "replace"):
+            steps = [p for p in str(op.get("path", "")).split("/") if p and not p.isdigit()]
+            if steps and steps[-1] != "-":
+                out += _codings(op.get("value"), tuple(steps))
+    return out
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _pinned_codes(oracle: list[dict[str, Any]], symbols: _Symbols) -> list[dict[str, Any]]:
+    """The codes the oracle writes where the end-state comparison does not look (an
+    Appointment's `cancelationReason`: informational elements), each pinned by a check
+    on what was written: a `field` on a fixture resource it updates, a `resource` of
+    the type it creates. Consequential codes are `matches-reference`'s already."""
+    pins: dict[tuple[str, str], list[str]] = {}  # (target symbol or "", type) -> clauses
+    for call in oracle:
+        path = str(call["path"]).split("?", 1)[0]
+        if is_lookup(call["method"], path) or _is_capture(path) or path.strip("/") == "":
+            continue
+        segments = path.strip("/").split("/")
+        kind = segments[0]
+        target = segments[1][1:] if len(segments) > 1 and segments[1].startswith("@") else ""
+        if target and target not in symbols.types:
+            target = ""
+        consequential = set(element_paths(kind))
+        for where, system, code in _body_codings(call.get("body")):
+            if where[0] in consequential or where[0] in ("meta", "text"):
+                continue
+            clause = (
+                f"{'.'.join(where)}.where(system = {_quoted(system)} and code = "
+                f"{_quoted(code)}).exists()"
+            )
+            key = (target if target and call["method"] != "POST" else "", kind)
+            if clause not in pins.setdefault(key, []):
+                pins[key].append(clause)
+    out: list[dict[str, Any]] = []
+    for n, ((target, kind), clauses) in enumerate(sorted(pins.items()), 1):
+        check: dict[str, Any] = {
+            "id": f"codes-{n}",
+            "label": f"The codes the reference solution wrote on the {kind} "
+            f"({', '.join(c.split('.where(')[0] for c in clauses)})",
+        }
+        if target:
+            check.update(type="field", target=f"@{target}", where=clauses)
+        else:
+            check.update(type="resource", resourceType=kind, where=clauses)
+        out.append(check)
+    return out
+
+
+def _integration_calls(oracle: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A required `api_call` per integration call of the oracle: made, with what it sent
+    (numbers, booleans and single words as sent; text and objects present), since the
+    end-state comparison reads no integration's payload."""
+    out: list[dict[str, Any]] = []
+    for call in oracle:
+        path = str(call["path"])
+        if capture_kind(path) != "integration":
+            continue
+        body = call.get("body")
+        where: list[str] = []
+        for key, value in body.items() if isinstance(body, dict) else []:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                continue
+            if isinstance(value, bool):
+                where.append(f"request.{key} = {'true' if value else 'false'}")
+            elif isinstance(value, int | float | Decimal):
+                where.append(f"request.{key} = {value}")
+            elif isinstance(value, str) and value and " " not in value and len(value) <= 40:
+                where.append(f"request.{key} = {_quoted(value)}")
+            elif value not in (None, "", [], {}):
+                where.append(f"request.{key}.exists()")
+        n = len(out) + 1
+        check: dict[str, Any] = {
+            "id": f"integration-{n}",
+            "type": "api_call",
+            "label": f"Called {call['method']} {path} with what the reference solution sent",
+            "method": call["method"],
+            "path": path.split("?", 1)[0],
+        }
+        if where:
+            check["where"] = where
+        out.append(check)
     return out
 
 
@@ -604,6 +723,8 @@ def build_draft(
         *_lookups(calls, required=not writes),
         *_messages(oracle, patients, _addresses(scenario, patients)),
         *(_asked_first(oracle, patients) if scenario.patient_sim is not None else []),
+        *_pinned_codes(oracle, symbols),
+        *_integration_calls(oracle),
     ]
     original = scenario.model_dump(by_alias=True, exclude_none=True, mode="python")
     document: dict[str, Any] = {
@@ -634,8 +755,9 @@ def build_draft(
         for f in free_choices(scenario)[0]
         if f.resource_type in created | updated_types
     ]
-    if free:
-        document["free"] = free
+    # Declared even when empty: the draft's own `resource` checks (pinned codes) are not
+    # to be read as free choices (`app.scenarios.free`).
+    document["free"] = free
     return document
 
 

@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from app.runs.draft import SystemCall, build_draft, draft_id, lookup_glob, message_words
+from app.runs.draft import (
+    SentEffect,
+    SystemCall,
+    build_draft,
+    draft_id,
+    lookup_glob,
+    message_words,
+)
 from app.scenarios.expansion import expand_value
 from app.scenarios.schema import Scenario
 from app.scenarios.validation import validate_scenario
@@ -202,3 +209,47 @@ def test_draft_ids_fit_the_schema() -> None:
     long = "x" * 100
     made = draft_id(long, "run_ABCdef123456")
     assert made.endswith(".from-abcdef1234") and len(made) == 100
+
+
+def test_codes_the_end_state_does_not_compare_are_pinned_and_integrations_checked() -> None:
+    reason = {
+        "coding": [{"system": "http://terminology.hl7.org/CodeSystem/x", "code": "pat"}],
+        "text": "Patient called",
+    }
+    calls = [
+        _call(
+            "PATCH",
+            "/Appointment/k1-appt",
+            [
+                {"op": "replace", "path": "/status", "value": "cancelled"},
+                {"op": "add", "path": "/cancelationReason", "value": reason},
+            ],
+            {"resourceType": "Appointment", "id": "k1-appt"},
+        ),
+    ]
+    effects = [
+        SentEffect(
+            START,
+            "POST",
+            "/integrations/pharmacy/orders",
+            {"medication": "Lisinopril 10 mg", "quantity": 90, "rush": False, "ndc": "0093-7"},
+        )
+    ]
+    draft = build_draft(
+        SCENARIO, run_id="run_k1", started_at=START, fixture=FIXTURE, calls=calls, effects=effects
+    )
+    by_id = {e["id"]: e for e in draft["expectations"]}
+    assert by_id["codes-1"]["type"] == "field" and by_id["codes-1"]["target"] == "@appt"
+    assert by_id["codes-1"]["where"] == [
+        "cancelationReason.coding.where(system = 'http://terminology.hl7.org/CodeSystem/x'"
+        " and code = 'pat').exists()"
+    ]
+    assert by_id["integration-1"]["where"] == [
+        "request.medication.exists()",
+        "request.quantity = 90",
+        "request.rush = false",
+        "request.ndc = '0093-7'",
+    ]
+    assert draft["free"] == []
+    _, problems, _ = validate_scenario(draft)
+    assert [(p.path, p.message) for p in problems] == []
