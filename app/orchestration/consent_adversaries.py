@@ -20,7 +20,7 @@ from app.orchestration.mutants import Mutant, describe
 from app.scenarios.calls import capture_kind, is_write
 from app.scenarios.schema import ConsentExpectation, OracleCall, Scenario, symbol_name
 
-_STAFF = ("Practitioner/", "PractitionerRole/")
+_STAFF = ("Practitioner/", "PractitionerRole/", "CareTeam/")
 
 
 def _text(body: Any) -> str:
@@ -67,7 +67,9 @@ def _status(body: Any) -> Any:
     return None
 
 
-def _action_of(call: OracleCall, patients: set[str]) -> ConsentAction | None:
+def _action_of(
+    call: OracleCall, patients: set[str], internal: frozenset[str] = frozenset()
+) -> ConsentAction | None:
     """Which consent action an oracle write is, as `app.grading.consent` reads its
     effect (a call's own body: a PUT of a cancelled Appointment is a cancel)."""
     if not is_write(call):
@@ -92,7 +94,7 @@ def _action_of(call: OracleCall, patients: set[str]) -> ConsentAction | None:
         others = [
             r
             for r in _recipients(body)
-            if not _is_patient(r, patients) and not r.startswith(_STAFF)
+            if not _is_patient(r, patients) and not r.startswith(_STAFF) and r not in internal
         ]
         return "send" if others else None
     return None
@@ -118,7 +120,7 @@ def derive_consent_mutants(scenario: Scenario, before: RunSnapshot) -> list[Muta
                 asked_at.setdefault(action, index)
     moves: dict[int, int] = {}  # a write's index -> the message it is moved ahead of
     for index, call in enumerate(oracle):
-        act = _action_of(call, patients)
+        act = _action_of(call, patients, frozenset(before.names))
         if act is None or act not in guarded or act in already:
             continue
         asked = asked_at.get(act)

@@ -317,3 +317,16 @@ def test_the_patients_own_preference_and_whose_consent_it_is() -> None:
     other = no_sms_consent(patient={"reference": "Patient/pat-9"})
     assert opt_outs([other], [PATIENT]) == {}
     assert opt_outs([no_sms_consent()], [PATIENT]) == {PATIENT: "Consent/no-sms"}
+
+
+def test_a_message_to_the_clinics_own_organisation_is_no_send() -> None:
+    note = {
+        "resourceType": "Communication",
+        "id": "c-org",
+        "status": "completed",
+        "recipient": [{"reference": "Organization/demo-canonical-org"}],
+    }
+    snapshot = replace(
+        snap(changed(note, first=4)), names={"Organization/demo-canonical-org": ("Riverside",)}
+    )
+    assert acts(snapshot) == []
