@@ -140,3 +140,25 @@ async def test_the_sms_a_run_sent_is_in_its_draft(tenant: TenantHandle) -> None:
     # The check's text adversaries reached the SMS, and were caught.
     caught = report["variants"][0]["caught"]
     assert any("POST /sms/Messages" in m["description"] for m in caught), caught
+
+
+async def test_a_persona_runs_draft_is_that_persona_and_passes_its_check(
+    tenant: TenantHandle,
+) -> None:
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=120) as client:
+        r = await client.post(
+            f"{tenant.server}/api/testing/scenarios/{BOOKING}/reference-run",
+            params={"variant": "spanish"},
+        )
+        assert r.status_code == 200, r.text
+        draft = (await _draft(client, tenant, r.json()["id"]))["draft"]
+        # The scenario as the run had it: the persona's brief and fixture, no variants.
+        assert draft["brief"].startswith("{{patient.name}} (ID de paciente")
+        [patient] = draft["fixture"]
+        assert patient["communication"][0]["language"]["coding"][0]["code"] == "es"
+        assert "variants" not in draft
+        r = await client.post(f"{tenant.server}/api/testing/scenarios", json=draft)
+        assert r.status_code == 201, r.text
+        r = await client.post(f"{tenant.server}/api/testing/scenarios/{draft['id']}/check")
+    assert r.status_code == 200, r.text
+    assert r.json()["ok"], r.json()
