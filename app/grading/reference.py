@@ -54,13 +54,14 @@ from app.grading.reference_resources import (
     resource_diffs,
     slot_follows,
 )
-from app.grading.reference_values import Context, canonical_form
+from app.grading.reference_values import Context, canonical_form, refs_in
 from app.grading.snapshot import (
     ChangedResource,
     Graded,
     RunSnapshot,
     is_simulated,
 )
+from app.grading.truth.texts import patient_addresses
 from app.scenarios.consequential import (
     BOOKKEEPING_TYPES,
     DERIVED_TYPES,
@@ -119,7 +120,13 @@ def grade_reference(
             )
             findings.append(Finding("collateral", title, "", ref_of_change(c), entry))
     grade_conversation(expectation, expected, expected_new, actual_new, ctx, findings, matches)
-    grade_sent(expected_sent, snapshot.sent, findings, matches)
+    told = {
+        ctx.resolve(r)
+        for c in expected_new
+        if c.resource_type in MESSAGE_TYPES
+        for r in refs_in((c.resource or {}).get("recipient"))
+    }
+    grade_sent(expected_sent, snapshot.sent, patient_addresses(snapshot, told), findings, matches)
 
     return reference_result(expectation, findings, matches, len(expected), len(actual))
 

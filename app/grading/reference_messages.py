@@ -111,17 +111,24 @@ def grade_conversation(
 
 
 def grade_sent(
-    expected: list[SentText], actual: list[SentText], findings: list[Finding], matches: list[str]
+    expected: list[SentText],
+    actual: list[SentText],
+    reached_otherwise: frozenset[str],
+    findings: list[Finding],
+    matches: list[str],
 ) -> None:
     """The SMS and e-mail sent (captured effects) pair by kind and recipient, as messages
     do: every number or address the reference texts (or mails) must get one of that kind;
     one to anybody it never sends to is collateral (a reminder texted to the wrong
-    patient). What they say is the message checks' and text truth's to grade."""
+    patient), unless it is a patient the reference writes to in the portal
+    (`reached_otherwise`: their numbers and addresses) — the same person told by another
+    channel, as a message to a recipient the reference writes to is free. What they say
+    is the message checks' and text truth's to grade."""
     wanted = {(t.kind, a) for t in expected for a in addresses_of(t)}
     reached: set[tuple[str, str]] = set()
     for sent in actual:
         got = {(sent.kind, a) for a in addresses_of(sent)}
-        stray = sorted(a for _, a in got - wanted)
+        stray = sorted(a for _, a in got - wanted if a not in reached_otherwise)
         if stray:
             title = f"{sent.kind} {sent.ref} to {', '.join(stray)}"
             why = f"the reference sends no {sent.kind} to {', '.join(stray)}"

@@ -105,11 +105,14 @@ async def text_truth_verdict(tenant: TenantHandle, send: Send) -> dict[str, Any]
 
 
 def failed_text_truth(verdict: dict[str, Any], ref_prefix: str) -> dict[str, Any]:
-    """The verdict failed text truth alone, on the captured text `ref_prefix…` (`sms:SM`,
-    `email:EM`), read as written to the patient with an asserted wrong date and time: its
-    clause, which quotes the text."""
+    """The verdict failed text truth and the message check's `grounded`, on the captured
+    text `ref_prefix…` (`sms:SM`, `email:EM`), read as written to the patient with an
+    asserted wrong date and time: its clause, which quotes the text."""
     assert verdict["status"] == "failed"
-    assert set(failing(verdict)) == {"text-truth"}
+    # Text truth, and the message check too: a captured text is a message to it.
+    assert set(failing(verdict)) == {"text-truth", "reply-answers"}
+    grounded = failing(verdict)["reply-answers"]["detail"]
+    assert "grounded fails" in grounded and f"in {ref_prefix}" in grounded, grounded
     truth = failing(verdict)["text-truth"]
     broken = [c for c in truth["evidence"]["clauses"] if not c["holds"]]
     consistent = next(c for c in broken if c["where"] == "consistent")

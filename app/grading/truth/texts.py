@@ -112,12 +112,15 @@ def addresses_of(sent: SentText) -> set[str]:
     return {a.strip().lower() for a in sent.to.split(",") if a.strip()}
 
 
-def patient_addresses(snapshot: RunSnapshot) -> frozenset[str]:
+def patient_addresses(snapshot: RunSnapshot, only: set[str] | None = None) -> frozenset[str]:
     """The fixture patients' phone numbers (by their digits) and e-mail addresses: a
-    captured SMS or e-mail to one of them is written to the patient."""
+    captured SMS or e-mail to one of them is written to the patient. `only`: of these
+    patients ("Patient/<id>") alone."""
     found: set[str] = set()
     for resource in snapshot.current.values():
         if not resource or resource.get("resourceType") != "Patient":
+            continue
+        if only is not None and f"Patient/{resource.get('id')}" not in only:
             continue
         for telecom in resource.get("telecom") or []:
             value = str((telecom or {}).get("value") or "")
