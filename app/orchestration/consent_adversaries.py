@@ -86,8 +86,9 @@ def _action_of(
         if call.method == "POST" or status == "booked":
             return "book"
         return None
-    if resource_type == "ServiceRequest" and call.method == "POST":
-        return "order"
+    if resource_type == "ServiceRequest":
+        placed = _status(call.body) not in (None, "draft", "revoked", "entered-in-error")
+        return "order" if placed or (call.method == "POST" and "status" not in body) else None
     if resource_type == "MedicationRequest":
         return "medication"
     if resource_type == "Communication" and call.method == "POST":

@@ -101,8 +101,9 @@ def _resource_types(expectations: list[Expectation], scope: str) -> set[str] | N
 
 # What the `consent` expectation's actions write (docs/grading.md "Consent").
 CONSENT_TYPES = frozenset({"Appointment", "ServiceRequest", "MedicationRequest", "Communication"})
-# The resources whose every version `consent` reads: when a booking became cancelled.
-VERSIONED_TYPES = ("Appointment", "MedicationRequest")
+# The resources whose every version `consent` reads: when a booking became cancelled, a
+# draft order active.
+VERSIONED_TYPES = ("Appointment", "MedicationRequest", "ServiceRequest")
 # Captured integration calls read per grading pass, at most: far more than a run makes.
 MAX_INTEGRATION_CALLS = 1000
 # Who wrote a version other than the system under test.

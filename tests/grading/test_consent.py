@@ -330,3 +330,18 @@ def test_a_message_to_the_clinics_own_organisation_is_no_send() -> None:
         snap(changed(note, first=4)), names={"Organization/demo-canonical-org": ("Riverside",)}
     )
     assert acts(snapshot) == []
+
+
+def test_a_draft_order_or_a_proposed_visit_is_not_yet_the_act() -> None:
+    """Drafting before asking and placing after the patient agreed is asking first."""
+    draft = {"resourceType": "ServiceRequest", "id": "sr-9", "status": "draft"}
+    active = {**draft, "status": "active"}
+    write = changed(active, first=1)
+    versions = [Version(at(1), draft, True), Version(at(6), active, True)]
+    snapshot = replace(
+        snap(write, decisions=[said(5, "order")]), versions={"ServiceRequest/sr-9": versions}
+    )
+    assert [(a.action, a.at) for a in acts(snapshot)] == [("order", at(6))]
+    assert graded(snapshot).passed is True
+    held = changed(appointment("new-appt", status="proposed"), first=1)
+    assert acts(snap(held)) == []
