@@ -172,49 +172,12 @@ async def deliver_inbound_sms(
     delivery: dict[str, Any] = dict(effect.data["delivery"])
     url: str = delivery["url"]
     attempt = int(delivery["attempts"]) + 1
-    sent_at, started = utcnow(), time.perf_counter()
-    code: int | None = None
-    error: str | None = None
-    answer = ""
-    asked: str | None = None
-    timed_out = False
-    if key is None:
-        error = "the server's secret is not readable by this worker yet: nothing to sign with"
-    else:
-        creds = credentials.credentials(key, tenant_id, run_id)
-        params = twilio.inbound_params(
-            effect, creds.account_sid, effect.data.get("messagingServiceSid")
-        )
-        headers = {
-            "X-Twilio-Signature": twilio.signature(creds.auth_token, url, params),
-            "I-Twilio-Idempotency-Token": effect.id,
-            "User-Agent": USER_AGENT,
-            "Accept": "*/*",
-        }
-        asked = urlencode(params)
-        try:
-            response = await client.post(url, data=params, headers=headers, timeout=attempt_timeout)
-            code, answer = response.status_code, response.text[:RESPONSE_CHARS]
-        except httpx.TimeoutException:
-            timed_out, error = True, f"timed out after {attempt_timeout:g} s"
-        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
-            error = f"{type(exc).__name__}: {exc}"[:RESPONSE_CHARS]
-    latency = (time.perf_counter() - started) * 1000.0
-    if code is not None and 200 <= code < 300:
+    posted = await _post(client, key, tenant_id, run_id, effect, url, attempt_timeout)
+    if posted.code is not None and 200 <= posted.code < 300:
         status, wait = DELIVERED, None
     else:
         wait = _backoff(retry_seconds, attempt)
         status = FAILED if wait is None else PENDING
-    record = {
-        "attempt": attempt,
-        "at": sent_at.isoformat(),
-        "url": url,
-        "statusCode": code,
-        "latencyMs": round(latency, 1),
-        "error": error,
-        # The receiver's answer as it came: TwiML's <Message> replies are not sent on.
-        "response": answer or None,
-    }
     next_at = utcnow() + timedelta(seconds=wait) if wait is not None else None
     delivery.update(
         status=status,
@@ -230,7 +193,7 @@ async def deliver_inbound_sms(
             effect_id=effect_id,
             lease=lease.isoformat(),
             delivery=jsontext.dumps(delivery),
-            attempt=jsontext.dumps(record),
+            attempt=jsontext.dumps(posted.record(attempt, url)),
         )
         if kept and wait is not None:
             tx.after.deliver_sms_reply(tenant_id, run_id, effect_id, attempt, wait)
@@ -242,7 +205,7 @@ async def deliver_inbound_sms(
         effect_id,
         attempt,
         status,
-        code,
+        posted.code,
     )
     traced = trace_row(
         tenant_id,
@@ -251,13 +214,85 @@ async def deliver_inbound_sms(
         method="POST",
         path=url,
         query="",
-        at=sent_at,
-        started=started,
-        status=code if code is not None else TIMED_OUT if timed_out else NOT_REACHED,
-        answer=(answer or error or "").encode() or None,
-        asked=asked,
+        at=posted.at,
+        started=time.perf_counter() - posted.latency_ms / 1000.0,
+        status=posted.traced_status(),
+        answer=(posted.answer or posted.error or "").encode() or None,
+        asked=posted.asked,
     )
     return Attempt("retry" if wait is not None else status, attempt, wait or 0.0, traced)
+
+
+@dataclass(frozen=True, slots=True)
+class _Posted:
+    """What one POST to the receiver got."""
+
+    at: datetime
+    latency_ms: float
+    code: int | None  # None: no answer (`error` says why)
+    answer: str
+    error: str | None
+    timed_out: bool
+    asked: str | None  # the form as sent
+
+    def record(self, attempt: int, url: str) -> dict[str, Any]:
+        """The attempt as `data.deliveries` keeps it."""
+        return {
+            "attempt": attempt,
+            "at": self.at.isoformat(),
+            "url": url,
+            "statusCode": self.code,
+            "latencyMs": round(self.latency_ms, 1),
+            "error": self.error,
+            # The receiver's answer as it came: TwiML's <Message> replies are not sent on.
+            "response": self.answer or None,
+        }
+
+    def traced_status(self) -> int:
+        if self.code is not None:
+            return self.code
+        return TIMED_OUT if self.timed_out else NOT_REACHED
+
+
+async def _post(
+    client: httpx.AsyncClient,
+    key: bytes | None,
+    tenant_id: uuid.UUID,
+    run_id: str,
+    effect: Effect,
+    url: str,
+    attempt_timeout: float,
+) -> _Posted:
+    """The reply in Twilio's inbound form, signed with the run's auth token, posted once."""
+    at, started = utcnow(), time.perf_counter()
+
+    def posted(
+        code: int | None, answer: str, error: str | None, *, timed_out: bool = False
+    ) -> _Posted:
+        latency = (time.perf_counter() - started) * 1000.0
+        return _Posted(at, latency, code, answer, error, timed_out, asked)
+
+    asked: str | None = None
+    if key is None:
+        return posted(None, "", "the server's secret is not readable by this worker yet")
+    creds = credentials.credentials(key, tenant_id, run_id)
+    params = twilio.inbound_params(
+        effect, creds.account_sid, effect.data.get("messagingServiceSid")
+    )
+    headers = {
+        "X-Twilio-Signature": twilio.signature(creds.auth_token, url, params),
+        "I-Twilio-Idempotency-Token": effect.id,
+        "User-Agent": USER_AGENT,
+        "Accept": "*/*",
+    }
+    asked = urlencode(params)
+    try:
+        response = await client.post(url, data=params, headers=headers, timeout=attempt_timeout)
+    except httpx.TimeoutException:
+        return posted(None, "", f"timed out after {attempt_timeout:g} s", timed_out=True)
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+        return posted(None, "", f"{type(exc).__name__}: {exc}"[:RESPONSE_CHARS])
+    return posted(response.status_code, response.text[:RESPONSE_CHARS], None)
 
 
 async def due_inbound_deliveries(
