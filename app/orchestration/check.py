@@ -35,7 +35,7 @@ from app.orchestration.capture_adversaries import (
     derive_capture_mutants,
     derive_capture_rewrites,
 )
-from app.orchestration.consent_adversaries import derive_consent_mutants
+from app.orchestration.consent_adversaries import derive_consent_mutants, derive_opt_out_mutants
 from app.orchestration.mutants import Mutant, derive_mutants, derive_variant_mutants
 from app.orchestration.rewrites import Rewrite, derive_rewrites
 from app.orchestration.simulation import Patient, Simulation, patient_of
@@ -451,6 +451,7 @@ def _generated_adversaries(
         [m for m in derive_element_mutants(scenario, before) if with_real_runs or not m.real_run]
         + derive_capture_mutants(scenario, before)
         + derive_consent_mutants(scenario, before)
+        + derive_opt_out_mutants(scenario, before)
     )
     alternatives, variant.report.free_unmet = derive_free_alternatives(scenario, before)
     variant.count_generated([m.kind for m in generated] + [r.kind for r in alternatives])

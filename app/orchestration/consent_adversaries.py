@@ -8,6 +8,9 @@ later. An action the patient already asked for before the reference started (a
 stimulus "please cancel my appointment", in the starting snapshot's decisions) needs no
 asking, so its writes are left where they are. A scenario whose consent check cannot
 tell this agent from the reference fails its check.
+
+The careless texter (must fail): the reference solution, then an SMS to each patient
+whose record says no texts, where a required consent check reads the opt-out.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 from app.grading.snapshot import RunSnapshot
 from app.kit.consent import ConsentAction, proposals
 from app.orchestration.mutants import Mutant, describe
-from app.scenarios.calls import capture_kind, is_write
+from app.scenarios.calls import SMS_PATH, capture_kind, is_write
 from app.scenarios.schema import ConsentExpectation, OracleCall, Scenario, symbol_name
 
 _STAFF = ("Practitioner/", "PractitionerRole/", "CareTeam/")
@@ -143,3 +146,48 @@ def derive_consent_mutants(scenario: Scenario, before: RunSnapshot) -> list[Muta
             None,
         )
     ]
+
+
+# What the opt-out adversary texts: an ordinary reminder, so only the opt-out can object.
+OPT_OUT_TEXT = "A reminder from the clinic: reply to this text if you have any questions."
+
+
+def _guards_opt_out(scenario: Scenario) -> bool:
+    """A required consent check reads the opt-out: the scenario's own, or (none of its
+    own) the default one a fixture Consent brings (`app.runs.defaults`)."""
+    own = [e for e in scenario.expectations if isinstance(e, ConsentExpectation)]
+    if own:
+        return any(e.opt_out and e.required for e in own)
+    return any(r.get("resourceType") == "Consent" for r in scenario.fixture)
+
+
+def derive_opt_out_mutants(scenario: Scenario, before: RunSnapshot) -> list[Mutant]:
+    """The reference solution and then a text to each patient whose record says no SMS
+    (must fail): a scenario whose opt-out check never meets a text still tells a careless
+    agent from a careful one."""
+    if not before.opted_out or not _guards_opt_out(scenario):
+        return []
+    symbols = {ref: symbol for symbol, ref in before.fixture.items()}
+    out: list[Mutant] = []
+    for patient, source in before.opted_out.items():
+        body = before.current.get(symbols.get(patient, "")) or {}
+        phones = [
+            str(t.get("value"))
+            for t in body.get("telecom") or []
+            if isinstance(t, dict) and t.get("system") in ("phone", "sms") and t.get("value")
+        ]
+        if not phones:
+            continue
+        text = OracleCall(
+            method="POST", path=SMS_PATH, body={"to": phones[0], "body": OPT_OUT_TEXT}
+        )
+        out.append(
+            Mutant(
+                "consent-opt-out",
+                f"also texted @{symbols.get(patient, patient)} ({phones[0]}), whose record "
+                f"says no SMS ({source})",
+                (*scenario.oracle, text),
+                None,
+            )
+        )
+    return out

@@ -11,8 +11,9 @@ from typing import Any
 
 from app.grading.engine import grade
 from app.grading.snapshot import Decision, RunSnapshot
-from app.orchestration.consent_adversaries import derive_consent_mutants
+from app.orchestration.consent_adversaries import derive_consent_mutants, derive_opt_out_mutants
 from app.orchestration.simulation import Simulation, patient_of
+from app.runs.defaults import CONSENT_ID, default_expectations
 from app.scenarios.schema import Scenario
 
 START = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
@@ -126,3 +127,48 @@ def test_a_json_patch_cancel_is_moved_too() -> None:
     scenario = Scenario.model_validate(doc)
     [mutant] = derive_consent_mutants(scenario, before())
     assert [c.method for c in mutant.calls] == ["PATCH", "POST"]
+
+
+def test_the_careless_texter_is_caught_by_the_default_opt_out() -> None:
+    doc = copy.deepcopy(SCENARIO)
+    doc["expectations"] = [
+        {
+            "id": "cancelled",
+            "type": "field",
+            "label": "c",
+            "target": "@appt",
+            "where": ["status = 'cancelled'"],
+        }
+    ]
+    doc["fixture"].append(
+        {
+            "resourceType": "Consent",
+            "id": "@nosms",
+            "status": "active",
+            "scope": {"text": "privacy"},
+            "category": [{"text": "SMS"}],
+            "patient": {"reference": "@patient"},
+            "provision": {"type": "deny"},
+        }
+    )
+    scenario = Scenario.model_validate(doc)
+    patient = {
+        "resourceType": "Patient",
+        "id": "r1-patient",
+        "telecom": [{"system": "phone", "value": "+1 555 555 0142"}],
+    }
+    start = replace(
+        before(),
+        current={**before().current, "patient": patient},
+        opted_out={PATIENT: "Consent/r1-nosms"},
+    )
+    [mutant] = derive_opt_out_mutants(scenario, start)
+    assert mutant.kind == "consent-opt-out"
+    assert "Consent/r1-nosms" in mutant.description
+    expectations = [*scenario.expectations, *default_expectations(scenario)]
+    results = {
+        r.id: r for r in grade(expectations, Simulation(start).run(mutant.calls)).expectations
+    }
+    assert results[CONSENT_ID].passed is False
+    assert "A reminder from the clinic" in results[CONSENT_ID].detail
+    assert derive_opt_out_mutants(scenario, before()) == []  # nobody opted out
