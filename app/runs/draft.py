@@ -36,6 +36,7 @@ import asyncpg
 
 from app.capture import service as capture_service
 from app.db import Conn
+from app.grading.message.claims import Write, claims, unbacked
 from app.kit import jsontext
 from app.kit.urls import FHIR_PREFIX, RUNS_PREFIX
 from app.runs.errors import RunStillLive
@@ -530,15 +531,40 @@ def _messages(
         if not words:
             continue
         n = len(out) + 1
-        out.append(
-            {
-                "id": f"message-{n}",
-                "type": "message",
-                "label": f"Says what message {n} of the reference solution said to the "
-                f"patient (one of: {', '.join(words)})",
-                "saysAny": words,
+        check: dict[str, Any] = {
+            "id": f"message-{n}",
+            "type": "message",
+            "label": f"Says what message {n} of the reference solution said to the "
+            f"patient (one of: {', '.join(words)})",
+            "saysAny": words,
+        }
+        if not unbacked(claims(text), _writes_before(oracle, index)):
+            # Every action it claims was done before it: so must a correct system's.
+            check["claims"] = True
+        out.append(check)
+    return out
+
+
+def _writes_before(oracle: list[dict[str, Any]], index: int) -> list[Write]:
+    """The FHIR writes before oracle call `index`, as the claims check reads them."""
+    out: list[Write] = []
+    for call in oracle[:index]:
+        path = str(call["path"]).split("?", 1)[0]
+        if is_lookup(call["method"], path) or _is_capture(path) or path.strip("/") == "":
+            continue
+        kind = path.strip("/").split("/")[0]
+        body = call.get("body")
+        if call["method"] == "DELETE":
+            out.append(Write(kind, 200, None))
+        elif isinstance(body, list):  # JSON Patch: the values it sets at the top
+            sets = {
+                str(op.get("path", "")).lstrip("/"): op.get("value")
+                for op in body
+                if isinstance(op, dict) and op.get("op") in ("add", "replace")
             }
-        )
+            out.append(Write(kind, 200, {"resourceType": kind, **sets}))
+        elif isinstance(body, dict):
+            out.append(Write(kind, 200, {"resourceType": kind, **body}))
     return out
 
 
