@@ -84,7 +84,7 @@ def test_configured_engines_follow_the_model_setting() -> None:
     assert with_model["patientSim"] == {
         "engine": "llm",
         "model": "m-1",
-        "promptVersion": "patient-sim/1",
+        "promptVersion": "patient-sim/2",
     }
     assert with_model["judge"]["engine"] == "llm" and with_model["judge"]["model"] == "m-1"
     without = provenance.at_start(
