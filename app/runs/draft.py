@@ -324,6 +324,11 @@ def _abstract(value: Any, symbols: _Symbols, clock: _Clock, key: str = "") -> An
         return value
     if key == "reference" and value in symbols.by_ref:
         return "@" + symbols.by_ref[value]
+    if key == "url" and re.fullmatch(r"[A-Z][A-Za-z]+/[^/?]+", value):
+        # A transaction entry's `Appointment/<id>` (the replay expands `Appointment/@x`).
+        kind, _, rid = value.partition("/")
+        if rid in symbols.by_id:
+            return f"{kind}/@{symbols.by_id[rid]}"
     if value in symbols.by_id:
         return "@" + symbols.by_id[value]
     if key in FACT_DATES:

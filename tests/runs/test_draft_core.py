@@ -253,3 +253,42 @@ def test_codes_the_end_state_does_not_compare_are_pinned_and_integrations_checke
     assert draft["free"] == []
     _, problems, _ = validate_scenario(draft)
     assert [(p.path, p.message) for p in problems] == []
+
+
+def test_a_transactions_entries_name_symbols() -> None:
+    bundle = {
+        "resourceType": "Bundle",
+        "type": "transaction",
+        "entry": [
+            {
+                "request": {"method": "PUT", "url": "Appointment/k1-appt"},
+                "resource": {"resourceType": "Appointment", "id": "k1-appt", "status": "noshow"},
+            },
+            {
+                "fullUrl": "urn:uuid:1",
+                "request": {"method": "POST", "url": "Task"},
+                "resource": {
+                    "resourceType": "Task",
+                    "for": {"reference": "Patient/k1-patient"},
+                    "extension": [{"url": "http://example.org/x/y", "valueString": "k"}],
+                },
+            },
+        ],
+    }
+    draft = build_draft(
+        SCENARIO,
+        run_id="run_k1",
+        started_at=START,
+        fixture=FIXTURE,
+        calls=[
+            _call("POST", "/", bundle, {"resourceType": "Bundle", "type": "transaction-response"})
+        ],
+    )
+    [call] = draft["oracle"]
+    assert (call["method"], call["path"], call.get("saveAs")) == ("POST", "/", None)
+    put, post = call["body"]["entry"]
+    assert put["request"]["url"] == "Appointment/@appt" and put["resource"]["id"] == "@appt"
+    assert post["resource"]["for"] == {"reference": "@patient"}
+    assert post["resource"]["extension"][0]["url"] == "http://example.org/x/y"
+    guard = next(e for e in draft["expectations"] if e["type"] == "changes")
+    assert "resourceType = 'Task'" in guard["allowWhere"]
