@@ -170,6 +170,8 @@ class SystemCall:
     request: Any
     response: Any
     at: datetime | None = None
+    # The resources the call touched, as the trace keeps them (a write's own first).
+    refs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,8 +351,13 @@ def _created(call: SystemCall) -> tuple[str, str] | None:
     if call.method != "POST" or is_lookup(call.method, call.path) or call.path in ("", "/"):
         return None
     answer = call.response
+    kind = call.path.strip("/").split("/")[0]
     if isinstance(answer, dict) and isinstance(answer.get("id"), str):
-        return str(answer.get("resourceType") or call.path.strip("/").split("/")[0]), answer["id"]
+        return str(answer.get("resourceType") or kind), answer["id"]
+    # Answered without a body (`Prefer: return=minimal`): the write's own reference is
+    # the first the trace kept of it.
+    if call.refs and call.refs[0].startswith(kind + "/"):
+        return kind, call.refs[0].split("/", 1)[1]
     return None
 
 
@@ -808,6 +815,7 @@ async def system_calls(conn: Conn | asyncpg.Pool, run: Any) -> list[SystemCall]:
             request=_parsed(k.request),
             response=_parsed(k.response),
             at=k.at,
+            refs=k.refs,
         )
         for k in kept
         if not k.shared and k.status < HTTP_ERROR and k.transport in API_TRANSPORTS

@@ -162,3 +162,32 @@ async def test_a_persona_runs_draft_is_that_persona_and_passes_its_check(
         r = await client.post(f"{tenant.server}/api/testing/scenarios/{draft['id']}/check")
     assert r.status_code == 200, r.text
     assert r.json()["ok"], r.json()
+
+
+async def test_a_create_answered_without_a_body_is_saved_for_later_calls(
+    tenant: TenantHandle,
+) -> None:
+    scenario = builtin_scenarios()[BOOKING].scenario
+    booking = next(c for c in scenario.oracle if c.path == "/Appointment")
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=60) as client:
+        r = await client.post(f"{tenant.server}/api/testing/runs", json={"scenarioId": BOOKING})
+        run = r.json()
+        body = expand_value(booking.body, run["fixture"], datetime.fromisoformat(run["startedAt"]))
+        booked = await client.post(
+            f"{run['fhirBase']}/Appointment", json=body, headers={"Prefer": "return=minimal"}
+        )
+        assert booked.status_code == 201 and not booked.content, booked.text
+        made = booked.headers["location"].split("/Appointment/")[1].split("/")[0]
+        patch = [{"op": "add", "path": "/comment", "value": "Bring your insurance card"}]
+        patched = await client.patch(
+            f"{run['fhirBase']}/Appointment/{made}",
+            json=patch,
+            headers={"Content-Type": "application/json-patch+json"},
+        )
+        assert patched.status_code == 200, patched.text
+        await client.post(f"{tenant.server}/api/testing/runs/{run['id']}/finish")
+        draft = (await _draft(client, tenant, run["id"]))["draft"]
+    assert [(c["method"], c["path"], c.get("saveAs")) for c in draft["oracle"]] == [
+        ("POST", "/Appointment", "appointment1"),
+        ("PATCH", "/Appointment/@appointment1", None),
+    ]
