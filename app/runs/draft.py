@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
@@ -52,6 +52,7 @@ from app.scenarios.validation import Problem, validate_scenario
 from app.trace import service as trace_service
 
 HTTP_ERROR = 400
+CREATED = 201
 # The transports of the system's API calls; captured SMS, e-mail and integration calls
 # are not oracle calls (yet).
 API_TRANSPORTS = frozenset({"rest", "mcp"})
@@ -172,6 +173,7 @@ class SystemCall:
     at: datetime | None = None
     # The resources the call touched, as the trace keeps them (a write's own first).
     refs: tuple[str, ...] = ()
+    status: int = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,6 +373,7 @@ def _oracle(
             out.append(_effect_call(sent.pop(0), symbols, clock))
         if call.method == "GET":
             continue
+        call = _as_create(call, symbols)
         path = symbols.path(call.path)
         if call.query:
             path += "?" + symbols.query(call.query)
@@ -391,6 +394,18 @@ def _oracle(
         out.append(entry)
     out += [_effect_call(e, symbols, clock) for e in sent]
     return out
+
+
+def _as_create(call: SystemCall, symbols: _Symbols) -> SystemCall:
+    """A PUT that created a resource under an id of the system's own choosing, as the
+    create it stands for (`POST /Type`, saved): replayed as it was, every later run
+    would update that one resource instead of creating its own."""
+    segments = call.path.strip("/").split("/")
+    if call.method != "PUT" or call.status != CREATED or len(segments) != 2:
+        return call
+    if segments[1] in symbols.by_id:
+        return call
+    return replace(call, method="POST", path=f"/{segments[0]}")
 
 
 def _effect_call(effect: SentEffect, symbols: _Symbols, clock: _Clock) -> dict[str, Any]:
@@ -816,6 +831,7 @@ async def system_calls(conn: Conn | asyncpg.Pool, run: Any) -> list[SystemCall]:
             response=_parsed(k.response),
             at=k.at,
             refs=k.refs,
+            status=k.status,
         )
         for k in kept
         if not k.shared and k.status < HTTP_ERROR and k.transport in API_TRANSPORTS

@@ -292,3 +292,31 @@ def test_a_transactions_entries_name_symbols() -> None:
     assert post["resource"]["extension"][0]["url"] == "http://example.org/x/y"
     guard = next(e for e in draft["expectations"] if e["type"] == "changes")
     assert "resourceType = 'Task'" in guard["allowWhere"]
+
+
+def test_a_put_that_created_under_its_own_id_is_a_create() -> None:
+    task = {"resourceType": "Task", "id": "my-task", "status": "requested", "intent": "order"}
+    calls = [
+        SystemCall("PUT", "/Task/my-task", "", task, task, status=201),
+        _call(
+            "POST",
+            "/Communication",
+            {
+                "resourceType": "Communication",
+                "status": "completed",
+                "about": [{"reference": "Task/my-task"}],
+            },
+            {"resourceType": "Communication", "id": "c9"},
+        ),
+        SystemCall("PUT", "/Task/my-task", "", {**task, "status": "ready"}, task, status=200),
+    ]
+    draft = build_draft(SCENARIO, run_id="run_k1", started_at=START, fixture=FIXTURE, calls=calls)
+    created, message, updated = draft["oracle"]
+    assert (created["method"], created["path"], created["saveAs"]) == ("POST", "/Task", "task1")
+    assert "id" not in created["body"]
+    assert message["body"]["about"] == [{"reference": "@task1"}]
+    assert (updated["method"], updated["path"], updated["body"]["id"]) == (
+        "PUT",
+        "/Task/@task1",
+        "@task1",
+    )
