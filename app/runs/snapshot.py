@@ -214,6 +214,9 @@ async def build_snapshot(
             until=now,
             with_bodies=bodies,
         )
+        # A full URL is the sandbox's own call out (a reply posted to the run's SMS
+        # webhook), not the system's.
+        if not c.path.startswith(("http://", "https://"))
         for key in [_call_key(c.transport, c.method, c.path)]
     ]
     deliveries = [

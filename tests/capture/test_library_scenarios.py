@@ -164,9 +164,7 @@ async def _refer(mailer: TenantHandle, *, to_patient: bool = False) -> dict[str,
         f"{patient['birthDate']}) to cardiology: {referral['reasonCode'][0]['text'].lower()}. "
         f"{referral['note'][0]['text']} Riverside Family Health"
     )
-    await asyncio.to_thread(
-        _send_mail, run["capture"]["smtp"], inbox, f"Referral: {name}", letter
-    )
+    await asyncio.to_thread(_send_mail, run["capture"]["smtp"], inbox, f"Referral: {name}", letter)
     return await _finish(mailer, run["id"])
 
 
