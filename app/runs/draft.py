@@ -38,6 +38,8 @@ from app.capture import service as capture_service
 from app.db import Conn
 from app.grading.message.claims import Write, claims, unbacked
 from app.kit import jsontext
+from app.kit.date_mentions import scan_mentions
+from app.kit.phrases import fold
 from app.kit.urls import FHIR_PREFIX, RUNS_PREFIX
 from app.runs.errors import RunStillLive
 from app.runs.reads import get_run
@@ -915,4 +917,39 @@ async def draft_of_run(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: str) ->
         effects=effects,
     )
     _, problems, warnings = validate_scenario(document)
-    return Draft(document, problems, warnings)
+    return Draft(document, problems, [*warnings, *dated_texts(document)])
+
+
+def dated_texts(document: dict[str, Any]) -> list[Problem]:
+    """A warning per message text of the oracle that states a date or a weekday as the
+    run wrote it: right on the day of the run, wrong once the draft replays on another
+    day (the booking moves with its time token, the words do not)."""
+    out: list[Problem] = []
+    for i, call in enumerate(document.get("oracle") or []):
+        body = call.get("body")
+        if not isinstance(body, dict):
+            continue
+        parts: list[tuple[str, Any]] = []
+        if body.get("resourceType") == "Communication":
+            parts = [
+                (f"/oracle/{i}/body/payload/{j}/contentString", p.get("contentString"))
+                for j, p in enumerate(body.get("payload") or [])
+                if isinstance(p, dict)
+            ]
+        elif call.get("path") in (SMS_PATH, EMAIL_PATH):
+            parts = [(f"/oracle/{i}/body/body", body.get("body"))]
+        for where, text in parts:
+            if not isinstance(text, str):
+                continue
+            mentions = scan_mentions(fold(text), text)
+            if any(m.date is not None or m.weekday is not None for m in mentions):
+                out.append(Problem(where, DATED_TEXT))
+    return out
+
+
+DATED_TEXT = (
+    "states a date or weekday as the run wrote it: replayed on another day it no longer "
+    "matches what is booked then; write the moment as a time token of its own "
+    '(a payload part {"contentString": {"$time": "+2wd@10:00"}}, or in an SMS or e-mail '
+    "body a list of strings and tokens)"
+)

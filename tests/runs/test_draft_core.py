@@ -13,6 +13,7 @@ from app.runs.draft import (
     SentEffect,
     SystemCall,
     build_draft,
+    dated_texts,
     draft_id,
     lookup_glob,
     message_words,
@@ -320,3 +321,27 @@ def test_a_put_that_created_under_its_own_id_is_a_create() -> None:
         "/Task/@task1",
         "@task1",
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "warned"),
+    [
+        ("See you Monday, December 7 at 10:00.", True),
+        ("Your visit is on 12/07.", True),
+        ("Reply here before 17:00 if you need to change it.", False),
+        ("Thanks, we have your request.", False),
+    ],
+)
+def test_a_message_that_states_the_runs_date_is_warned_about(text: str, warned: bool) -> None:
+    draft = {
+        "oracle": [
+            {
+                "method": "POST",
+                "path": "/Communication",
+                "body": {"resourceType": "Communication", "payload": [{"contentString": text}]},
+            },
+            {"method": "POST", "path": "/sms/Messages", "body": {"to": "+15550142", "body": text}},
+        ]
+    }
+    expected = ["/oracle/0/body/payload/0/contentString", "/oracle/1/body/body"] if warned else []
+    assert [p.path for p in dated_texts(draft)] == expected
