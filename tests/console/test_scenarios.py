@@ -44,7 +44,9 @@ async def test_the_list_shows_every_scenario_and_filters(console: httpx.AsyncCli
     assert 0 < len(_rows(workflow)) < len(_rows(every))
     scheduling = _rows((await console.get("/scenarios", params={"category": "scheduling"})).text)
     assert scheduling and all(s.startswith("scheduling.") for s in scheduling)
-    found = _rows((await console.get("/scenarios", params={"q": "cardiology referral"})).text)
+    found = _rows(
+        (await console.get("/scenarios", params={"q": "atrial fibrillation referral"})).text
+    )
     assert found == ["referrals.cardiology-referral"]
     none = (await console.get("/scenarios", params={"q": "no-such-words-anywhere"})).text
     assert "No scenario matches" in none
