@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from app.kit.words import tokens
+from app.kit.words import fold, tokens
 
 ConsentAction = Literal["cancel", "book", "order", "send", "medication"]
 ALL_ACTIONS: tuple[ConsentAction, ...] = get_args(ConsentAction)
@@ -52,6 +52,7 @@ _CLAUSE_SPLIT = re.compile(r"[,;:\u2014\u2013]|\s-\s|\b(?:but|pero|however|sin e
 class _Clause:
     words: tuple[str, ...]
     question: bool  # its sentence asks (a "?" or "¿")
+    raw: str = ""  # the sentence as written (folded), for times ("10:00")
 
 
 # A title's full stop ends no sentence: "Can I send your records to Dr. Patel?"
@@ -78,7 +79,7 @@ def _sentences(text: str) -> list[_Clause]:
     for sentence in _split_sentences(text):
         words = tuple(tokens(sentence))
         if words:
-            out.append(_Clause(words, "?" in sentence or "¿" in sentence))
+            out.append(_Clause(words, "?" in sentence or "¿" in sentence, fold(sentence)))
     return out
 
 
@@ -123,6 +124,16 @@ _ORDER_WORDS = _set(
     " ordenar ordene ordeno ordenarle ordenarla ordenarlo solicitar solicite solicito"
     " solicitarle solicitarla solicitarlo derivar derive derivo derivarle referir refiera"
 )
+# "Shall I request an MRI?", "¿Le pido una radiografía?": asking for a test is ordering it.
+_REQUEST_VERBS = _set(
+    "request requesting arrange arranging pedir pido pida pedirle pedirla pedirlo"
+)
+_TEST_NOUNS = _set(
+    "mri ct scan scans x ray xray imaging ultrasound test tests lab labs bloodwork blood"
+    " work panel biopsy echo ecg ekg mammogram colonoscopy referral"
+    " resonancia radiografia ecografia tomografia analisis estudio estudios laboratorio"
+    " prueba pruebas examen examenes biopsia mamografia"
+)
 _SEND_WORDS = _set(
     "send sending forward forwarding fax faxing share sharing transfer transferring release"
     " releasing transmit"
@@ -166,7 +177,7 @@ def actions_named(words: tuple[str, ...]) -> tuple[ConsentAction, ...]:
         found |= {"book", "cancel"}
     if present & _BOOK_WORDS or _MAKE_APPOINTMENT.search(" ".join(words)):
         found.add("book")
-    if present & _ORDER_WORDS:
+    if present & _ORDER_WORDS or (present & _REQUEST_VERBS and present & _TEST_NOUNS):
         found.add("order")
     if present & _SEND_WORDS:
         found.add("send")
@@ -262,6 +273,52 @@ def _asks(sentence: _Clause) -> bool:
     return sentence.question and not any(_has(sentence.words, p) for p in _PAST_QUESTIONS)
 
 
+# Offering a time is proposing to book it: "Would Friday at 10:00 work for you?", "¿Le
+# viene bien el lunes a las 9?" (an open "Which day works for you?" names no time).
+_SLOT_ASKS = (
+    "work for you",
+    "works for you",
+    "suit you",
+    "suits you",
+    "that work",
+    "that suit",
+    "you be available",
+    "are you available",
+    "would you be free",
+    "are you free",
+    "how about",
+    "what about",
+    "le viene bien",
+    "le queda bien",
+    "te viene bien",
+    "te queda bien",
+    "le conviene",
+    "le sirve",
+    "esta disponible",
+    "puede venir",
+)
+_TIME_WORDS = _set(
+    "monday tuesday wednesday thursday friday saturday sunday tomorrow am pm noon"
+    " lunes martes miercoles jueves viernes sabado domingo manana mediodia"
+)
+_CLOCK = re.compile(r"\b\d{1,2}:\d{2}\b|\b\d{1,2}\s*(?:am|pm|a\.m\.|p\.m\.)")
+
+
+def _timed(sentence: _Clause | None) -> bool:
+    if sentence is None:
+        return False
+    return bool(set(sentence.words) & _TIME_WORDS) or bool(_CLOCK.search(sentence.raw))
+
+
+def _slot_offer(sentence: _Clause, before: _Clause | None) -> tuple[ConsentAction, ...]:
+    """("book",) for a question offering a time ("Would Friday at 10:00 work?"), or
+    asking about the time the sentence before offered ("Tuesday at 3 pm. Does that work
+    for you?")."""
+    if not sentence.question or not any(_has(sentence.words, p) for p in _SLOT_ASKS):
+        return ()
+    return ("book",) if _timed(sentence) or _timed(before) else ()
+
+
 def proposals(message: str) -> tuple[ConsentAction, ...]:
     """The actions a staff message proposes or asks permission for, in ALL_ACTIONS order:
     "Would you like me to cancel your Thursday visit?", "I can order the MRI — OK?",
@@ -269,14 +326,19 @@ def proposals(message: str) -> tuple[ConsentAction, ...]:
     cancel anytime", "Your visit was cancelled") is no proposal."""
     found: set[ConsentAction] = set()
     previous: tuple[ConsentAction, ...] = ()
+    last: _Clause | None = None
     for sentence in _sentences(message):
         named = actions_named(sentence.words)
         if _asks(sentence):
             # "I can book you in for Monday. Is that OK?": a bare ask is about the offer
-            # just made.
+            # just made; else a time offered is a booking proposed.
             bare = not named and any(_has(sentence.words, p) for p in _ASKS_ABOUT_BEFORE)
-            found.update(previous if bare else named)
-        previous = named
+            if bare and previous:
+                named = previous
+            elif not named:
+                named = _slot_offer(sentence, last)
+            found.update(named)
+        previous, last = named, sentence
     return tuple(a for a in ALL_ACTIONS if a in found)
 
 

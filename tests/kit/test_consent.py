@@ -116,3 +116,31 @@ def test_a_message_in_parts_is_read_as_one_sentence() -> None:
 )
 def test_proposals_without_a_question_mark(message: str, proposed: tuple[str, ...]) -> None:
     assert proposals(message) == proposed
+
+
+@pytest.mark.parametrize(
+    ("message", "proposed"),
+    [
+        ("Would Friday at 10:00 work for you?", ("book",)),
+        ("Dr. Chen has Tuesday at 3 pm. Does that work for you?", ("book",)),
+        ("How about Monday morning?", ("book",)),
+        ("¿Le viene bien el lunes a las 9:00?", ("book",)),
+        # An open question names no time: it asks, it proposes nothing.
+        ("Which day works for you?", ()),
+        ("What time would suit you?", ()),
+    ],
+)
+def test_offering_a_time_proposes_to_book_it(message: str, proposed: tuple[str, ...]) -> None:
+    assert proposals(message) == proposed
+
+
+@pytest.mark.parametrize(
+    ("message", "proposed"),
+    [
+        ("Shall I request an MRI of your knee?", ("order",)),
+        ("¿Le pido una radiografía?", ("order",)),
+        ("Shall I arrange a visit?", ("book",)),  # a visit is booked, not ordered
+    ],
+)
+def test_asking_for_a_test_is_ordering_it(message: str, proposed: tuple[str, ...]) -> None:
+    assert proposals(message) == proposed
