@@ -14,6 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
 
+from app.scenarios.calls import capture_kind, capture_text
 from app.scenarios.expansion import expand_path, expand_value
 from app.scenarios.schema import Scenario, symbol_name
 
@@ -58,6 +59,13 @@ def tool_for(method: str, path: str, body: Any) -> tuple[str, dict[str, Any]]:
     parts = urlsplit(path)
     segments = [s for s in parts.path.split("/") if s]
     query = parse_qsl(parts.query, keep_blank_values=True)
+    kind = capture_kind(parts.path)
+    if kind == "sms":
+        return "send_sms", {"to": body["to"], "body": capture_text(body["body"])}
+    if kind == "email":
+        to = body["to"] if isinstance(body["to"], list) else [body["to"]]
+        subject = body.get("subject") or "(no subject)"
+        return "send_email", {"to": to, "subject": subject, "body": capture_text(body["body"])}
     if parts.path == "/api/eligibility/$check":
         args = {"patient": body["patient"], "date": body["date"]}
         if body.get("serviceType"):

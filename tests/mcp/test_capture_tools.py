@@ -197,7 +197,9 @@ async def test_the_right_time_by_sms_and_email_passes(tenant: TenantHandle) -> N
 async def test_a_wrong_time_sent_by_send_sms_fails_text_truth(tenant: TenantHandle) -> None:
     verdict = await _answered_then_texted(tenant, timedelta(hours=2), email=False)
     assert verdict["status"] == "failed"
-    assert set(failing(verdict)) == {"text-truth"}
+    # Text truth, and the message check's grounded: the SMS is a message to the patient.
+    assert set(failing(verdict)) == {"text-truth", "reply-answers"}
+    assert "in sms:SM" in failing(verdict)["reply-answers"]["detail"]
     broken = [c for c in failing(verdict)["text-truth"]["evidence"]["clauses"] if not c["holds"]]
     consistent = next(c for c in broken if c["where"] == "consistent")
     assert "in sms:SM" in consistent["value"], consistent
