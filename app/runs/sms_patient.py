@@ -1,6 +1,7 @@
 """The simulated patient answers SMS: a text the run's system sends to the patient's phone
-is answered by the same patient that answers portal messages (docs/capture.md "Inbound
-SMS"), and the answer is posted to the run's reply URL as Twilio posts an incoming text.
+is answered by the same patient that answers portal messages (`patient_reply` decides
+both; docs/capture.md "Inbound SMS"), and the answer is posted to the run's reply URL as
+Twilio posts an incoming text.
 
 Runs where the portal replies run — the worker's grading pass (`app/worker.py`
 `_simulate`, after `simulated_patient.reply_to_messages`) and the oracle replay — since a
@@ -28,17 +29,14 @@ from app.capture import inbound as capture_inbound
 from app.capture.service import Effect
 from app.db import Scopes, Tx
 from app.fhir import service as fhir_service
-from app.kit.clock import utcnow
-from app.llm.client import LlmClient, LlmUnavailable
-from app.patient_sim import engine, repository
+from app.llm.client import LlmClient
+from app.runs import patient_reply
 from app.runs import repository as runs_repository
 from app.runs.changes import mark_runs_changed
 from app.runs.errors import RunNotFound
 from app.runs.reads import get_run
-from app.runs.row import PatientDriver, RunRow, RunStatus
-from app.runs.simulated_patient import TEMPERATURE, _scenario_of, _seed
+from app.runs.row import RunRow, RunStatus
 from app.runs.start import check_sms_reply_url
-from app.scenarios.schema import PatientSim, Variant, symbol_name
 from app.settings import Settings
 from app.trace import service as trace_service
 
@@ -93,146 +91,72 @@ async def answer_texts(
     work per reply (no transaction is held while the model thinks); returns the inbound
     captures written (their deliveries are queued as each commits)."""
     pool = scopes.pool
-    async with pool.acquire() as conn:
-        run = await get_run(conn, tenant_id, run_id)
-    if run.status != RunStatus.LIVE or run.patient_driver == PatientDriver.HUMAN:
+    patient = await patient_reply.get_simulated_patient(pool, tenant_id, run_id)
+    if patient is None:
         return []
-    found = await _scenario_of(pool, run)
-    if found is None:
-        return []
-    sim, persona = found
-    patient_ref = run.fixture.get(symbol_name(sim.patient))
-    if patient_ref is None:
-        return []
-    phones = await _phones_of(pool, tenant_id, patient_ref)
+    phones = await _phones_of(pool, tenant_id, patient.ref)
     if not phones:
         return []
     texts = await capture_inbound.sms_in_order(pool, tenant_id, run_id)
     if not any(t.direction == "outbound" and phone_digits(t.to_address) in phones for t in texts):
         return []
-    answered = await repository.answered_messages(pool, tenant_id=tenant_id, run_id=run_id)
-    thread: list[engine.Turn] = []
-    replies_so_far = len(answered)
-    written: list[str] = []
-    for text in texts:
-        body = text.body or ""
-        if text.direction == "inbound":
-            if phone_digits(text.from_address) in phones:
-                thread.append(engine.Turn("patient", body))
-            continue
-        digits = phone_digits(text.to_address)
-        if digits not in phones:
-            continue
-        if text.id not in answered:
-            number = _e164(phones[digits], digits)
-            reply = await _answer(
-                scopes, llm, run, sim, persona, text, number, thread, replies_so_far
-            )
-            if reply is not None:
-                replies_so_far += 1
-                written.append(reply)
-        thread.append(engine.Turn("staff", body))
-    return written
+    messages = (_thread_message(text, phones) for text in texts)
+    conversation = [message for message in messages if message is not None]
+
+    async def write(
+        message: patient_reply.ThreadMessage[Effect], decided: patient_reply.DecidedReply
+    ) -> str | None:
+        return await _write_reply(scopes, patient.run, message.source, phones, decided)
+
+    return await patient_reply.answer_thread(scopes, llm, patient, conversation, write)
 
 
-async def _answer(
-    scopes: Scopes,
-    llm: LlmClient | None,
-    run: RunRow,
-    sim: PatientSim,
-    persona: Variant | None,
-    text: Effect,
-    patient_number: str,
-    thread: list[engine.Turn],
-    replies_so_far: int,
-) -> str | None:
-    """Reply to one text (or record that the turn cap silenced it), as the portal's
-    patient replies (`simulated_patient._answer`: the model when configured, the scripted
-    stand-in otherwise or when it fails, the audit on either); None when nothing was
-    written."""
-    now = utcnow()
-    if engine.turns_left(sim, replies_so_far) <= 0:
-        async with scopes.transaction(autocommit=True) as tx:
-            await repository.insert_silenced(
-                tx.conn,
-                tenant_id=run.tenant_id,
-                run_id=run.id,
-                message_id=text.id,
-                turn=replies_so_far + 1,
-                at=now,
-            )
+def _thread_message(
+    text: Effect, phones: Mapping[str, str]
+) -> patient_reply.ThreadMessage[Effect] | None:
+    """A captured text as a message of the patient's conversation; None when it is neither
+    from one of the patient's phones nor to one."""
+    inbound = text.direction == "inbound"
+    if phone_digits(text.from_address if inbound else text.to_address) not in phones:
         return None
-    staff = text.body or ""
-    seed = _seed(run.id, text.id)
-    engine_name, model, note, prompt_version = "scripted", None, None, None
-    reply = engine.scripted_reply(sim, persona, staff, thread)
-    asked = tuple(fact.topic for fact in engine.facts_asked(sim, staff))
-    if llm is not None and llm.configured:
-        try:
-            result = await llm.complete_json(
-                tenant_id=run.tenant_id,
-                run_id=run.id,
-                purpose="patient-sim",
-                messages=engine.llm_messages(sim, persona, thread, staff),
-                schema=engine.LlmSimReply,
-                temperature=TEMPERATURE,
-                seed=seed,
-            )
-            revealed = engine.revealed_by_model(
-                sim, staff, result.value.reply, result.value.revealed_topics
-            )
-            decided = engine.decided_by_model(staff, result.value.reply)
-            reply = engine.SimReply(result.value.reply, revealed, decided)
-            asked = engine.asked_by_model(sim, staff, result.value.revealed_topics)
-            engine_name, model, prompt_version = "llm", result.model, engine.PROMPT_VERSION
-        except LlmUnavailable as exc:
-            note = f"scripted stand-in answered: {exc.reason}"
-    issues = engine.audit_reply(sim, staff, reply.text)
-    async with scopes.transaction() as tx:
-        claimed = await repository.claim_reply(
-            tx.conn,
-            tenant_id=run.tenant_id,
-            run_id=run.id,
-            message_id=text.id,
-            turn=replies_so_far + 1,
-            engine=engine_name,
-            model=model,
-            prompt_version=prompt_version,
-            temperature=TEMPERATURE if engine_name == "llm" else None,
-            seed=seed if engine_name == "llm" else None,
-            note=note,
-            issues="\n".join(issues) or None,
-            at=now,
-            asked_topics=list(asked),
-            revealed_topics=list(reply.revealed),
-            decisions=reply.decisions,
-        )
-        if not claimed:
-            return None  # another worker answered it
-        params = text.data.get("params") or {}
+    return patient_reply.ThreadMessage(text.id, text.body or "", from_patient=inbound, source=text)
+
+
+async def _write_reply(
+    scopes: Scopes,
+    run: RunRow,
+    text: Effect,
+    phones: Mapping[str, str],
+    decided: patient_reply.DecidedReply,
+) -> str | None:
+    """Keep the patient's reply to a text as an inbound capture, from the patient's number
+    the text went to back to the number it came from, with its `sim_reply` row claimed in
+    the same transaction; the capture's id, None when another writer answered first."""
+    digits = phone_digits(text.to_address)
+    patient_number = _e164(phones[digits], digits)
+    params = text.data.get("params") or {}
+
+    async def write(tx: Tx) -> patient_reply.WrittenReply:
         effect = await capture_inbound.record_inbound_sms(
             tx,
             run.tenant_id,
             run.id,
             to=text.from_address or "",
             from_=patient_number,
-            body=reply.text,
+            body=decided.text,
             in_reply_to=text.id,
             messaging_service_sid=params.get("MessagingServiceSid")
             if isinstance(params, dict)
             else None,
             reply_url=run.sms_reply_url,
         )
-        await repository.set_reply_id(
-            tx.conn,
-            tenant_id=run.tenant_id,
-            run_id=run.id,
-            message_id=text.id,
-            reply_id=effect.id,
-            replied_at=effect.at,
-        )
         await mark_runs_changed(tx, run.tenant_id, {run.id})
-    return effect.id
+        return patient_reply.WrittenReply(effect.id, effect.at)
+
+    written = await patient_reply.record_reply(
+        scopes, run, text.id, decided.claim, decided.at, write
+    )
+    return None if written is None else written.id
 
 
 async def set_reply_url(tx: Tx, tenant_id: uuid.UUID, run_id: str, url: str | None) -> bool:
