@@ -12,14 +12,17 @@ describes; it is stopped, its queue removed from Redis and its database dropped 
 them. Every other benchmark starts and cleans up its own. Each one's output goes to a
 log under a temporary folder (named at the end); its one-line summary (the last line it
 printed) is collected. At the end: a table of benchmark, exit status, wall time and
-summary, with the load average before and after (and as Markdown to --out), and a
-one-line summary last.
+summary, with the load average before and after, then bench_fhir's figures against
+its ceiling per operation (req/s, p50 and p99 and their shares, measured in the same
+run in interleaved rounds; from its JSON report), all also as Markdown to --out, and a
+one-line summary last. `--fhir-args` passes options to bench_fhir (sizes, durations).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -28,7 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import orjson
 from benchkit import (
     HOST,
     BenchError,
@@ -130,14 +135,65 @@ def run_served(
         if trace.returncode != 0:
             raise BenchError(f"could not turn trace on: {trace.stderr.strip()}")
         base = f"http://{HOST}:{args.port}"
+        fhir = [*script("fhir"), f"{base}/api/fhir/r4", server.key, "--pid", str(server.pid)]
         commands = {
-            "fhir": [*script("fhir"), f"{base}/api/fhir/r4", server.key, "--pid", str(server.pid)],
+            "fhir": [*fhir, "--json-out", str(fhir_json(logs)), *shlex.split(args.fhir_args)],
             "mcp": [*script("mcp"), base, server.key],
             "console": [*script("console"), base, server.key],
         }
         for name in names:
             server.check_alive()
             outcomes.append(run_one(name, commands[name], logs, None))
+
+
+def fhir_json(logs: Path) -> Path:
+    return logs / "bench_fhir.json"
+
+
+def ceiling_shares(path: Path) -> str:
+    """bench_fhir's figures against its ceiling, per operation (from its --json-out), as
+    Markdown; "" when it did not run or ran without the ceiling."""
+    try:
+        report: dict[str, Any] = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return ""
+    ceiling = report.get("ceiling")
+    if not isinstance(ceiling, dict):
+        return ""
+    rounds = report.get("config", {}).get("rounds", 1)
+
+    def pct(value: Any) -> str:
+        return "-" if not isinstance(value, (int, float)) else f"{value * 100:.0f}%"
+
+    rows = [
+        f"FHIR API against its ceiling (scripts/reference_fhir_app.py), measured in the same "
+        f"run in {rounds} interleaved round(s) per operation. Share: ours / ceiling for "
+        "req/s, ceiling / ours for latency (100% = as fast as the ceiling).",
+        "",
+        "| operation | ours req/s (p50 / p99) | ceiling req/s (p50 / p99) | req/s share "
+        "| p50 share | p99 share | by round | goal |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, ours in report.get("ops", {}).items():
+        theirs = ceiling.get("ops", {}).get(name)
+        shares = ceiling.get("shares", {}).get(name)
+        if not isinstance(theirs, dict) or not isinstance(shares, dict):
+            continue
+        by_round = "/".join(f"{x * 100:.0f}" for x in shares.get("round_shares", [])) + "%"
+        goal = f"≥ {pct(shares.get('goal'))}"
+        if isinstance(shares.get("goal_max_p99_ms"), (int, float)):
+            goal += f", p99 ≤ {shares['goal_max_p99_ms']:.0f} ms"
+        goal += " met" if shares.get("meets_goal") else " missed"
+        rows.append(
+            f"| {name} | {ours['requests_per_s']:,.0f} ({ours['p50_ms']:.1f} / "
+            f"{ours['p99_ms']:.1f} ms) | {theirs['requests_per_s']:,.0f} "
+            f"({theirs['p50_ms']:.1f} / {theirs['p99_ms']:.1f} ms) | {pct(shares.get('share'))} "
+            f"| {pct(shares.get('p50_share'))} | {pct(shares.get('p99_share'))} | {by_round} "
+            f"| {goal} |"
+        )
+    for difference in ceiling.get("differences", []):
+        rows.append(f"\nThe ceiling answered differently: {difference}")
+    return "\n".join(rows) + "\n"
 
 
 def markdown(outcomes: Sequence[Outcome], before: list[float], after: list[float]) -> str:
@@ -160,6 +216,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", help=f"comma-separated, of: {','.join(ALL)}")
     parser.add_argument("--skip", help="comma-separated benchmarks to leave out")
     parser.add_argument("--out", type=Path, help="also write the table as Markdown here")
+    parser.add_argument(
+        "--fhir-args",
+        default="",
+        help='extra arguments for bench_fhir, e.g. "--patients 1000 --duration 3" for a '
+        "quick check (the defaults are the README's sitting)",
+    )
     args = parser.parse_args(argv)
     check_scratch_arguments(parser, args)
     chosen = list(ALL) if not args.only else [n.strip() for n in args.only.split(",")]
@@ -196,6 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcomes.append(run_one(name, [*script(bench), *extra], logs, None))
     after = loadavg()
     table = markdown(outcomes, before, after)
+    if "fhir" in served:
+        shares = ceiling_shares(fhir_json(logs))
+        if shares:
+            table += "\n" + shares
     print(table)
     print(f"logs: {logs}")
     if args.out is not None:

@@ -2,8 +2,8 @@
 """Load and throughput benchmark for any FHIR R4 server on this machine.
 
 Usage:
-    scripts/bench_fhir.py BASE [KEY] [--pid PID] [--duration 15] [--connections 8]
-        [--patients 10000] [--appointments 20000] [--bundle-size N]
+    scripts/bench_fhir.py BASE [KEY] [--pid PID] [--duration 15] [--rounds 3]
+        [--connections 8] [--patients 10000] [--appointments 20000] [--bundle-size N]
         [--ops read,search-family,search-appt,create] [--json-out FILE]
         [--no-ceiling] [--ceiling-port PORT] [--ceiling-database NAME] [--pg-port 5432]
 
@@ -26,19 +26,28 @@ What it does:
    --connections connections. The Lua script pre-builds a few thousand request
    strings from values (ids, family names, bodies) written into it, counts every
    non-2xx answer per status code and prints one machine-readable line at done().
-3. The ceiling (unless --no-ceiling): before loading, it starts the bare reference
-   app scripts/reference_fhir_app.py (FastAPI + asyncpg under uvicorn, on the store's
-   table layout in the scratch database --ceiling-database on the local PostgreSQL
-   --pg-port; no validation, history, trace or auth), loads the same Patients and
-   Appointments into it and measures each operation on it right after measuring it on
-   BASE. Each of BASE's figures is then also given as a share of the ceiling's, judged
-   against CEILING_GOALS (create also by its p99); the reference app is stopped and its
+3. The ceiling (unless --no-ceiling): before loading, it starts the reference app
+   scripts/reference_fhir_app.py (Understudy's FHIR store on plain Starlette routes
+   under uvicorn, in a subprocess, in the scratch database --ceiling-database on the
+   local PostgreSQL --pg-port: the same SQL, validation, history, plan caching,
+   statistics upkeep and GC settings, without auth, tenancy, trace or usage; its
+   docstring lists what it keeps and skips), loads the same Patients and Appointments
+   into it, checks that it answers the sampled requests as BASE did (statuses, entries,
+   totals; a difference is warned about and makes the exit status 3), and measures
+   each operation on both in --rounds interleaved rounds (A B, B A, A B, ...; each
+   side warmed up before its first). The machine's speed swings from day to day and
+   within a sitting, so only these same-run ratios mean anything: each of BASE's
+   figures is given as a share of the ceiling's (req/s: ours / ceiling; p50 and p99:
+   ceiling / ours, so 100% is as fast as the ceiling), judged against CEILING_GOALS on
+   the req/s share (create also by its p99); the reference app is stopped and its
    database dropped at the end.
 4. Prints a text table (requests/s, p50/p90/p99 ms, errors, goal and whether it is
-   met; then ours vs the ceiling, the share and its goal) and the same figures as JSON
-   on stdout (and in --json-out FILE), then a one-line summary last (with the shares,
-   the verdict on the ceiling goals when it ran). With --pid, the server process's peak
-   memory (VmHWM) and RSS after the run, also summed over its child processes.
+   met; then ours vs the ceiling with the three shares, each round's req/s share and
+   the goal) and the same figures as JSON on stdout (and in --json-out FILE), then a
+   one-line summary last (with the shares, the verdict on the ceiling goals when it
+   ran). Over rounds, req/s counts every request of every round; p50/p90/p99 are the
+   median round's. With --pid, the server process's peak memory (VmHWM) and RSS after
+   the run, also summed over its child processes.
 
 It talks to BASE (and its own reference app) only and keeps nothing of its own in
 Redis or elsewhere (what the server does with its writes is the server's; the data it
@@ -50,7 +59,7 @@ search-appt (GET Appointment?patient=Patient/{id}&status=booked), create
 
 Exit status: 0 done; 1 the server (or the reference app) failed (unreachable, load
 rejected); 2 usage error or wrk missing; 3 done, but an operation was flagged for
-errors.
+errors or the ceiling answered a sampled request differently.
 """
 
 from __future__ import annotations
@@ -72,7 +81,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from pathlib import Path
@@ -642,6 +651,8 @@ class OpResult:
     flagged: bool
     goal: dict[str, float] | None = None
     meets_goal: bool | None = None
+    # Each interleaved round's own figures: seconds, requests_per_s, p50_ms, p99_ms.
+    rounds: list[dict[str, float]] = field(default_factory=list)
 
 
 def run_wrk(
@@ -716,6 +727,55 @@ def to_result(name: str, raw: dict[str, Any]) -> OpResult:
     )
 
 
+def round_lengths(duration: int, rounds: int) -> list[int]:
+    """`duration` seconds in `rounds` whole-second rounds, as even as they go."""
+    each, extra = divmod(duration, rounds)
+    return [each + (1 if i < extra else 0) for i in range(rounds)]
+
+
+def combine(name: str, parts: Sequence[OpResult]) -> OpResult:
+    """One operation's figure over its rounds: requests and errors summed (req/s over all
+    of them), p50/p90/p99 the median round's (wrk gives percentiles, not histograms, so
+    they cannot be merged exactly), the mean weighted by requests, the max the largest."""
+    requests = sum(p.requests for p in parts)
+    duration_s = max(sum(p.duration_s for p in parts), 1e-9)
+    non2xx = sum(p.non2xx for p in parts)
+    sock = {k: sum(p.socket_errors.get(k, 0) for p in parts) for k in parts[0].socket_errors}
+    statuses: Counter[str] = Counter()
+    for p in parts:
+        statuses.update(p.statuses)
+    attempts = requests + sum(sock.values())
+    errors = non2xx + sum(sock.values())
+    rate = errors / attempts if attempts else 1.0
+    return OpResult(
+        name=name,
+        requests=requests,
+        duration_s=round(duration_s, 3),
+        requests_per_s=round(requests / duration_s, 1),
+        ok_per_s=round((requests - non2xx) / duration_s, 1),
+        p50_ms=round(statistics.median(p.p50_ms for p in parts), 3),
+        p90_ms=round(statistics.median(p.p90_ms for p in parts), 3),
+        p99_ms=round(statistics.median(p.p99_ms for p in parts), 3),
+        mean_ms=round(sum(p.mean_ms * p.requests for p in parts) / max(requests, 1), 3),
+        max_ms=max(p.max_ms for p in parts),
+        non2xx=non2xx,
+        socket_errors=sock,
+        statuses=dict(sorted(statuses.items())),
+        errors=errors,
+        error_rate=round(rate, 5),
+        flagged=rate > FLAG_ERROR_RATE or requests == 0,
+        rounds=[
+            {
+                "seconds": p.duration_s,
+                "requests_per_s": p.requests_per_s,
+                "p50_ms": p.p50_ms,
+                "p99_ms": p.p99_ms,
+            }
+            for p in parts
+        ],
+    )
+
+
 # --------------------------------------------------------------------------- checks
 
 
@@ -731,6 +791,7 @@ async def preflight(
             spec = specs[op]
             statuses: list[int] = []
             matches: list[int] = []
+            totals: list[int] = []
             for value in random.Random(99).sample(spec.values, min(samples, len(spec.values))):
                 try:
                     if spec.value_is_body:
@@ -755,6 +816,8 @@ async def preflight(
                         body = None
                     entries = body.get("entry") if isinstance(body, dict) else None
                     matches.append(len(entries) if isinstance(entries, list) else 0)
+                    total = body.get("total") if isinstance(body, dict) else None
+                    totals.append(total if isinstance(total, int) else -1)
                 elif not resp.is_success:
                     log(
                         f"warning: {op}: sample request got HTTP {resp.status_code}: "
@@ -763,9 +826,24 @@ async def preflight(
             report[op] = {"statuses": statuses}
             if matches:
                 report[op]["entries_per_page"] = matches
+                report[op]["totals"] = totals
                 if max(matches) == 0:
                     log(f"warning: {op}: sample searches returned no entries")
     return report
+
+
+def compare_answers(ours: dict[str, Any], theirs: dict[str, Any], ops: Sequence[str]) -> list[str]:
+    """Where the ceiling's sample answers differ from BASE's (the same requests: the same
+    positions in id lists that are aligned, the same family names and create body): their
+    statuses, entries per page and totals. A ceiling that answers differently does other
+    work, and its shares mean nothing."""
+    differences = []
+    for op in ops:
+        for key in ("statuses", "entries_per_page", "totals"):
+            here, there = ours.get(op, {}).get(key), theirs.get(op, {}).get(key)
+            if here != there:
+                differences.append(f"{op}: {key} {here} from BASE, {there} from the ceiling")
+    return differences
 
 
 def read_metadata(base: str, key: str | None) -> dict[str, Any]:
@@ -891,6 +969,7 @@ CEILING_GOALS: dict[str, float] = {
     "create": 0.50,
 }
 CEILING_APP = Path(__file__).resolve().parent / "reference_fhir_app.py"
+CEILING_PATH = "/api/fhir/r4"  # Understudy's FHIR base path, so links and routes match
 
 
 def start_ceiling(args: argparse.Namespace, log_path: Path) -> tuple[Process, str]:
@@ -927,7 +1006,7 @@ def start_ceiling(args: argparse.Namespace, log_path: Path) -> tuple[Process, st
     ]
     process = Process("reference app", command, env, log_path)
     process.spawn()
-    base = f"http://{HOST}:{port}/fhir"
+    base = f"http://{HOST}:{port}{CEILING_PATH}"
     deadline = time.perf_counter() + 60
     with httpx.Client(timeout=2.0, trust_env=False) as client:
         while time.perf_counter() < deadline:
@@ -951,9 +1030,42 @@ def with_patient(appointment: Any, patient_id: str) -> Any:
 
 
 def share(ours: OpResult, ceiling: OpResult | None) -> float | None:
+    """Our requests/s as a share of the ceiling's."""
     if ceiling is None or ceiling.requests_per_s <= 0:
         return None
     return round(ours.requests_per_s / ceiling.requests_per_s, 3)
+
+
+def latency_share(ours_ms: float, ceiling_ms: float) -> float | None:
+    """A latency as a share of the ceiling's speed: the ceiling's over ours, so that, as
+    for requests/s, 100% is as fast as the ceiling and less is slower."""
+    if ours_ms <= 0 or ceiling_ms <= 0:
+        return None
+    return round(ceiling_ms / ours_ms, 3)
+
+
+def shares_of(ours: OpResult, ceiling: OpResult | None) -> dict[str, Any]:
+    """Our figures of one operation as shares of the ceiling's (requests/s, p50, p99),
+    each round's requests/s share beside them, and the goal on the requests/s share."""
+    ratio = share(ours, ceiling)
+    shares: dict[str, Any] = {
+        "share": ratio,
+        "p50_share": None,
+        "p99_share": None,
+        "round_shares": [],
+        "goal": CEILING_GOALS[ours.name],
+        "goal_max_p99_ms": GOALS["create"]["max_p99_ms"] if ours.name == "create" else None,
+        "meets_goal": meets_ceiling_goal(ours, ratio),
+    }
+    if ceiling is not None:
+        shares["p50_share"] = latency_share(ours.p50_ms, ceiling.p50_ms)
+        shares["p99_share"] = latency_share(ours.p99_ms, ceiling.p99_ms)
+        shares["round_shares"] = [
+            round(a["requests_per_s"] / b["requests_per_s"], 3)
+            for a, b in zip(ours.rounds, ceiling.rounds, strict=False)
+            if b["requests_per_s"] > 0
+        ]
+    return shares
 
 
 def meets_ceiling_goal(ours: OpResult, ratio: float | None) -> bool:
@@ -964,23 +1076,35 @@ def meets_ceiling_goal(ours: OpResult, ratio: float | None) -> bool:
     return ratio >= CEILING_GOALS[ours.name]
 
 
+def percent(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio * 100:.0f}%"
+
+
 def render_ceiling(results: Sequence[OpResult], ceiling: dict[str, OpResult]) -> str:
+    rounds = max((len(r.rounds) for r in results), default=0)
     lines = [
-        f"{'vs ceiling':<14} {'ours':>9} {'ceiling':>9} {'share':>7} "
-        f"{'p99 ours':>9} {'p99 ceil':>9}  goal"
+        f"vs the ceiling, {rounds} interleaved round(s) per operation. Share: ours / "
+        "ceiling for req/s, ceiling / ours for latency (100% = as fast as the ceiling); "
+        "req/s over all rounds, p50 and p99 the median round's.",
+        f"{'operation':<14} {'req/s':>8} {'ceiling':>8} {'share':>6} "
+        f"{'p50 ms':>7} {'ceiling':>7} {'share':>6} {'p99 ms':>7} {'ceiling':>7} {'share':>6}"
+        f"  {'by round':<16} goal",
     ]
     for r in results:
         c = ceiling.get(r.name)
         if c is None:
             continue
-        ratio = share(r, c)
+        shares = shares_of(r, c)
         goal = f"≥ {CEILING_GOALS[r.name] * 100:.0f}%"
         if r.name == "create":
             goal += f", p99 ≤ {GOALS['create']['max_p99_ms']:.0f} ms"
-        shown = f"{ratio * 100:.0f}%" if ratio is not None else "-"
+        by_round = "/".join(f"{x * 100:.0f}" for x in shares["round_shares"]) + "%"
         lines.append(
-            f"{r.name:<14} {r.requests_per_s:>9.1f} {c.requests_per_s:>9.1f} {shown:>7} "
-            f"{r.p99_ms:>9.2f} {c.p99_ms:>9.2f}  {goal} {mark(meets_ceiling_goal(r, ratio))}"
+            f"{r.name:<14} {r.requests_per_s:>8.1f} {c.requests_per_s:>8.1f} "
+            f"{percent(shares['share']):>6} {r.p50_ms:>7.2f} {c.p50_ms:>7.2f} "
+            f"{percent(shares['p50_share']):>6} {r.p99_ms:>7.2f} {c.p99_ms:>7.2f} "
+            f"{percent(shares['p99_share']):>6}  {by_round:<16} {goal} "
+            f"{mark(bool(shares['meets_goal']))}"
         )
     return "\n".join(lines)
 
@@ -1000,7 +1124,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--pid", type=int, help="server process id, to report its memory")
     parser.add_argument(
-        "--duration", type=int, default=15, help="seconds per operation (default 15)"
+        "--duration",
+        type=int,
+        default=15,
+        help="seconds per operation on each server, over all rounds (default 15)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="interleaved rounds per operation, BASE and the ceiling alternating (default 3)",
     )
     parser.add_argument(
         "--connections", type=int, default=8, help="concurrent connections (default 8)"
@@ -1060,12 +1193,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--bundle-size": (args.bundle_size, 1, 10_000),
         "--load-concurrency": (args.load_concurrency, 1, 64),
         "--warmup": (args.warmup, 0, 60),
+        "--rounds": (args.rounds, 1, 60),
     }
     for flag, (value, low, high) in limits.items():
         if not low <= value <= high:
             parser.error(f"{flag} must be between {low} and {high}")
     if args.connections < args.threads:
         parser.error("--connections must be at least --threads")
+    if args.duration < args.rounds:
+        parser.error("--duration must be at least --rounds (whole seconds per round)")
     name = args.ceiling_database
     if (
         not name.replace("_", "").isalnum()
@@ -1115,21 +1251,53 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def drive_op(
-    wrk: str, tmp: Path, spec: OpSpec, base: str, key: str | None, args: argparse.Namespace
-) -> OpResult:
-    script = tmp / f"{spec.name}-{abs(hash(base))}.lua"
-    script.write_text(render_lua(spec, base, key, args.seed))
-    drive = functools.partial(
-        run_wrk, wrk, script, base, threads=args.threads, connections=args.connections
-    )
-    if args.warmup:
-        log(f"{spec.name} @ {base}: warm-up {args.warmup} s")
-        drive(duration=args.warmup)
-    log(f"{spec.name} @ {base}: {args.duration} s with {args.connections} connections")
-    result = to_result(spec.name, drive(duration=args.duration))
-    log(f"  {result.requests_per_s:.1f} req/s, p99 {result.p99_ms:.2f} ms, {result.errors} errors")
-    return result
+@dataclass
+class Side:
+    """One server an operation is measured on: its base URL, key and wrk script."""
+
+    base: str
+    key: str | None
+    spec: OpSpec
+
+
+def measure_op(
+    wrk: str, tmp: Path, op: str, sides: Sequence[Side], args: argparse.Namespace
+) -> list[OpResult]:
+    """`op` on each side (BASE, then the ceiling) in --rounds interleaved rounds of
+    --duration seconds in all, the order alternating from round to round (A B, B A, A B,
+    ...) so that the machine's drift during the operation falls on both alike; each side
+    warmed up just before its first round. One combined result per side, in order."""
+    drives = []
+    for side in sides:
+        script = tmp / f"{op}-{abs(hash(side.base))}.lua"
+        script.write_text(render_lua(side.spec, side.base, side.key, args.seed))
+        drives.append(
+            functools.partial(
+                run_wrk,
+                wrk,
+                script,
+                side.base,
+                threads=args.threads,
+                connections=args.connections,
+            )
+        )
+    parts: list[list[OpResult]] = [[] for _ in sides]
+    lengths = round_lengths(args.duration, args.rounds)
+    for n, seconds in enumerate(lengths):
+        order = range(len(sides)) if n % 2 == 0 else reversed(range(len(sides)))
+        for i in order:
+            base = sides[i].base
+            if not parts[i] and args.warmup:
+                log(f"{op} @ {base}: warm-up {args.warmup} s")
+                drives[i](duration=args.warmup)
+            result = to_result(op, drives[i](duration=seconds))
+            parts[i].append(result)
+            log(
+                f"{op} @ {base}: round {n + 1}/{len(lengths)}, {seconds} s with "
+                f"{args.connections} connections: {result.requests_per_s:.1f} req/s, "
+                f"p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms, {result.errors} errors"
+            )
+    return [combine(op, runs) for runs in parts]
 
 
 def measure(
@@ -1190,6 +1358,8 @@ def measure(
 
     ceiling_specs: dict[str, OpSpec] = {}
     ceiling_load: dict[str, LoadPhase] = {}
+    ceiling_checks: dict[str, Any] = {}
+    differences: list[str] = []
     if ceiling_base is not None:
         log("ceiling: loading the same resources into the reference app")
         ceiling_ids, ceiling_load["patients"] = asyncio.run(
@@ -1212,14 +1382,22 @@ def measure(
                 )
             )
         ceiling_specs = build_specs(ceiling_base, ceiling_ids, families, create_bodies)
-        asyncio.run(preflight(ceiling_base, None, ceiling_specs, args.ops))
+        ceiling_checks = asyncio.run(preflight(ceiling_base, None, ceiling_specs, args.ops))
+        differences = compare_answers(checks, ceiling_checks, args.ops)
+        for difference in differences:
+            log(f"warning: the ceiling answers differently: {difference}")
+        if not differences:
+            log("ceiling: same statuses and result counts as BASE on every sampled request")
 
     results: list[OpResult] = []
     ceiling_results: dict[str, OpResult] = {}
     for op in args.ops:
-        # Each operation on ours, then at once on the ceiling: the two figures of a
-        # ratio are taken minutes apart at most, on the same machine state.
-        result = drive_op(wrk, tmp, specs[op], base, key, args)
+        # Each operation on ours and on the ceiling in interleaved rounds: the two figures
+        # of a ratio are taken over the same minute or so, on the same machine state.
+        sides = [Side(base, key, specs[op])]
+        if ceiling_base is not None:
+            sides.append(Side(ceiling_base, None, ceiling_specs[op]))
+        result, *theirs = measure_op(wrk, tmp, op, sides, args)
         if not args.no_goals:
             result.goal = GOALS[op]
             result.meets_goal = (
@@ -1228,8 +1406,8 @@ def measure(
                 and result.p99_ms <= GOALS[op]["max_p99_ms"]
             )
         results.append(result)
-        if ceiling_base is not None:
-            ceiling_results[op] = drive_op(wrk, tmp, ceiling_specs[op], ceiling_base, None, args)
+        if theirs:
+            ceiling_results[op] = theirs[0]
 
     memory = memory_report(args.pid) if args.pid else None
     table = render_table(load, results, not args.no_goals, memory)
@@ -1250,6 +1428,7 @@ def measure(
             "seed": args.seed,
             "run_tag": run_tag,
             "ceiling": ceiling_base,
+            "rounds": args.rounds,
         },
         "load": {label: asdict(phase) for label, phase in load.items()},
         "family_search_expected_matches": family_stats,
@@ -1265,40 +1444,46 @@ def measure(
     if ceiling_base is not None:
         report["ceiling"] = {
             "load": {label: asdict(phase) for label, phase in ceiling_load.items()},
+            "preflight": ceiling_checks,
+            "differences": differences,
             "ops": {name: asdict(r) for name, r in ceiling_results.items()},
-            "shares": {
-                r.name: {
-                    "share": share(r, ceiling_results.get(r.name)),
-                    "goal": CEILING_GOALS[r.name],
-                    "meets_goal": meets_ceiling_goal(r, share(r, ceiling_results.get(r.name))),
-                }
-                for r in results
-            },
+            "shares": {r.name: shares_of(r, ceiling_results.get(r.name)) for r in results},
         }
         table += "\n\n" + render_ceiling(results, ceiling_results)
 
     def report_out() -> None:
         print(table)
         print()
-        emit(report, args.json_out, summary_line(results, args.no_goals, ceiling_results))
+        emit(
+            report,
+            args.json_out,
+            summary_line(results, args.no_goals, ceiling_results, len(differences)),
+        )
 
-    return (3 if any(r.flagged for r in results) else 0), report_out
+    return (3 if differences or any(r.flagged for r in results) else 0), report_out
 
 
 def summary_line(
     results: Sequence[OpResult],
     no_goals: bool,
     ceiling: dict[str, OpResult] | None = None,
+    differences: int = 0,
 ) -> str:
-    """One line, last: each operation's req/s and p99, with its share of the ceiling when
-    the reference app ran (then the verdict is on the ceiling goals)."""
+    """One line, last: each operation's req/s, p50 and p99, with their shares of the
+    ceiling when the reference app ran (then the verdict is on the ceiling goals)."""
     parts = []
     for r in results:
-        text = f"{r.name} {figure(r.requests_per_s)} req/s p99 {figure(r.p99_ms)} ms"
+        text = (
+            f"{r.name} {figure(r.requests_per_s)} req/s p50 {figure(r.p50_ms)} "
+            f"p99 {figure(r.p99_ms)} ms"
+        )
         c = (ceiling or {}).get(r.name)
-        ratio = share(r, c)
-        if c is not None and ratio is not None:
-            text += f" = {ratio * 100:.0f}% of {figure(c.requests_per_s)}"
+        if c is not None:
+            shares = shares_of(r, c)
+            text += (
+                f" = {percent(shares['share'])} of the ceiling's {figure(c.requests_per_s)} "
+                f"(p50 {percent(shares['p50_share'])}, p99 {percent(shares['p99_share'])})"
+            )
         parts.append(text)
     flagged = sum(1 for r in results if r.flagged)
     if no_goals:
@@ -1308,6 +1493,8 @@ def summary_line(
         judged = f" — ceiling goals: {verdict(met)}"
     else:
         judged = f" — {verdict([bool(r.meets_goal) for r in results])}"
+    if differences:
+        judged += f" — the ceiling answered {differences} check(s) differently"
     return f"bench_fhir: {', '.join(parts)}, {flagged} flagged{judged}"
 
 

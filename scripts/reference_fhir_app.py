@@ -1,188 +1,170 @@
 #!/usr/bin/env python3
-"""The benchmark's ceiling: a bare FHIR app on the store's table layout.
+"""The benchmark's ceiling: Understudy's FHIR store on the leanest ASGI path.
 
-FastAPI + asyncpg over `fhir_resource` and `fhir_date` as migrations/versions/0001
-creates them (the same columns, the same GIN indexes over tenant- and type-scoped keys,
-the keys extracted by `app.fhir.search.index.extract_index`, so a search reads the same
-postings as ours), serving only what scripts/bench_fhir.py measures: read by id,
-`Patient?family=`, `Appointment?patient=&status=`, create, and a transaction Bundle of
-POSTs to load the data. No validation, no history, no trace, no auth, no quota, no
-run ownership, no webhooks: what is left is the floor of work one request needs on
-this stack, so our figures can be given as shares of it, measured in the same run.
+scripts/bench_fhir.py measures each operation on Understudy and on this app in the same
+run and gives Understudy's figures as shares of these. For that share to measure what
+the product adds, this app does the same FHIR work and leaves out only the product:
 
-Started by bench_fhir.py as `uvicorn reference_fhir_app:app` (uvloop, httptools, no
-access log: as `understudy serve` runs) with REFERENCE_DATABASE_URL naming a scratch
-database; it creates the two tables when they are missing. Base URL: /fhir.
+Kept, by calling the code Understudy's routes call (so the two cannot drift apart):
+- the handlers' work of app/api/fhir.py: the body read with its content-type and size
+  checks (`read_body`), the query items, `Prefer`, a conditional create's criteria
+  (If-None-Exist), the response headers (ETag, Last-Modified, Location) and bodies
+  (`write_response`, `bundles.search_bundle`);
+- the store's service (`app.fhir.service`): read (`fetch_current`, the 404 and 410
+  rules), search (`parse_search` → `compile_search` → `search_repository.fetch_page`:
+  the same SQL, page size and window count), create (the type check, full R4
+  validation, stamping, index extraction, the scheduling rules for Appointments), and
+  the transaction Bundle the benchmark loads with (`bundles.process_bundle`); the
+  little the service itself does for the product (noting the references it touched
+  for the trace, naming a write's webhook event types) runs here too, being inside it;
+- the write statement's own SQL (`repository.write_statement`: the current row, the
+  history row, the date rows, the version guard) with the same plan caching (one
+  resource written on a cached generic plan, `generic_plans`: SET, statement, RESET);
+- the pool as `app.db.open_database` opens it (size, `plan_cache_mode`, statement
+  timeout, the lean connection reset), the tables as `app.models.fhir` declares them;
+- the two pure ASGI middlewares every FHIR request passes, which check input and
+  format rather than serve the product: `EdgeTextCheck` (NUL, control characters and
+  invalid UTF-8 refused; the body limit) and `FhirFormatMiddleware` (content
+  negotiation), and AppError answered as an OperationOutcome;
+- planner statistics kept as Understudy keeps them: `AutoAnalyze` counts the writes
+  (checks after 1,000 writes, at most every 5 s) and the worker's sweep
+  (`refresh_statistics(vacuum=True)`) runs on the same five-minute clock;
+- `serve`'s GC tuning (collect, freeze, `gc.set_threshold(GC_THRESHOLD, 20, 20)`) and
+  its server: uvicorn with uvloop and httptools, no access log (bench_fhir starts it as a
+  user would, in a subprocess).
+
+Skipped, the product's overhead:
+- FastAPI: plain Starlette routes call the handlers (no dependency solving, no
+  OpenAPI, no other routers to match past);
+- auth (the API key lookup) and tenancy: one fixed tenant, no run views (no run lookup,
+  no visibility filter beyond the tenant's own, no lenient-booking lookup for runs);
+- the trace (`TraceMiddleware`, the recorder and its flushes);
+- usage: the quota check before a write, the usage counter the write statement adds
+  (`COUNT_WRITES`), the quota cache after commit;
+- the other parts of Understudy's write statement (`app.runs.fhir_writes`): run
+  ownership and the live-run mark, the webhook outbox; with no run and no subscription
+  in the benchmark they write nothing but are planned and run on every write;
+- the after-commit effects (grading, webhook deliveries, the job queue), the outage
+  watcher, the console, MCP and the in-process worker's other jobs.
+
+Started by bench_fhir.py as `uvicorn reference_fhir_app:app` with REFERENCE_DATABASE_URL
+naming a scratch database; it creates its three tables when missing. Base URL:
+/api/fhir/r4, as Understudy's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import logging
 import os
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
-from typing import Any
 
 import asyncpg
-import orjson
-from fastapi import FastAPI, Request, Response
+from sqlalchemy.dialects.postgresql.base import PGDialect
+from sqlalchemy.schema import CreateIndex, CreateTable
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
-from app.fhir.search.index import extract_index, normalize_string
+from app.api.fhir import fhir_response, prefers, query_items, read_body, write_response
+from app.cli import GC_THRESHOLD
+from app.db import open_database
+from app.edge import EdgeTextCheck
+from app.errors import AppError, Issue
+from app.fhir import bundles, service
+from app.fhir.maintenance import AutoAnalyze, refresh_statistics
+from app.fhir.negotiation import FhirFormatMiddleware, response_media_type
+from app.fhir.outcomes import operation_outcome
+from app.fhir.repository import write_statement
+from app.fhir.search.query import has_criteria
+from app.kit import jsontext
+from app.kit.urls import FHIR_PREFIX
+from app.models import Base
+from app.request_state import root_url
+from app.settings import Settings
+
+log = logging.getLogger("reference_fhir_app")
 
 TENANT = uuid.UUID("00000000-0000-4000-8000-00000000ce11")
-FHIR_JSON = "application/fhir+json"
-SEP = "\x1f"
-POOL_SIZE = 10  # as app.db.open_database
-DEFAULT_COUNT = 20
-
-DDL = """
-CREATE TABLE IF NOT EXISTS fhir_resource (
-    tenant_id uuid NOT NULL,
-    resource_type text NOT NULL,
-    id text NOT NULL,
-    version_id integer NOT NULL,
-    last_updated timestamptz NOT NULL,
-    deleted boolean NOT NULL DEFAULT false,
-    resource jsonb,
-    run_id text,
-    tokens text[] NOT NULL DEFAULT '{}',
-    refs text[] NOT NULL DEFAULT '{}',
-    strings text[] NOT NULL DEFAULT '{}',
-    all_refs text[] NOT NULL DEFAULT '{}',
-    sort jsonb NOT NULL DEFAULT '{}',
-    CONSTRAINT pk_fhir_resource PRIMARY KEY (tenant_id, resource_type, id)
-);
-CREATE INDEX IF NOT EXISTS ix_fhir_resource_all_refs ON fhir_resource
-    USING gin (all_refs) WITH (fastupdate = off);
-CREATE INDEX IF NOT EXISTS ix_fhir_resource_refs ON fhir_resource
-    USING gin (refs) WITH (fastupdate = off);
-CREATE INDEX IF NOT EXISTS ix_fhir_resource_strings ON fhir_resource
-    USING gin (strings) WITH (fastupdate = off);
-CREATE INDEX IF NOT EXISTS ix_fhir_resource_tokens ON fhir_resource
-    USING gin (tokens) WITH (fastupdate = off);
-CREATE INDEX IF NOT EXISTS ix_fhir_resource_run ON fhir_resource (tenant_id, run_id)
-    WHERE run_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS ix_fhir_resource_updated ON fhir_resource
-    (tenant_id, resource_type, last_updated);
-CREATE TABLE IF NOT EXISTS fhir_date (
-    row_id bigserial PRIMARY KEY,
-    tenant_id uuid NOT NULL,
-    resource_type text NOT NULL,
-    id text NOT NULL,
-    param text NOT NULL,
-    low timestamptz NOT NULL,
-    high timestamptz NOT NULL
-);
-CREATE INDEX IF NOT EXISTS ix_fhir_date_high ON fhir_date
-    (tenant_id, resource_type, param, high);
-CREATE INDEX IF NOT EXISTS ix_fhir_date_low ON fhir_date (tenant_id, resource_type, param, low);
-CREATE INDEX IF NOT EXISTS ix_fhir_date_resource ON fhir_date (tenant_id, resource_type, id);
-"""
-
-# One statement per write, as ours: the current rows and their date rows.
-INSERT_SQL = """
-WITH up AS (
-    INSERT INTO fhir_resource (tenant_id, resource_type, id, version_id, last_updated,
-        resource, tokens, refs, strings, all_refs, sort)
-    SELECT $1, t.rtype, t.rid, 1, $4, t.body::jsonb, string_to_array(t.tokens, E'\\x1f'),
-        string_to_array(t.refs, E'\\x1f'), string_to_array(t.strings, E'\\x1f'),
-        string_to_array(t.all_refs, E'\\x1f'), coalesce(t.sort::jsonb, '{}'::jsonb)
-    FROM unnest($2::text[], $3::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-        $9::text[], $10::text[]) AS t(rtype, rid, body, tokens, refs, strings, all_refs, sort)
-    RETURNING 1
-), dates AS (
-    INSERT INTO fhir_date (tenant_id, resource_type, id, param, low, high)
-    SELECT $1, x.rtype, x.rid, x.param, x.low, x.high
-    FROM unnest($11::text[], $12::text[], $13::text[], $14::timestamptz[],
-        $15::timestamptz[]) AS x(rtype, rid, param, low, high)
-)
-SELECT count(*) FROM up
-"""
-
-READ_SQL = """SELECT resource FROM fhir_resource
-WHERE tenant_id = $1 AND resource_type = $2 AND id = $3 AND NOT deleted"""
-
-SEARCH_SQL = """SELECT r.id, r.resource, count(*) OVER () AS total FROM fhir_resource r
-WHERE r.tenant_id = $1 AND r.resource_type = $2 AND NOT r.deleted AND {where}
-ORDER BY r.id LIMIT {limit}"""
+# The store's own statement: no run ownership, usage counter or webhook outbox parts.
+STORE_WRITES = write_statement()
+FHIR_TABLES = ("fhir_resource", "fhir_history", "fhir_date")
+# The worker sweeps statistics at every fifth minute (app/worker.py's cron).
+SWEEP_EVERY_S = 300
 
 
-def _prefix(resource_type: str | None) -> str:
-    return f"{TENANT.hex[:8]}{resource_type or ''}|"
-
-
-class Prepared:
-    """Rows for INSERT_SQL, one resource at a time."""
-
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-        self.columns: list[list[Any]] = [[] for _ in range(8)]
-        self.dates: list[list[Any]] = [[] for _ in range(5)]
-
-    def add(self, resource_type: str, resource: dict[str, Any]) -> str:
-        rid = str(uuid.uuid4())
-        resource["id"] = rid
-        resource["meta"] = {"versionId": "1", "lastUpdated": self.now.isoformat()}
-        idx = extract_index(resource_type, resource)
-        scoped = _prefix(resource_type)
-        row: tuple[str | None, ...] = (
-            resource_type,
-            rid,
-            orjson.dumps(resource).decode(),
-            SEP.join(scoped + e for e in idx.tokens),
-            SEP.join(scoped + e for e in idx.refs),
-            SEP.join(scoped + e for e in idx.strings),
-            SEP.join(_prefix(None) + e for e in idx.all_refs),
-            orjson.dumps(idx.sort).decode() if idx.sort else None,
+def _ddl() -> list[str]:
+    """CREATE TABLE/INDEX IF NOT EXISTS for the FHIR tables, from the models (which
+    `alembic check` keeps equal to the migrations)."""
+    dialect = PGDialect()  # type: ignore[no-untyped-call]  # untyped in SQLAlchemy
+    statements: list[str] = []
+    for name in FHIR_TABLES:
+        table = Base.metadata.tables[name]
+        statements.append(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
+        statements.extend(
+            str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect))
+            for index in sorted(table.indexes, key=lambda i: str(i.name))
         )
-        for column, value in zip(self.columns, row, strict=True):
-            column.append(value)
-        for param, low, high in idx.dates:
-            dated: tuple[Any, ...] = (resource_type, rid, param, low, high)
-            for column, dated_value in zip(self.dates, dated, strict=True):
-                column.append(dated_value)
-        return rid
+    return statements
 
-    async def write(self, conn: asyncpg.Connection[Any]) -> None:
-        rtype, rid, *rest = self.columns
-        await conn.fetchval(INSERT_SQL, TENANT, rtype, rid, self.now, *rest, *self.dates)
+
+async def _sweep(pool: asyncpg.Pool) -> None:
+    """The worker's periodic `refresh_statistics(vacuum=True)`, on its clock."""
+    while True:
+        await asyncio.sleep(SWEEP_EVERY_S - time.time() % SWEEP_EVERY_S)
+        try:
+            await refresh_statistics(pool, vacuum=True)
+        except Exception:
+            log.exception("sweep_failed")
 
 
 @asynccontextmanager
-async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    pool = await asyncpg.create_pool(
-        os.environ["REFERENCE_DATABASE_URL"],
-        min_size=2,
-        max_size=POOL_SIZE,
-        server_settings={"timezone": "UTC", "plan_cache_mode": "force_custom_plan"},
+async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    # As `understudy serve` does once the app is built, before it serves.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, 20, 20)
+    settings = Settings()
+    db = await open_database(os.environ["REFERENCE_DATABASE_URL"], settings.db_pool_size)
+    async with db.pool.acquire() as conn:
+        for statement in _ddl():
+            await conn.execute(statement)
+    app.state.settings = settings
+    app.state.pool = db.pool
+    app.state.autoanalyze = AutoAnalyze(db.pool)
+    sweep = asyncio.create_task(_sweep(db.pool), name="sweep-statistics")
+    try:
+        yield
+    finally:
+        sweep.cancel()
+        await asyncio.gather(sweep, return_exceptions=True)
+        await app.state.autoanalyze.stop()
+        await db.close()
+
+
+def _context(request: Request) -> service.FhirContext:
+    """The tenant base's context, without the run lookup and trace hook of ours."""
+    root = root_url(request)
+    return service.FhirContext(
+        tenant_id=TENANT, base_url=root + FHIR_PREFIX, root_url=root, write_statement=STORE_WRITES
     )
-    async with pool.acquire() as conn:
-        await conn.execute(DDL)
-    app.state.pool = pool
-    yield
-    await pool.close()
 
 
-app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
+def _wrote(request: Request, ctx: service.FhirContext) -> None:
+    # What Understudy's after-commit hook does for statistics (app/wiring.py: also_wrote).
+    autoanalyze: AutoAnalyze = request.app.state.autoanalyze
+    autoanalyze.note_writes(ctx.writes)
 
 
-def _fhir(body: bytes | str, status: int = 200, **headers: str) -> Response:
-    return Response(body, status_code=status, media_type=FHIR_JSON, headers=headers)
-
-
-def _outcome(status: int, text: str) -> Response:
-    body = {
-        "resourceType": "OperationOutcome",
-        "issue": [{"severity": "error", "code": "processing", "diagnostics": text}],
-    }
-    return _fhir(orjson.dumps(body), status)
-
-
-@app.get("/fhir/metadata")
-async def metadata() -> Response:
-    return _fhir(
-        orjson.dumps(
+async def metadata(request: Request) -> Response:
+    return fhir_response(
+        jsontext.dumpb(
             {
                 "resourceType": "CapabilityStatement",
                 "status": "active",
@@ -195,116 +177,87 @@ async def metadata() -> Response:
     )
 
 
-@app.get("/fhir/{resource_type}/{resource_id}")
-async def read(request: Request, resource_type: str, resource_id: str) -> Response:
-    body = await request.app.state.pool.fetchval(READ_SQL, TENANT, resource_type, resource_id)
-    if body is None:
-        return _outcome(404, f"{resource_type}/{resource_id} not found")
-    return _fhir(body)
-
-
-def _family_key(value: str) -> str:
-    return "family=" + normalize_string(value)[:64]
-
-
-def _patient_key(value: str) -> str:
-    return "patient=" + value
-
-
-def _status_key(value: str) -> str:
-    return "status=" + value
-
-
-# The searches the benchmark makes: (type, parameter) -> (column, key of a value).
-_SEARCHES: dict[tuple[str, str], tuple[str, Callable[[str], str]]] = {
-    ("Patient", "family"): ("strings", _family_key),
-    ("Appointment", "patient"): ("refs", _patient_key),
-    ("Appointment", "status"): ("tokens", _status_key),
-}
-
-
-@app.get("/fhir/{resource_type}")
-async def search(request: Request, resource_type: str) -> Response:
-    args: list[Any] = [TENANT, resource_type]
-    where: list[str] = []
-    filters = []
-    for name, value in request.query_params.multi_items():
-        spec = _SEARCHES.get((resource_type, name))
-        if spec is None:
-            return _outcome(400, f"unsupported search parameter {name!r}")
-        filters.append((name, spec[0], spec[1](value)))
-    if not filters:
-        return _outcome(400, "a search needs a parameter")
-    for name, column, key in filters:
-        args.append([_prefix(resource_type) + key])
-        # As ours: a low-cardinality token only filters what the other condition found.
-        expr = f"array_cat(r.{column}, '{{}}'::text[])" if name == "status" else f"r.{column}"
-        where.append(f"{expr} && ${len(args)}::text[]")
-    rows = await request.app.state.pool.fetch(
-        SEARCH_SQL.format(where=" AND ".join(where), limit=DEFAULT_COUNT), *args
-    )
-    base = str(request.base_url).rstrip("/") + f"/fhir/{resource_type}/"
-    total = rows[0]["total"] if rows else 0
-    entries = ",".join(
-        '{"fullUrl":'
-        + orjson.dumps(base + r["id"]).decode()
-        + ',"resource":'
-        + r["resource"]
-        + ',"search":{"mode":"match"}}'
-        for r in rows
-    )
-    body = (
-        f'{{"resourceType":"Bundle","type":"searchset","total":{total},'
-        f'"link":[{{"relation":"self","url":{orjson.dumps(str(request.url)).decode()}}}],'
-        f'"entry":[{entries}]}}'
-    )
-    return _fhir(body)
-
-
-@app.post("/fhir/{resource_type}")
-async def create(request: Request, resource_type: str) -> Response:
-    try:
-        resource = orjson.loads(await request.body())
-    except orjson.JSONDecodeError:
-        return _outcome(400, "the body is not JSON")
-    if not isinstance(resource, dict) or resource.get("resourceType") != resource_type:
-        return _outcome(400, f"the body is not a {resource_type}")
-    prepared = Prepared(datetime.now(UTC))
-    rid = prepared.add(resource_type, resource)
+async def read(request: Request) -> Response:
+    ctx = _context(request)
+    params = request.path_params
     async with request.app.state.pool.acquire() as conn:
-        await prepared.write(conn)
-    return _fhir(
-        orjson.dumps(resource), 201, Location=f"{resource_type}/{rid}/_history/1", ETag='W/"1"'
+        found = await service.read(ctx, conn, params["resource_type"], params["resource_id"])
+    return fhir_response(
+        found.json or b"",
+        headers={
+            "ETag": f'W/"{found.version_id}"',
+            "Last-Modified": service.http_date(found.last_updated),
+        },
     )
 
 
-@app.post("/fhir")
-async def transaction(request: Request) -> Response:
-    """A transaction Bundle of POSTs (what the benchmark loads with), in one statement."""
-    try:
-        bundle = orjson.loads(await request.body())
-    except orjson.JSONDecodeError:
-        return _outcome(400, "the body is not JSON")
-    if not isinstance(bundle, dict) or bundle.get("type") != "transaction":
-        return _outcome(400, "only transaction Bundles")
-    prepared = Prepared(datetime.now(UTC))
-    out = []
-    for entry in bundle.get("entry") or ():
-        resource = entry.get("resource")
-        request_part = entry.get("request") or {}
-        if request_part.get("method") != "POST" or not isinstance(resource, dict):
-            return _outcome(400, "only POST entries with a resource")
-        resource_type = str(resource.get("resourceType"))
-        rid = prepared.add(resource_type, resource)
-        out.append(
-            {"response": {"status": "201 Created", "location": f"{resource_type}/{rid}/_history/1"}}
+async def search(request: Request) -> Response:
+    ctx = _context(request)
+    resource_type: str = request.path_params["resource_type"]
+    lenient = prefers(request, "handling=lenient")
+    async with request.app.state.pool.acquire() as conn:
+        page = await service.search(ctx, conn, resource_type, query_items(request), lenient=lenient)
+    return fhir_response(bundles.search_bundle(ctx, resource_type, page))
+
+
+async def create(request: Request) -> Response:
+    ctx = _context(request)
+    resource = service.parse_body(await read_body(request))
+    criteria = request.headers.get("if-none-exist")
+    if criteria is None and has_criteria(query_items(request)):
+        criteria = request.url.query
+    async with request.app.state.pool.acquire() as conn:
+        result = await service.create(
+            ctx, conn, request.path_params["resource_type"], resource, if_none_exist=criteria
         )
+    _wrote(request, ctx)
+    return write_response(request, ctx, result)
+
+
+async def transaction(request: Request) -> Response:
+    ctx = _context(request)
+    bundle = service.parse_body(await read_body(request))
+    minimal = prefers(request, "return=minimal")
     async with request.app.state.pool.acquire() as conn:
-        async with conn.transaction():
-            await prepared.write(conn)
-        # Planner statistics after a bulk write, as ours refreshes them (a fresh table's
-        # defaults make the GIN searches scan).
-        await conn.execute("ANALYZE fhir_resource, fhir_date")
-    return _fhir(
-        orjson.dumps({"resourceType": "Bundle", "type": "transaction-response", "entry": out})
+        body = await bundles.process_bundle(ctx, conn, bundle, minimal=minimal)
+    _wrote(request, ctx)
+    return fhir_response(body)
+
+
+def render_error(
+    request: Request,
+    status: int,
+    issues: list[Issue],
+    title: str,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    """An OperationOutcome, as Understudy answers on its FHIR paths."""
+    return Response(
+        jsontext.dumpb(operation_outcome(issues)),
+        status_code=status,
+        media_type=response_media_type(request.scope),
+        headers=headers,
     )
+
+
+async def app_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, AppError)
+    return render_error(request, exc.status, exc.issues, exc.message, exc.headers or None)
+
+
+app = Starlette(
+    routes=[
+        Route(f"{FHIR_PREFIX}/metadata", metadata, methods=["GET"]),
+        Route(FHIR_PREFIX, transaction, methods=["POST"]),
+        Route(FHIR_PREFIX + "/{resource_type}", search, methods=["GET"]),
+        Route(FHIR_PREFIX + "/{resource_type}", create, methods=["POST"]),
+        Route(FHIR_PREFIX + "/{resource_type}/{resource_id}", read, methods=["GET"]),
+    ],
+    middleware=[
+        # In Understudy's order: the edge check outside content negotiation.
+        Middleware(EdgeTextCheck, render=render_error, max_body_bytes=Settings().max_body_bytes),
+        Middleware(FhirFormatMiddleware),
+    ],
+    exception_handlers={AppError: app_error},
+    lifespan=lifespan,
+)
