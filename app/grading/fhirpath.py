@@ -22,6 +22,7 @@ single-threaded, as it is in the worker.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -214,10 +215,15 @@ class ClauseMemo:
     by the expression, the resource's content and the variables the expression names,
     so a pass whose resource and variables read the same reuses the outcome. `%now` and
     `%current` change from pass to pass and count only where the expression names them.
-    Not for a run's own grading: one pass per write has nothing to share."""
+    A run's own grading shares one too (`app.runs.verdicts`): a live run is graded after
+    every write, and most of what it wrote reads the same as at the pass before. With
+    `max_entries` the oldest outcomes go first once it is full; `put` and `get` are safe
+    from several threads (an API process grades on its loop, its worker on another)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_entries: int | None = None) -> None:
         self._clauses: dict[tuple[str, bytes, bytes], Clause] = {}
+        self._max = max_entries
+        self._lock = threading.Lock()
 
     def key(
         self, expression: str, prepared: Mapping[str, Any], variables: Mapping[str, Any]
@@ -241,7 +247,10 @@ class ClauseMemo:
         return self._clauses.get(key)
 
     def put(self, key: tuple[str, bytes, bytes], clause: Clause) -> None:
-        self._clauses[key] = clause
+        with self._lock:
+            self._clauses[key] = clause
+            if self._max is not None and len(self._clauses) > self._max:
+                del self._clauses[next(iter(self._clauses))]
 
 
 class FhirPathContext:

@@ -79,7 +79,24 @@ def _fold_char(char: str, keep_accents: bool) -> str:
 _SPECIAL_RE = re.compile(r"\s+|[^\x00-\x7f]|`")
 
 
+# Texts up to this long are folded once per process: a live run is graded after every
+# write, and its messages and sources read the same from pass to pass. Longer ones (a
+# source body of tens of kilobytes) are folded afresh, so the cache stays small.
+FOLD_CACHED_CHARS = 4096
+
+
 def fold(text: str, keep_accents: bool = False) -> Folded:
+    if len(text) <= FOLD_CACHED_CHARS:
+        return _fold_cached(text, keep_accents)
+    return _fold(text, keep_accents)
+
+
+@lru_cache(maxsize=8192)
+def _fold_cached(text: str, keep_accents: bool) -> Folded:
+    return _fold(text, keep_accents)
+
+
+def _fold(text: str, keep_accents: bool) -> Folded:
     out: list[str] = []
     origin: list[int] = []
     previous_space = True  # also strips leading whitespace

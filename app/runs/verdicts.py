@@ -19,6 +19,7 @@ import asyncpg
 from app.capture import service as capture_service
 from app.db import Scopes
 from app.grading.engine import grade
+from app.grading.fhirpath import ClauseMemo
 from app.grading.scoring import progress
 from app.grading.snapshot import RunSnapshot
 from app.judges.service import judge_rubrics
@@ -64,7 +65,7 @@ async def grade_run(
         seen_change = run.changed_at
         expectations = expectations_of(run)
         snapshot = await build_snapshot(conn, run, expectations, final=final)
-    verdict = grade(expectations, snapshot)
+    verdict = grade(expectations, snapshot, GRADING_MEMO)
     outcome = _outcome(run, verdict, snapshot, final=final, settle_seconds=settle_seconds)
     if outcome.status is not None:
         return await _end(scopes, llm, run, expectations, verdict, snapshot, outcome, seen_change)
@@ -113,6 +114,12 @@ def _outcome(
         note = "the deadline passed before every required expectation held"
         return _Outcome(RunStatus.TIMED_OUT, note, settling)
     return _Outcome(None, settling=settling)
+
+
+# Clause outcomes shared by this process's grading passes (a live run is graded after
+# every write, most of its resources reading the same as the pass before): about a
+# thousand resources' worth of clauses, a few megabytes.
+GRADING_MEMO = ClauseMemo(max_entries=8192)
 
 
 async def _sent_texts(
@@ -220,7 +227,7 @@ async def live_checks(pool: asyncpg.Pool, run: RunRow) -> list[ExpectationResult
     expectations = expectations_of(run)
     async with pool.acquire() as conn:
         snapshot = await build_snapshot(conn, run, expectations, final=False)
-    return grade(expectations, snapshot).expectations
+    return grade(expectations, snapshot, GRADING_MEMO).expectations
 
 
 def _last_activity(run: RunRow, snapshot: RunSnapshot) -> datetime:

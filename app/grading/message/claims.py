@@ -275,7 +275,14 @@ def _find(folded: Folded, message: str, message_index: int) -> list[Claim]:
 
 
 def claims(message: str, message_index: int = 0) -> list[Claim]:
-    return _find(fold(message, keep_accents=True), message, message_index)
+    return list(_claims(message, message_index))
+
+
+@lru_cache(maxsize=2048)
+def _claims(message: str, message_index: int) -> tuple[Claim, ...]:
+    """A message's claims, found once per process (a live run is graded after every
+    write, its messages reading the same each pass; a Claim is frozen)."""
+    return tuple(_find(fold(message, keep_accents=True), message, message_index))
 
 
 def _references(value: Any) -> Iterable[str]:
