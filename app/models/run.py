@@ -45,6 +45,19 @@ class Run(Base):
             "revision",
             postgresql_include=["status", "started_at"],
         ),
+        # The board's headline (the home page): one revision's runs of a mode, by scenario
+        # and hash in start order, read from the index alone (migration 0025).
+        Index(
+            "ix_run_board_revision",
+            "tenant_id",
+            "mode",
+            "revision",
+            "scenario_id",
+            "scenario_hash",
+            "started_at",
+            "id",
+            postgresql_include=["status"],
+        ),
         # Usage: the runs decided (the billable unit) per UTC day they ended.
         Index(
             "ix_run_decided",

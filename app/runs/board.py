@@ -123,15 +123,21 @@ def counted_runs(scenario: ScenarioRef, runs: Iterable[RunFact]) -> list[RunFact
 def state_of(statuses: Sequence[str]) -> BoardState | None:
     """The state from the counted runs' statuses, oldest first; None: no verdict."""
     verdicts = [s for s in statuses if s in VERDICTS]
+    passed = sum(1 for s in verdicts if s == PASSED)
+    latest_passed = sum(1 for s in verdicts[-RECOVERED_AFTER:] if s == PASSED)
+    return state_of_tally(len(verdicts), passed, latest_passed)
+
+
+def state_of_tally(verdicts: int, passed: int, latest_passed: int) -> BoardState | None:
+    """The state from counts alone: verdicts, those passed, and those passed among the
+    latest RECOVERED_AFTER verdicts (what `state_of` reads from the statuses)."""
     if not verdicts:
         return None
-    passed = sum(1 for s in verdicts if s == PASSED)
     if passed == 0:
         return "failing"
-    if passed == len(verdicts):
+    if passed == verdicts:
         return "passing"
-    last = verdicts[-RECOVERED_AFTER:]
-    if len(last) == RECOVERED_AFTER and all(s == PASSED for s in last):
+    if latest_passed == RECOVERED_AFTER:
         return "passing"
     return "flaky"
 
@@ -240,14 +246,19 @@ def sort_key(card: BoardCard) -> tuple[int, float, str]:
 
 
 def headline_of(cards: Sequence[BoardCard]) -> BoardHeadline:
+    return headline_of_states([c.state for c in cards])
+
+
+def headline_of_states(states: Sequence[BoardState]) -> BoardHeadline:
+    """The headline of cards in these states (one a card)."""
     counts = BoardCounts(
-        failing=sum(1 for c in cards if c.state == "failing"),
-        flaky=sum(1 for c in cards if c.state == "flaky"),
-        no_results=sum(1 for c in cards if c.state == "no_results"),
-        passing=sum(1 for c in cards if c.state == "passing"),
+        failing=states.count("failing"),
+        flaky=states.count("flaky"),
+        no_results=states.count("no_results"),
+        passing=states.count("passing"),
     )
     attention = counts.failing + counts.flaky
-    total = len(cards)
+    total = len(states)
     if total == 0:
         text = "No scenarios in this mode"
     elif attention:

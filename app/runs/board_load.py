@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import asyncpg
 import orjson
@@ -15,9 +16,63 @@ from app.kit.clock import utcnow
 from app.runs import board as board_rules
 from app.runs import repository
 from app.scenarios import service as scenarios_service
-from understudy_client.contract.board import Board, BoardCheck, BoardRevision
+from understudy_client.contract.board import (
+    Board,
+    BoardCheck,
+    BoardHeadline,
+    BoardRevision,
+    BoardState,
+)
 
 BOARD_REVISIONS = 50  # revisions the picker offers, newest first
+
+
+@dataclass(frozen=True, slots=True)
+class BoardSummary:
+    """What the console's home page shows of a mode's board on its default revision."""
+
+    mode: str
+    revision: str | None
+    headline: BoardHeadline
+
+
+def _refs(
+    scenarios: Sequence[scenarios_service.LoadedScenario], mode: str
+) -> list[board_rules.ScenarioRef]:
+    return [
+        board_rules.ScenarioRef(s.scenario.id, s.scenario.title, s.hash)
+        for s in scenarios
+        if mode in {str(m) for m in s.scenario.modes}
+    ]
+
+
+async def load_headline(
+    pool: asyncpg.Pool,
+    tenant_id: uuid.UUID,
+    scenarios: Sequence[scenarios_service.LoadedScenario],
+    *,
+    mode: str,
+) -> BoardSummary:
+    """The headline `load_board(mode=mode)` would show, from the states alone: the latest
+    run's revision and one aggregate per scenario and hash (ix_run_mode, then
+    ix_run_board_revision, both index-only), without the cards' runs, checks and charts.
+    `scenarios` is the tenant's (`scenarios_service.list_scenarios`)."""
+    refs = _refs(scenarios, mode)
+    revision = await repository.latest_revision(pool, tenant_id=tenant_id, mode=mode)
+    rows = await repository.board_states(
+        pool, tenant_id=tenant_id, mode=mode, revision=revision, latest=board_rules.RECOVERED_AFTER
+    )
+    tallies = {(r["scenario_id"], r["scenario_hash"]): r for r in rows}
+    states: list[BoardState] = []
+    for ref in refs:
+        row = tallies.get((ref.id, ref.hash))
+        state = (
+            board_rules.state_of_tally(row["verdicts"], row["passed"], row["latest_passed"])
+            if row is not None
+            else None
+        )
+        states.append(state or "no_results")
+    return BoardSummary(mode, revision, board_rules.headline_of_states(states))
 
 
 async def load_board(
@@ -27,11 +82,7 @@ async def load_board(
     mode). Four indexed queries and one by primary key; the rules are app.runs.board's."""
     if mode not in ("agent", "workflow"):
         raise Unprocessable(f"mode must be agent or workflow, not '{mode}'")
-    scenarios = [
-        board_rules.ScenarioRef(s.scenario.id, s.scenario.title, s.hash)
-        for s in await scenarios_service.list_scenarios(pool, tenant_id)
-        if mode in {str(m) for m in s.scenario.modes}
-    ]
+    scenarios = _refs(await scenarios_service.list_scenarios(pool, tenant_id), mode)
     ids = [s.id for s in scenarios]
     hashes = [s.hash for s in scenarios]
     # Independent reads side by side, each on a connection of its own.

@@ -417,6 +417,41 @@ async def board_tallies(
     )
 
 
+async def board_states(
+    conn: Reader, *, tenant_id: uuid.UUID, mode: str, revision: str | None, latest: int
+) -> list[asyncpg.Record]:
+    """Per scenario and hash, on a revision: its verdicts, how many passed, and how many
+    of its `latest` newest verdicts passed: what a card's state is read from
+    (app.runs.board.state_of), in one index-only scan (ix_run_board_revision)."""
+    where = _BOARD_REVISION if revision is not None else _BOARD_NO_REVISION
+    return await conn.fetch(
+        "SELECT scenario_id, scenario_hash, count(*) AS verdicts, "
+        "count(*) FILTER (WHERE status = 'passed') AS passed, "
+        "count(*) FILTER (WHERE status = 'passed' AND later < $4) AS latest_passed "
+        "FROM (SELECT scenario_id, scenario_hash, status, "
+        "count(*) OVER w - row_number() OVER w AS later "
+        f"FROM run WHERE tenant_id = $1 AND {where} AND mode = $3 "
+        "AND status IN ('passed', 'failed', 'timed_out') "
+        "WINDOW w AS (PARTITION BY scenario_id, scenario_hash ORDER BY started_at, id "
+        "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)) v GROUP BY 1, 2",
+        tenant_id,
+        revision,
+        mode,
+        latest,
+    )
+
+
+async def latest_revision(conn: Reader, *, tenant_id: uuid.UUID, mode: str) -> str | None:
+    """The revision of the mode's latest run (the board's default; ix_run_mode alone)."""
+    found: str | None = await conn.fetchval(
+        "SELECT revision FROM run WHERE tenant_id = $1 AND mode = $2 "
+        "ORDER BY started_at DESC LIMIT 1",
+        tenant_id,
+        mode,
+    )
+    return found
+
+
 async def board_revisions(
     conn: Reader, *, tenant_id: uuid.UUID, mode: str, limit: int
 ) -> list[asyncpg.Record]:

@@ -20,7 +20,7 @@ checked (`verdicts`, `ending`).
 
 from __future__ import annotations
 
-from app.runs.board_load import BOARD_REVISIONS, load_board
+from app.runs.board_load import BOARD_REVISIONS, BoardSummary, load_board, load_headline
 from app.runs.calls import run_trace
 from app.runs.changes import mark_changed, mark_runs_changed, runs_needing_grades
 from app.runs.ending import cancel_live_runs, cancel_run, delete_run_data
@@ -49,6 +49,7 @@ __all__ = [
     "BOARD_REVISIONS",
     "FINAL",
     "TEXT_TYPES",
+    "BoardSummary",
     "LiveRunRef",
     "PatientDriver",
     "RunRow",
@@ -67,6 +68,7 @@ __all__ = [
     "live_checks",
     "live_runs",
     "load_board",
+    "load_headline",
     "lock_starts",
     "mark_changed",
     "mark_runs_changed",
