@@ -7,11 +7,11 @@ calls and its end-state diff.
 Set-up: `understudy serve --dev` (benchkit.server_env: a scratch database, default
 understudy_bench_console_pages, created afresh and migrated by the server, and a Redis
 queue of its own) serves on --port; the dev tenant gets 40 evals of 50 runs (2,000 run
-rows, finished, written straight into `eval`, `eval_item` and `run` with COPY, as
-`bench_evals_list.seed` writes them). Then one real run: a scenario whose reference
-solution files a Task, done by a "wrong agent" that files it, sends a message and
-resolves an unrelated Condition (collateral), plus GETs up to 200 traced calls, then
-finished (graded: its verdict holds the diff). Each page is timed N times (default 50,
+rows, finished, the product's `Eval`, `EvalItem` and `Run` models written with COPY by
+`bench_evals_list.seed`, so the eval pages render them). Then one real run: a scenario
+whose reference solution files a Task, done by a "wrong agent" that files it, sends a
+message and resolves an unrelated Condition (collateral), plus GETs up to 200 traced
+calls, then finished (graded: its verdict holds the diff). Each page is timed N times (default 50,
 after 3 warm-ups) one at a time over loopback, signed in.
 
 Goals (issue 26): run page p95 <= 150 ms; runs and evals lists p95 <= 100 ms; board
@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 from bench_console import sign_in
-from bench_evals_list import seed
+from bench_evals_list import agent_scenarios, seed
 from benchkit import (
     HOST,
     add_scratch_arguments,
@@ -52,6 +52,8 @@ TRACE_ROWS = 200
 GOALS_MS = {"run page": 150.0, "runs list": 100.0, "evals list": 100.0, "board": 200.0}
 CHEN = "Practitioner/demo-canonical-prac-chen"
 TEXT = "I've booked you a visit on Monday at 9 am."
+# The scenario the filtered evals list asks for: the first each seeded eval plans.
+EVAL_SCENARIO = agent_scenarios()[0].scenario.id
 
 SCENARIO: dict[str, Any] = {
     "id": "bench.console-diff",
@@ -148,7 +150,7 @@ async def measure(base: str, key: str, n: int) -> dict[str, Any]:
                 "runs list, filtered": ["/runs?status=failed&label=bench-0"],
                 "evals list": ["/evals"],
                 "evals list, filtered": [
-                    "/evals?label=bench-0&status=completed&scenario=bench.evals-list"
+                    f"/evals?label=bench-0&status=completed&scenario={EVAL_SCENARIO}"
                 ],
                 "board": ["/board"],
             }
@@ -159,7 +161,7 @@ async def measure(base: str, key: str, n: int) -> dict[str, Any]:
                 "evals list": ["/api/testing/evals?limit=50"],
                 "evals list, filtered": [
                     "/api/testing/evals?limit=50&labelPrefix=bench-0&status=completed"
-                    "&scenarioId=bench.evals-list"
+                    f"&scenarioId={EVAL_SCENARIO}"
                 ],
                 "board": ["/api/testing/board"],
             }
