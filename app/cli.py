@@ -12,9 +12,9 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
@@ -23,6 +23,11 @@ from app.kit.urls import FHIR_PREFIX
 from app.logs import LEVELS, configure_logging
 from app.settings import Settings
 from understudy_client.cli import add_eval_commands
+
+if TYPE_CHECKING:
+    from app.worker import WorkerThread
+
+log = logging.getLogger("understudy.cli")
 
 # Allocations between first-generation collections (default 700).
 GC_THRESHOLD = 50_000
@@ -123,7 +128,7 @@ async def _serve(settings: Settings, with_worker: bool) -> None:
     import uvicorn
 
     from app.main import create_app
-    from app.worker import supervise
+    from app.worker import WorkerThread
 
     class Server(uvicorn.Server):
         # We own SIGINT/SIGTERM so API and worker stop together and exit cleanly.
@@ -143,11 +148,6 @@ async def _serve(settings: Settings, with_worker: bool) -> None:
     )
     server = Server(config)
     stopping = asyncio.Event()
-
-    def stop() -> None:
-        server.should_exit = True
-        stopping.set()
-
     # Objects alive after start-up (imported models, routes) never need collecting; a
     # higher first-generation threshold keeps collection pauses out of request latency.
     gc.collect()
@@ -155,35 +155,74 @@ async def _serve(settings: Settings, with_worker: bool) -> None:
     gc.set_threshold(GC_THRESHOLD, 20, 20)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop)
+        loop.add_signal_handler(sig, stopping.set)
+    worker = WorkerThread(settings, loop_factory=loop_factory()) if with_worker else None
+    await serve_beside(server, worker, stopping)
+
+
+class Serving(Protocol):
+    """What `serve_beside` needs of a uvicorn server."""
+
+    should_exit: bool
+
+    async def serve(self) -> None: ...
+
+
+# How long a stopping API waits for the worker's thread: its running jobs' grace (5 s,
+# app/worker.py STOP_GRACE_SECONDS), then closing its pools and clients (Redis commands
+# time out after 2 s). A thread still running then is left to the process exit.
+WORKER_STOP_SECONDS = 15.0
+
+
+async def serve_beside(
+    server: Serving, worker: WorkerThread | None, stopping: asyncio.Event
+) -> None:
+    """Serve the API on this loop and run `worker` (started here) on its own thread until
+    `stopping` is set or either ends; then both stop together, and the worker's thread is
+    waited for. An error that ended either is raised. The worker outlives a Redis or
+    PostgreSQL outage (`supervise` stops it, waits and starts it again), so it ends only
+    when asked to or on a real error, and the API with it. `serve` and the tests' server
+    (tests/conftest.py) both run this."""
+    if worker is not None:
+        worker.start()
     api = asyncio.create_task(server.serve(), name="api")
-    # The worker outlives a Redis or PostgreSQL outage (it waits and reconnects), so it
-    # ends only when asked to or on a real error, and the API with it.
-    background = (
-        asyncio.create_task(supervise(settings, stopping), name="worker") if with_worker else None
-    )
+    asked = asyncio.create_task(stopping.wait(), name="stop")
+    ended = asyncio.create_task(worker.wait(), name="worker") if worker else None
+    watched: set[asyncio.Task[Any]] = {api, asked} | ({ended} if ended else set())
+    done: set[asyncio.Task[Any]] = set()
     try:
-        waiting: set[asyncio.Task[None]] = {api} | ({background} if background else set())
-        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+        if ended is not None and ended in done and ended.exception() is not None:
+            log.critical("worker_failed: the API stops with it")
         for task in done:
             task.result()
     finally:
         server.should_exit = True
-        stopping.set()
-        await asyncio.gather(api, return_exceptions=True)
-        if background is not None:
-            await asyncio.gather(background, return_exceptions=True)
+        asked.cancel()
+        if worker is not None:
+            worker.stop()
+        await asyncio.gather(api, asked, return_exceptions=True)
+        if ended is not None:
+            await asyncio.wait({ended}, timeout=WORKER_STOP_SECONDS)
+            if not ended.done():
+                log.error("worker_thread_stuck: left to the process exit")
+            elif ended not in done and (failure := ended.exception()) is not None:
+                log.error("worker_stop_failed", exc_info=failure)
 
 
-def run_loop(main: Coroutine[Any, Any, None]) -> None:
-    """Run on uvloop when it is installed (it is, with uvicorn[standard] on Linux):
-    it roughly doubles what one process serves compared with the default loop."""
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """uvloop's loop when it is installed (it is, with uvicorn[standard] on Linux): it
+    roughly doubles what one process serves compared with the default loop."""
     try:
         import uvloop
     except ImportError:
-        asyncio.run(main)
-    else:
-        uvloop.run(main)
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
+def run_loop(main: Coroutine[Any, Any, None]) -> None:
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        runner.run(main)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

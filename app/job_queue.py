@@ -153,6 +153,10 @@ async def run_worker(worker: QueueWorker) -> None:
     await worker.async_run()
 
 
+# How long a cancelled worker gets to end before it is cancelled again.
+CANCEL_AGAIN_SECONDS = 0.5
+
+
 async def stop_worker(
     worker: QueueWorker,
     background: asyncio.Task[Any],
@@ -172,6 +176,12 @@ async def stop_worker(
     background.cancel()
     for task in worker.tasks.values():
         task.cancel()
+    while not background.done():
+        # A cancellation can be lost: seen on uvloop when it lands as the worker's poll
+        # reconnects to Redis (just back after an outage); the worker then polls on,
+        # taking no jobs, and this would wait forever. Cancel again until it ends.
+        await asyncio.wait({background}, timeout=CANCEL_AGAIN_SECONDS)
+        background.cancel()
     await asyncio.gather(background, *worker.tasks.values(), return_exceptions=True)
     worker.tasks.clear()
     try:

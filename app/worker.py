@@ -10,8 +10,10 @@ and delivery retention. Every job logs one line when it fails or runs slow (app/
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+import threading
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -463,3 +465,86 @@ async def stop_worker(
     await stop_queue_worker(
         worker, background, grace=grace, is_outage=is_outage, on_shutdown=shutdown
     )
+
+
+WORKER_THREAD_NAME = "understudy-worker"
+
+
+class WorkerThread:
+    """The worker of `serve`, supervised, on a thread with an event loop of its own: the
+    API's requests and the worker's jobs then queue on separate loops, so a burst of one
+    does not hold up the other (the GIL still runs one thread's Python at a time: this
+    is fairness of scheduling, not CPU parallelism). Everything the worker opens — its
+    PostgreSQL pool, its Redis clients, its HTTP client — is made on that loop, by
+    `build_worker` and `startup`, as asyncpg pools and redis clients belong to the loop
+    that made them; nothing of the API's is shared with it.
+
+    `start` returns once the loop runs; `stop` may be called from any thread, any number
+    of times, before or after the worker ended; `ended` resolves when the thread is done,
+    with what `supervise` raised (an outage is not raised: it restarts the worker)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
+    ) -> None:
+        self._settings = settings
+        self._loop_factory = loop_factory
+        self._thread = threading.Thread(target=self._run, name=WORKER_THREAD_NAME, daemon=True)
+        self._lock = threading.Lock()
+        self._running = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._stop_asked = False
+        self.ended: concurrent.futures.Future[None] = concurrent.futures.Future()
+        # Running from the start, so an awaiter's cancellation cannot cancel it.
+        self.ended.set_running_or_notify_cancel()
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The worker's loop while it runs."""
+        return self._loop
+
+    def start(self) -> None:
+        self._thread.start()
+        self._running.wait()
+
+    def stop(self) -> None:
+        """Ask the worker to stop: no new jobs, running ones get STOP_GRACE_SECONDS."""
+        with self._lock:
+            self._stop_asked = True
+            loop, stopping = self._loop, self._stopping
+            if loop is not None and stopping is not None:
+                with contextlib.suppress(RuntimeError):  # its loop closed: it has ended
+                    loop.call_soon_threadsafe(stopping.set)
+
+    async def wait(self) -> None:
+        """Until the thread's loop ended; raises what ended it."""
+        await asyncio.wrap_future(self.ended)
+
+    def _run(self) -> None:
+        try:
+            with asyncio.Runner(loop_factory=self._loop_factory) as runner:
+                runner.run(self._supervise())
+        except BaseException as exc:
+            self.ended.set_exception(exc)
+        else:
+            self.ended.set_result(None)
+        finally:
+            with self._lock:
+                self._loop = self._stopping = None
+            self._running.set()  # a loop that failed to start must not hang `start`
+
+    async def _supervise(self) -> None:
+        stopping = asyncio.Event()
+        with self._lock:
+            self._loop, self._stopping = asyncio.get_running_loop(), stopping
+            if self._stop_asked:
+                stopping.set()
+        self._running.set()
+        await supervise(self._settings, stopping)

@@ -18,13 +18,13 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from app.cli import migrate
+from app.cli import loop_factory, migrate, serve_beside
 from app.db import Database, Scopes, open_database
 from app.main import create_app
 from app.runs.fhir_writes import FHIR_WRITES
 from app.settings import Settings
 from app.tenants import service as tenants
-from app.worker import supervise
+from app.worker import WorkerThread
 from tests.threaded_server import free_port
 
 # The fake chat-completions server fixture, shared by every test folder.
@@ -84,27 +84,24 @@ def settings(database_url: str) -> Settings:
 
 
 class _ServerThread(threading.Thread):
-    """The API and the worker, in one event loop of their own."""
+    """The API on an event loop of its own in this thread, and the worker on a thread and
+    loop of its own beside it: `serve`'s way (app/cli.py `serve_beside`)."""
 
     def __init__(self, server: uvicorn.Server, settings: Settings) -> None:
-        super().__init__(daemon=True)
+        super().__init__(daemon=True, name="test-api")
         self.server = server
-        self.settings = settings
+        # Supervised as `serve` runs it: a Redis or PostgreSQL hiccup (a command past its
+        # 2 s timeout on a loaded machine) restarts the worker instead of leaving every
+        # later test of the session without one.
+        self.worker = WorkerThread(settings, loop_factory=loop_factory())
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def run(self) -> None:
         asyncio.run(self._serve())
 
     async def _serve(self) -> None:
-        # Supervised as `serve` runs it: a Redis or PostgreSQL hiccup (a command past its
-        # 2 s timeout on a loaded machine) restarts the worker instead of leaving every
-        # later test of the session without one.
-        stopping = asyncio.Event()
-        worker = asyncio.create_task(supervise(self.settings, stopping), name="worker")
-        try:
-            await self.server.serve()
-        finally:
-            stopping.set()
-            await worker
+        self.loop = asyncio.get_running_loop()
+        await serve_beside(self.server, self.worker, asyncio.Event())
 
 
 @pytest.fixture(scope="session")
@@ -130,11 +127,11 @@ def quota_clock(
 
 
 @pytest.fixture(scope="session")
-def server_url(settings: Settings, server_app: FastAPI) -> Iterator[str]:
+def server_thread(settings: Settings, server_app: FastAPI) -> Iterator[_ServerThread]:
+    """The session's test server (API and worker threads), started and answering."""
     port = free_port()
-    app = server_app
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        uvicorn.Config(server_app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )
     thread = _ServerThread(server, settings)
     thread.start()
@@ -143,9 +140,15 @@ def server_url(settings: Settings, server_app: FastAPI) -> Iterator[str]:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the test server did not start")
         time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
+    yield thread
     server.should_exit = True
-    thread.join(timeout=10)
+    # The API stops, then the worker: its running jobs' grace and closing its clients.
+    thread.join(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def server_url(server_thread: _ServerThread) -> str:
+    return f"http://127.0.0.1:{server_thread.server.config.port}"
 
 
 @pytest.fixture(scope="session")
