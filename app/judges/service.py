@@ -80,7 +80,7 @@ def _walk(expectations: list[Expectation]) -> dict[str, RubricExpectation]:
 
 
 _KINDS = {
-    "communications": "messages to the patient (SMS and e-mail too)",
+    "communications": "messages to the patient, SMS and e-mail",
     "tasks": "Task descriptions and notes",
     "documents": "text/plain documents",
 }

@@ -209,7 +209,9 @@ async def test_no_text_to_read_is_not_judged_and_no_model_is_paid(
         llm = LlmClient(http, fake_llm.settings_for(settings), db.pool)
         judged, used = await _judge(db, tenant, run, llm)
     tone = _assert_not_judged(
-        judged, "not judged: the system wrote no text of this kind (messages to the patient)"
+        judged,
+        "not judged: the system wrote no text of this kind "
+        "(messages to the patient, SMS and e-mail)",
     )
     assert tone.evidence.note is None
     assert used == [] and fake_llm.requests == []
