@@ -15,7 +15,6 @@ from tests.faults.scale_out import exercise, idle_connection_survives, stack
 from tests.faults.services import PrivateRedis
 from tests.webhooks.receiver import Receiver
 
-
 TENANTS, RUNS = 3, 10
 
 
