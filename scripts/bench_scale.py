@@ -556,9 +556,8 @@ def measure(args: argparse.Namespace, server: Server, wrk: str, tmp: Path) -> di
         keys = asyncio.run(create_tenants(url, names))
         log(f"{len(names)} tenants created in {time.perf_counter() - started:.1f} s")
     tenants: list[TenantLoad] = []
-    for name, key, size in zip(
-        names, keys, [args.resources] + [args.tenant_size] * args.tenants, strict=True
-    ):
+    sizes = [args.resources] + [args.tenant_size] * (len(names) - 1)
+    for name, key, size in zip(names, keys, sizes, strict=True):
         patients, appointments = split(size)
         families = families_for(patients, args.family_size)
         tenants.append(TenantLoad(name, key, patients, appointments, families))
@@ -715,8 +714,12 @@ def summary(report: dict[str, Any], error: str | None) -> str:
     flagged = sum(1 for p in m["plans"] if p["flags"])
     met = sum(1 for r in m["ops"].values() if r["meets_goal"])
     return (
-        f"bench_scale: loaded {m['load']['resources']:,} resources in "
-        f"{m['load']['seconds']:.0f} s; "
+        (
+            f"bench_scale: reused {m['load']['resources']:,} loaded resources; "
+            if m["load"]["reused"]
+            else f"bench_scale: loaded {m['load']['resources']:,} resources in "
+            f"{m['load']['seconds']:.0f} s; "
+        )
         + ", ".join(parts)
         + f"; {met} of {len(m['ops'])} within 25%; {flagged} plan(s) flagged"
     )
