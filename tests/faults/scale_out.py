@@ -57,13 +57,17 @@ class Stack:
 
 def haproxy_config(port: int, backends: list[int]) -> str:
     servers = "\n".join(
-        f"    server api{i} 127.0.0.1:{p} check inter 1s" for i, p in enumerate(backends)
+        f"    server api{i} 127.0.0.1:{p} check inter 1s fall 5 rise 1"
+        for i, p in enumerate(backends)
     )
     return f"""global
     maxconn 4096
 defaults
     mode http
     timeout connect 2s
+    # A health check may wait as a request does on a loaded machine: a backend is taken
+    # out after five checks of 5 s fail, not after three slow answers in a row.
+    timeout check 5s
     timeout client 120s
     timeout server 120s
     option forwardfor
