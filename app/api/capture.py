@@ -217,6 +217,30 @@ def _trace(
     )
 
 
+def _traced(
+    request: Request,
+    caller: _Caller,
+    response: Response,
+    *,
+    at: datetime,
+    started: float,
+    asked: str | None = None,
+    transport: str = "sms",
+) -> Response:
+    """`response`, once the call that got it is in the run's trace (`_trace`)."""
+    _trace(
+        request,
+        caller,
+        transport,
+        at=at,
+        started=started,
+        status=response.status_code,
+        answer=bytes(response.body),
+        asked=asked,
+    )
+    return response
+
+
 def _ended(run: runs_service.RunRow) -> str:
     return capture_service.run_ended(run.id, run.status)
 
@@ -266,17 +290,7 @@ async def create_message(request: Request, run_id: str, account_sid: str) -> Res
         response = await _create_message(request, caller, account_sid)
     except _TwilioError as exc:
         response = exc.response()
-    _trace(
-        request,
-        caller,
-        "sms",
-        at=at,
-        started=started,
-        status=response.status_code,
-        answer=bytes(response.body),
-        asked=asked,
-    )
-    return response
+    return _traced(request, caller, response, at=at, started=started, asked=asked)
 
 
 async def _create_message(request: Request, caller: _Caller, account_sid: str) -> JSONResponse:
@@ -362,17 +376,7 @@ async def list_messages(
         filters=filters,
     )
     response = JSONResponse(body)
-    _trace(
-        request,
-        caller,
-        "sms",
-        at=at,
-        started=started,
-        status=200,
-        answer=bytes(response.body),
-        asked=None,
-    )
-    return response
+    return _traced(request, caller, response, at=at, started=started)
 
 
 @router.get(
@@ -400,17 +404,7 @@ async def get_message(
         ).response()
     else:
         response = JSONResponse(twilio.message(effect, account_sid))
-    _trace(
-        request,
-        caller,
-        "sms",
-        at=at,
-        started=started,
-        status=response.status_code,
-        answer=bytes(response.body),
-        asked=None,
-    )
-    return response
+    return _traced(request, caller, response, at=at, started=started)
 
 
 SMS_NUMBERS = "/{run_id}/sms/2010-04-01/Accounts/{account_sid}/IncomingPhoneNumbers"
@@ -432,28 +426,6 @@ def _number(caller: _Caller, account_sid: str, sms_url: str | None) -> dict[str,
     creds = capture_service.run_credentials(caller.tenant_id, caller.run.id)
     assert creds is not None  # the caller was authenticated with them
     return twilio.phone_number(account_sid, creds.number_sid, creds.from_number, sms_url)
-
-
-def _traced(
-    request: Request,
-    caller: _Caller,
-    response: Response,
-    *,
-    at: datetime,
-    started: float,
-    asked: str | None = None,
-) -> Response:
-    _trace(
-        request,
-        caller,
-        "sms",
-        at=at,
-        started=started,
-        status=response.status_code,
-        answer=bytes(response.body),
-        asked=asked,
-    )
-    return response
 
 
 @router.get(
@@ -615,17 +587,9 @@ async def _integration_call(request: Request, run_id: str, name: str, path: str)
     # A run that has ended refuses the call (409, RunNotLive): outside any run's window,
     # so not traced, as the trace middleware would not record it either.
     response = await _integration_answer(request, caller, name, "/" + path, raw, text)
-    _trace(
-        request,
-        caller,
-        "integration",
-        at=at,
-        started=started,
-        status=response.status_code,
-        answer=bytes(response.body),
-        asked=text,
+    return _traced(
+        request, caller, response, at=at, started=started, asked=text, transport="integration"
     )
-    return response
 
 
 async def _integration_answer(

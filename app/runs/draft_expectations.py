@@ -23,6 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 from app.grading.message.claims import Write, claims, unbacked
+from app.kit.date_words import MONTHS, SPANISH_MONTHS, SPANISH_WEEKDAYS, WEEKDAYS
 from app.runs.draft_oracle import Symbols, SystemCall, is_capture, is_lookup
 from app.scenarios.calls import EMAIL_PATH, SMS_PATH, capture_kind
 from app.scenarios.consequential import element_paths
@@ -60,24 +61,6 @@ _COMMON = frozenset(
         "morning",
         "afternoon",
         "evening",
-        "monday",
-        "tuesday",
-        "wednesday",
-        "thursday",
-        "friday",
-        "saturday",
-        "sunday",
-        "january",
-        "february",
-        "march",
-        "april",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
         "where",
         "while",
         "other",
@@ -95,26 +78,11 @@ _COMMON = frozenset(
         "gracias",
         "buenos",
         "buenas",
-        "lunes",
-        "martes",
-        "miércoles",
-        "jueves",
-        "viernes",
-        "sábado",
-        "domingo",
-        "enero",
-        "febrero",
-        "marzo",
-        "abril",
-        "mayo",
-        "junio",
-        "julio",
-        "agosto",
-        "septiembre",
-        "octubre",
-        "noviembre",
-        "diciembre",
     }
+    | set(MONTHS)
+    | set(WEEKDAYS)
+    | set(SPANISH_MONTHS)
+    | set(SPANISH_WEEKDAYS)
 )
 
 
