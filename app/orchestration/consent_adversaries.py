@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.grading.message.grade import message_text
 from app.grading.snapshot import RunSnapshot
 from app.kit.consent import ConsentAction, proposals
 from app.orchestration.mutants import Mutant, describe
@@ -24,16 +25,6 @@ from app.scenarios.calls import SMS_PATH, capture_kind, is_write
 from app.scenarios.schema import ConsentExpectation, OracleCall, Scenario, symbol_name
 
 _STAFF = ("Practitioner/", "PractitionerRole/", "CareTeam/")
-
-
-def _text(body: Any) -> str:
-    if not isinstance(body, dict):
-        return ""
-    return "\n".join(
-        str(p["contentString"])
-        for p in body.get("payload") or []
-        if isinstance(p, dict) and isinstance(p.get("contentString"), str)
-    )
 
 
 def _recipients(body: Any) -> list[str]:
@@ -120,7 +111,7 @@ def derive_consent_mutants(scenario: Scenario, before: RunSnapshot) -> list[Muta
     asked_at: dict[ConsentAction, int] = {}  # action -> its first proposing message
     for index, call in enumerate(oracle):
         if is_write(call) and any(_is_patient(r, patients) for r in _recipients(call.body)):
-            for action in proposals(_text(call.body)):
+            for action in proposals(message_text(call.body) if isinstance(call.body, dict) else ""):
                 asked_at.setdefault(action, index)
     moves: dict[int, int] = {}  # a write's index -> the message it is moved ahead of
     for index, call in enumerate(oracle):
