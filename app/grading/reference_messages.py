@@ -122,12 +122,19 @@ def grade_sent(
     one to anybody it never sends to is collateral (a reminder texted to the wrong
     patient), unless it is a patient the reference writes to in the portal
     (`reached_otherwise`: their numbers and addresses) — the same person told by another
-    channel, as a message to a recipient the reference writes to is free. What they say
+    channel, as a message to a recipient the reference writes to is free. The same text
+    sent twice to the same people is collateral, as a duplicate message is. What they say
     is the message checks' and text truth's to grade."""
     wanted = {(t.kind, a) for t in expected for a in addresses_of(t)}
     reached: set[tuple[str, str]] = set()
+    first_of: dict[tuple[str, frozenset[str], str], str] = {}
     for sent in actual:
         got = {(sent.kind, a) for a in addresses_of(sent)}
+        key = (sent.kind, frozenset(a for _, a in got), " ".join(sent.body.split()))
+        original = first_of.setdefault(key, sent.ref)
+        if original != sent.ref:
+            title = f"{sent.kind} {sent.ref}: a duplicate of {original} (the same text twice)"
+            findings.append(Finding("collateral", title, "", sent.ref, None))
         stray = sorted(a for _, a in got - wanted if a not in reached_otherwise)
         if stray:
             title = f"{sent.kind} {sent.ref} to {', '.join(stray)}"
