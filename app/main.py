@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import asyncpg
 import httpx
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Route, request_response
-from starlette.types import ASGIApp
+from starlette.routing import Route
 
 from app.api.board import router as board_router
 from app.api.capture import install_capture
@@ -43,6 +40,7 @@ from app.fhir.outcomes import operation_outcome
 from app.jobs import connect_jobs
 from app.kit import jsontext
 from app.kit.urls import FHIR_PREFIX, run_view_base
+from app.lane import LeanApp, include_flat
 from app.llm.client import LlmClient
 from app.mcp.endpoint import MCP_PATH, McpEndpoint
 from app.openapi import install_openapi
@@ -85,105 +83,6 @@ def _error_response(
     )
 
 
-def include_flat(
-    app: FastAPI, router: APIRouter, prefix: str, *, include_in_schema: bool = True
-) -> None:
-    """Add the router's routes to the app itself under `prefix`: what `include_router`
-    does, but matched once per request. (FastAPI's included routers match a request
-    twice, once to choose the router and again inside it; on the FHIR hot paths that was
-    ~6% of a read's CPU.)"""
-    for route in router.routes:
-        if not isinstance(route, APIRoute):
-            raise TypeError(f"include_flat takes FastAPI routes only, not {route!r}")
-        app.router.add_api_route(
-            prefix + route.path,
-            route.endpoint,
-            response_model=route.response_model,
-            status_code=route.status_code,
-            tags=route.tags,
-            dependencies=route.dependencies,
-            summary=route.summary,
-            description=route.description,
-            response_description=route.response_description,
-            responses=route.responses,
-            deprecated=route.deprecated,
-            methods=route.methods,
-            operation_id=route.operation_id,
-            response_model_include=route.response_model_include,
-            response_model_exclude=route.response_model_exclude,
-            response_model_by_alias=route.response_model_by_alias,
-            response_model_exclude_unset=route.response_model_exclude_unset,
-            response_model_exclude_defaults=route.response_model_exclude_defaults,
-            response_model_exclude_none=route.response_model_exclude_none,
-            include_in_schema=route.include_in_schema and include_in_schema,
-            response_class=route.response_class,
-            name=route.name,
-            openapi_extra=route.openapi_extra,
-            generate_unique_id_function=route.generate_unique_id_function,
-        )
-        added = app.router.routes[-1]
-        assert isinstance(added, APIRoute) and added.endpoint is route.endpoint
-        direct = _direct_app(added)
-        if direct is not None:
-            added.app = direct
-
-
-def _direct_app(route: APIRoute) -> ASGIApp | None:
-    """The route's endpoint called directly, without FastAPI's dependency solving, when
-    all it takes is the request, path parameters as plain strings and async dependencies
-    that take the request alone (the FHIR routes: `request`, `resource_type`, `tenant`);
-    None for any other route. Solving those dependencies was a quarter of a FHIR read's
-    CPU (py-spy, 2026-12-01), for what is three dictionary lookups and one await here.
-    Matching, the OpenAPI document and the exception handlers are the route's own as
-    before: only what runs once it matched changes."""
-    d = route.dependant
-    if (
-        d.query_params
-        or d.header_params
-        or d.cookie_params
-        or d.body_params
-        or d.background_tasks_param_name
-        or d.response_param_name
-        or d.security_scopes_param_name
-        or d.websocket_param_name
-        or d.http_connection_param_name
-        or route.dependencies
-        or not inspect.iscoroutinefunction(route.endpoint)
-    ):
-        return None
-    if any(f.field_info.annotation is not str for f in d.path_params):
-        return None
-    subs: list[tuple[str, Callable[..., Awaitable[Any]], str]] = []
-    for sub in d.dependencies:
-        plain = not (
-            sub.path_params
-            or sub.query_params
-            or sub.header_params
-            or sub.cookie_params
-            or sub.body_params
-            or sub.dependencies
-        )
-        if not (plain and sub.name and sub.request_param_name and sub.call is not None):
-            return None
-        if not inspect.iscoroutinefunction(sub.call):
-            return None
-        subs.append((sub.name, sub.call, sub.request_param_name))
-    names = [f.name for f in d.path_params]
-    request_name = d.request_param_name
-    endpoint = route.endpoint
-
-    async def handle(request: Request) -> Response:
-        kwargs: dict[str, Any] = {name: request.path_params[name] for name in names}
-        if request_name:
-            kwargs[request_name] = request
-        for name, call, takes in subs:
-            kwargs[name] = await call(**{takes: request})
-        response: Response = await endpoint(**kwargs)
-        return response
-
-    return request_response(handle)
-
-
 async def _watch_database(db: Database, outage: OutageLog) -> None:
     """While requests meet an outage, ask the database every second; log its return."""
     while True:
@@ -201,7 +100,7 @@ def create_app(settings: Settings) -> FastAPI:
     mcp_ref: dict[str, McpEndpoint] = {}
     # PostgreSQL away: requests answer 503 (backend_away); logged once, and once back.
     outage = OutageLog(log, "database")
-    app = FastAPI(
+    app = LeanApp(
         title="Understudy",
         version=VERSION,
         description="A FHIR R4 sandbox with a testing API for clinical agents and automations.",

@@ -13,7 +13,7 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 
 from app.api.fhir import router as fhir_router
-from app.main import _direct_app, include_flat
+from app.lane import _direct_app, include_flat
 
 
 async def _who(request: Request) -> str:
