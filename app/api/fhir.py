@@ -58,11 +58,12 @@ async def context(request: Request, tenant: TenantInfo) -> service.FhirContext:
     setting = "strict"
     if run_id is not None:
         setting = await runs_service.run_scheduling(pool_of(request), tenant.id, run_id)
+    root = root_url(request)
     ctx = service.FhirContext(
         tenant_id=tenant.id,
-        base_url=base_url(request),
+        base_url=fhir_base(root, run_id),
         run_id=run_id,
-        root_url=root_url(request),
+        root_url=root,
         write_statement=FHIR_WRITES,
         scheduling=setting,
         lenient_lookup=None if run_id is not None else lenient_lookup(tenant.id),

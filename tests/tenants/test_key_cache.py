@@ -6,7 +6,6 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from cachetools import TTLCache
 
 from app.db import Database
 from app.errors import Unauthorized
@@ -30,9 +29,7 @@ async def test_a_revoked_key_stops_working_within_the_ttl(
     db: Database, tenant: TenantHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = Clock()
-    cache: TTLCache[str, tenants.TenantInfo] = TTLCache(
-        tenants.KEY_CACHE_SIZE, tenants.KEY_CACHE_SECONDS, timer=clock
-    )
+    cache = tenants.KeyCache(tenants.KEY_CACHE_SIZE, tenants.KEY_CACHE_SECONDS, timer=clock)
     monkeypatch.setattr(tenants, "_cache", cache)
     header = f"Bearer {tenant.key}"
     assert (await tenants.authenticate(db.pool, header)).id == tenant.id
@@ -49,9 +46,7 @@ async def test_a_revoked_key_stops_working_within_the_ttl(
 
 
 async def test_unknown_keys_are_not_cached(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
-    cache: TTLCache[str, tenants.TenantInfo] = TTLCache(
-        tenants.KEY_CACHE_SIZE, tenants.KEY_CACHE_SECONDS, timer=Clock()
-    )
+    cache = tenants.KeyCache(tenants.KEY_CACHE_SIZE, tenants.KEY_CACHE_SECONDS, timer=Clock())
     monkeypatch.setattr(tenants, "_cache", cache)
     for n in range(5):
         with pytest.raises(Unauthorized):
@@ -60,13 +55,13 @@ async def test_unknown_keys_are_not_cached(db: Database, monkeypatch: pytest.Mon
 
 
 def test_the_cache_keeps_at_most_its_size_dropping_the_least_recently_used() -> None:
-    cache: TTLCache[str, tenants.TenantInfo] = TTLCache(3, 10.0, timer=Clock())
+    cache = tenants.KeyCache(3, 10.0, timer=Clock())
     infos = [_info(n) for n in range(5)]
     for n in range(3):
-        cache[f"d{n}"] = infos[n]
+        cache.put(f"d{n}", infos[n])
     assert cache.get("d0") == infos[0]  # d0 used last: d1 is now the least recent
-    cache["d3"] = infos[3]
-    cache["d4"] = infos[4]
+    cache.put("d3", infos[3])
+    cache.put("d4", infos[4])
     assert len(cache) == 3
     assert cache.get("d1") is None
     assert cache.get("d2") is None
@@ -75,9 +70,19 @@ def test_the_cache_keeps_at_most_its_size_dropping_the_least_recently_used() -> 
 
 def test_the_process_cache_is_bounded() -> None:
     assert tenants._cache.maxsize == tenants.KEY_CACHE_SIZE
-    cache: TTLCache[str, tenants.TenantInfo] = TTLCache(
-        tenants.KEY_CACHE_SIZE, tenants.KEY_CACHE_SECONDS, timer=Clock()
-    )
+    cache = tenants.KeyCache(tenants.KEY_CACHE_SIZE, tenants.KEY_CACHE_SECONDS, timer=Clock())
     for n in range(tenants.KEY_CACHE_SIZE * 3):
-        cache[f"d{n}"] = _info(n)
+        cache.put(f"d{n}", _info(n))
     assert len(cache) == tenants.KEY_CACHE_SIZE
+
+
+def test_an_entry_is_trusted_for_its_ttl_from_when_it_was_put() -> None:
+    clock = Clock()
+    cache = tenants.KeyCache(4, 10.0, timer=clock)
+    info = _info(1)
+    cache.put("d", info)
+    clock.now += 9.0
+    assert cache.get("d") == info  # a hit does not extend its trust
+    clock.now += 1.0
+    assert cache.get("d") is None
+    assert len(cache) == 0
