@@ -961,13 +961,15 @@ def render_table(
 
 # --------------------------------------------------------------------------- ceiling
 
-# Our figures as shares of the bare reference app's, measured in the same run (issue 19).
+# Our figures as shares of the reference app's, measured in the same run (issue 31: the
+# fair ceiling, Understudy's own store on plain Starlette); a create is also held to a p99.
 CEILING_GOALS: dict[str, float] = {
-    "read": 0.70,
-    "search-family": 0.70,
-    "search-appt": 0.70,
-    "create": 0.50,
+    "read": 0.80,
+    "search-family": 0.80,
+    "search-appt": 0.80,
+    "create": 0.75,
 }
+CEILING_CREATE_P99_MS = 15.0
 CEILING_APP = Path(__file__).resolve().parent / "reference_fhir_app.py"
 CEILING_PATH = "/api/fhir/r4"  # Understudy's FHIR base path, so links and routes match
 
@@ -1054,7 +1056,7 @@ def shares_of(ours: OpResult, ceiling: OpResult | None) -> dict[str, Any]:
         "p99_share": None,
         "round_shares": [],
         "goal": CEILING_GOALS[ours.name],
-        "goal_max_p99_ms": GOALS["create"]["max_p99_ms"] if ours.name == "create" else None,
+        "goal_max_p99_ms": CEILING_CREATE_P99_MS if ours.name == "create" else None,
         "meets_goal": meets_ceiling_goal(ours, ratio),
     }
     if ceiling is not None:
@@ -1071,7 +1073,7 @@ def shares_of(ours: OpResult, ceiling: OpResult | None) -> dict[str, Any]:
 def meets_ceiling_goal(ours: OpResult, ratio: float | None) -> bool:
     if ratio is None or ours.flagged:
         return False
-    if ours.name == "create" and ours.p99_ms > GOALS["create"]["max_p99_ms"]:
+    if ours.name == "create" and ours.p99_ms > CEILING_CREATE_P99_MS:
         return False
     return ratio >= CEILING_GOALS[ours.name]
 
@@ -1097,7 +1099,7 @@ def render_ceiling(results: Sequence[OpResult], ceiling: dict[str, OpResult]) ->
         shares = shares_of(r, c)
         goal = f"≥ {CEILING_GOALS[r.name] * 100:.0f}%"
         if r.name == "create":
-            goal += f", p99 ≤ {GOALS['create']['max_p99_ms']:.0f} ms"
+            goal += f", p99 ≤ {CEILING_CREATE_P99_MS:.0f} ms"
         by_round = "/".join(f"{x * 100:.0f}" for x in shares["round_shares"]) + "%"
         lines.append(
             f"{r.name:<14} {r.requests_per_s:>8.1f} {c.requests_per_s:>8.1f} "
