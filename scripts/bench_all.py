@@ -51,11 +51,11 @@ HERE = Path(__file__).resolve().parent
 SERVED = ("fhir", "mcp", "console")
 # Each starts its own server (or needs none): name -> (script, its arguments). The
 # issue's own settings where the default is smaller (100k resources for the memory
-# figure; 5 tenants for grading at scale).
+# figure; verdicts at 5 tenants × 20 live runs, with the default settle and without).
 OWN: dict[str, tuple[str, list[str]]] = {
     "bulk": ("bulk", ["--resources", "100000"]),
     "grading": ("grading", []),
-    "grading_tenants": ("grading", ["--tenants", "5"]),
+    "grading_verdicts": ("grading", ["--verdicts", "--full"]),
     "webhooks": ("webhooks", []),
     "evals": ("evals", []),
     "evals_list": ("evals_list", []),
