@@ -120,8 +120,6 @@ def _shape(route: BaseRoute) -> tuple[str, frozenset[str] | None, int | None] | 
     return path.split("{", 1)[0], methods, None if takes_any else path.count("/")
 
 
-
-
 class LeanApp(FastAPI):
     """FastAPI whose direct routes are served by a lean stack (see the module's doc)."""
 
