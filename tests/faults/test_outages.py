@@ -38,6 +38,8 @@ REDIS_AWAY_S = 10
 # After a service is back: the worker's restart backoff (<= 5 s), a grading tick (2 s
 # here) and a delivery sweep (5 s), with room for a loaded machine.
 RECOVER_WITHIN_S = 25
+# A process started and doing its first work, on a machine running other tests beside.
+STARTED_WITHIN_S = 60
 
 
 async def until(check: Callable[[], Awaitable[Any]], within: float, what: str) -> Any:
@@ -485,7 +487,10 @@ async def test_worker_killed_while_runs_wait_for_their_quiet_still_passes_them(
     """The pass that ends a run after its quiet is a timer in the worker: kill the worker
     while two correct runs wait on it, and the next worker's grading tick still ends
     each of them passed (the run stores when its quiet ends), once."""
-    settle = {"UNDERSTUDY_SETTLE_SECONDS": "2"}
+    # A quiet long enough that both runs wait on it at once even when the machine is
+    # loaded (the suite runs its files three at a time): with 2 s, the first run could
+    # pass before the second began waiting, and the two were never seen waiting together.
+    settle = {"UNDERSTUDY_SETTLE_SECONDS": "8"}
     api = serve(database_url, redis, data_dir, worker=False, env=settle)
     first = worker_process(database_url, redis, data_dir, "worker-settle-1", settle)
     second: Process | None = None
@@ -513,7 +518,8 @@ async def test_worker_killed_while_runs_wait_for_their_quiet_still_passes_them(
             )
             return bool(waiting == len(ids))
 
-        await until(all_settling, RECOVER_WITHIN_S, "every run waiting for its quiet")
+        # This includes the first worker's start and its first grading of both runs.
+        await until(all_settling, STARTED_WITHIN_S, "every run waiting for its quiet")
         first.kill()  # its timers die with it
         second = worker_process(database_url, redis, data_dir, "worker-settle-2", settle)
 
@@ -523,7 +529,8 @@ async def test_worker_killed_while_runs_wait_for_their_quiet_still_passes_them(
             )
             return all(r["status"] == "passed" and r["judged"] for r in rows)
 
-        await until(all_passed, RECOVER_WITHIN_S, "the runs passed by the next worker")
+        # The next worker's start, the rest of the quiet (up to 8 s) and its tick.
+        await until(all_passed, STARTED_WITHIN_S, "the runs passed by the next worker")
         await eval_completes(tenant, eval_id)
     finally:
         stop_all(second, first, api)
