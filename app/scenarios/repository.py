@@ -34,10 +34,24 @@ async def version(
 
 
 async def latest_of_each(conn: Reader, *, tenant_id: uuid.UUID) -> list[asyncpg.Record]:
+    """The latest version of each of the tenant's scenarios: id, version and hash, without
+    the document (`documents_of` reads those a caller has not parsed yet)."""
     return await conn.fetch(
-        """SELECT DISTINCT ON (id) id, version, document, hash FROM scenario
+        """SELECT DISTINCT ON (id) id, version, hash FROM scenario
         WHERE tenant_id = $1 ORDER BY id, version DESC""",
         tenant_id,
+    )
+
+
+async def documents_of(
+    conn: Reader, *, tenant_id: uuid.UUID, hashes: list[str]
+) -> list[asyncpg.Record]:
+    """hash, document of the tenant's scenario versions with these content hashes."""
+    return await conn.fetch(
+        "SELECT DISTINCT ON (hash) hash, document FROM scenario "
+        "WHERE tenant_id = $1 AND hash = ANY($2::text[])",
+        tenant_id,
+        hashes,
     )
 
 
