@@ -405,9 +405,22 @@ def cmd_scenarios_check(args: argparse.Namespace) -> int:
         migrate(settings.database_url)
         key = asyncio.run(_tenant_key(settings, CHECK_TENANT, "check-key"))
         # No worker and no queue: the check grades its own runs as it goes.
+        checking = settings.clone(redis_url=None)
+        paths = [Path(p) for p in args.paths]
+        if not paths:
+            from app.scenarios import service as scenarios_service
+
+            paths = sorted(scenarios_service.builtin_dir().glob("*.json"))
+        processes = max(1, min(args.processes or _default_processes(), len(paths)))
         reports: list[check.ScenarioReport] = []
         began = time.monotonic()
-        run_loop(_check_scenarios(settings.clone(redis_url=None), key, args, reports))
+        progress = _Progress(len(paths), quiet=args.json)
+        if processes == 1:
+            run_loop(_check_scenarios(checking, key, paths, args.parallel, progress, reports))
+        else:
+            reports = _check_in_processes(checking, key, paths, args.parallel, processes, progress)
+        order = {str(path): n for n, path in enumerate(paths)}
+        reports.sort(key=lambda r: order.get(r.source, len(order)))
         took = time.monotonic() - began
     finally:
         close_endpoints(endpoints)
@@ -419,8 +432,90 @@ def cmd_scenarios_check(args: argparse.Namespace) -> int:
     return 0 if reports and all(r.ok for r in reports) else 1
 
 
+class _Progress:
+    """`[k/n] id: ok` on stderr as each scenario's check ends, counted across the check's
+    processes (a shared counter, inherited by the forked children)."""
+
+    def __init__(self, total: int, *, quiet: bool) -> None:
+        import multiprocessing
+
+        self.total = total
+        self.quiet = quiet
+        self.done = multiprocessing.get_context("fork").Value("i", 0)
+
+    def ended(self, scenario_id: str, ok: bool) -> None:
+        with self.done.get_lock():
+            self.done.value += 1
+            count = self.done.value
+        if not self.quiet:
+            state = "ok" if ok else "FAILED"
+            print(f"  [{count}/{self.total}] {scenario_id}: {state}", file=sys.stderr)
+
+
+def _default_processes() -> int:
+    """One check process per core, at most 4: the check is CPU-bound in Python (grading,
+    replays, adversaries), so one process used one core of a 2-core machine."""
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+def _check_in_processes(
+    settings: Settings,
+    key: str,
+    paths: list[Path],
+    parallel: int,
+    processes: int,
+    progress: _Progress,
+) -> list[Any]:
+    """The paths split into `processes` shares of about equal size (by file size, largest
+    first), each checked by a forked process of its own (its own app, pool and event
+    loop, against the same database and check tenant); the reports in the paths' order."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    shares: list[list[Path]] = [[] for _ in range(processes)]
+    weights = [0] * processes
+    for path in sorted(paths, key=lambda p: -_size(p)):
+        lightest = weights.index(min(weights))
+        shares[lightest].append(path)
+        weights[lightest] += _size(path)
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(
+        processes, mp_context=context, initializer=_check_child, initargs=(progress,)
+    ) as pool:
+        futures = [
+            pool.submit(_check_share, settings, key, share, parallel) for share in shares if share
+        ]
+        return [report for future in futures for report in future.result()]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+_CHILD_PROGRESS: list[_Progress] = []
+
+
+def _check_child(progress: _Progress) -> None:
+    _CHILD_PROGRESS[:] = [progress]
+
+
+def _check_share(settings: Settings, key: str, paths: list[Path], parallel: int) -> list[Any]:
+    """In a check process: its share of the scenarios, checked as one process checks all."""
+    out: list[Any] = []
+    run_loop(_check_scenarios(settings, key, paths, parallel, _CHILD_PROGRESS[0], out))
+    return out
+
+
 async def _check_scenarios(
-    settings: Settings, key: str, args: argparse.Namespace, out: list[Any]
+    settings: Settings,
+    key: str,
+    paths: list[Path],
+    parallel: int,
+    progress: _Progress,
+    out: list[Any],
 ) -> None:
     from app.main import create_app
     from app.orchestration import check
@@ -439,32 +534,27 @@ async def _check_scenarios(
             "http://check.local",
             app.state.run_limits,
         )
-        loaded: list[scenarios_service.LoadedScenario] = []
-        paths = [Path(p) for p in args.paths]
-        if not paths:
-            paths = sorted(scenarios_service.builtin_dir().glob("*.json"))
+        loaded: list[tuple[Path, scenarios_service.LoadedScenario]] = []
         for path in paths:
             found = await _load_for_check(
                 app.state.scopes, tenant.id, path, *_read_scenario_file(path)
             )
             if isinstance(found, check.ScenarioReport):
+                found.source = str(path)
+                progress.ended(found.scenario_id, found.ok)
                 out.append(found)
             else:
-                loaded.append(found)
-        gate = asyncio.Semaphore(max(1, args.parallel))
-        done = 0
+                loaded.append((path, found))
+        gate = asyncio.Semaphore(max(1, parallel))
 
-        async def one(item: scenarios_service.LoadedScenario) -> check.ScenarioReport:
-            nonlocal done
+        async def one(path: Path, item: scenarios_service.LoadedScenario) -> check.ScenarioReport:
             async with gate:
                 report = await check.check_scenario(target, item)
-            done += 1
-            if not args.json:
-                state = "ok" if report.ok else "FAILED"
-                print(f"  [{done}/{len(loaded)}] {report.scenario_id}: {state}", file=sys.stderr)
+            report.source = str(path)
+            progress.ended(report.scenario_id, report.ok)
             return report
 
-        out.extend(await asyncio.gather(*(one(item) for item in loaded)))
+        out.extend(await asyncio.gather(*(one(path, item) for path, item in loaded)))
 
 
 def _read_scenario_file(path: Path) -> tuple[Any, str | None, bool]:
@@ -577,7 +667,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sc_check.add_argument("--json", action="store_true", help="print the reports as JSON")
     sc_check.add_argument(
-        "--parallel", type=int, default=4, help="scenarios checked at once (default 4)"
+        "--parallel", type=int, default=4, help="scenarios checked at once per process (default 4)"
+    )
+    sc_check.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="check processes, each with a share of the scenarios (default: one per core, "
+        "at most 4; 1 checks them all in this one)",
     )
     sc_check.set_defaults(func=cmd_scenarios_check)
 

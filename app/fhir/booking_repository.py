@@ -58,13 +58,19 @@ async def fetch_slots(
 ) -> list[SlotRow]:
     """The live Slots of those Schedules starting in [low, high) that are free, or that
     are among `claimed_ids` whatever their status."""
+    # Each Slot's start is looked up by its own id: a scalar subquery, which PostgreSQL
+    # runs per row as an index probe and never turns into a join. As `id IN (SELECT …)`
+    # it was a join, and with a tenant's keys missing from the planner's statistics (a
+    # new tenant, or a small one in a big table) it estimated one Slot and joined every
+    # Slot to every date row of the tenant: 330 ms for 640 Slots, where this is ~2 ms
+    # whatever the statistics (scripts/bench_scale.py; `understudy scenarios check`).
     rows = await conn.fetch(
         """SELECT r.id, r.resource FROM fhir_resource r WHERE r.tenant_id = $1
         AND r.resource_type = 'Slot' AND NOT r.deleted AND r.refs && $2::text[]
         AND (r.tokens @> $5::text[] OR r.id = ANY($7::text[]))
-        AND ($6::text IS NULL OR r.run_id IS NULL OR r.run_id = $6) AND r.id IN (
-            SELECT id FROM fhir_date WHERE tenant_id = $1 AND resource_type = 'Slot'
-            AND param = 'start' AND low >= $3 AND low < $4)""",
+        AND ($6::text IS NULL OR r.run_id IS NULL OR r.run_id = $6)
+        AND (SELECT true FROM fhir_date d WHERE d.tenant_id = $1 AND d.resource_type = 'Slot'
+            AND d.id = r.id AND d.param = 'start' AND d.low >= $3 AND d.low < $4 LIMIT 1)""",
         tenant_id,
         index_keys(tenant_id, "Slot", [f"schedule=Schedule/{i}" for i in schedule_ids]),
         low,

@@ -167,6 +167,7 @@ class ScenarioReport:
     variants: list[VariantReport] = field(default_factory=list)
     mutant_kinds: dict[str, int] = field(default_factory=dict)
     rewrite_kinds: dict[str, int] = field(default_factory=dict)
+    source: str = ""  # the file checked, when it came from one (orders the reports)
 
     @property
     def ok(self) -> bool:
