@@ -468,16 +468,16 @@ def _check_in_processes(
 ) -> list[Any]:
     """The paths split into `processes` shares of about equal size (by file size, largest
     first), each checked by a forked process of its own (its own app, pool and event
-    loop, against the same database and check tenant); the reports in the paths' order."""
+    loop, against the same database and check tenant); the reports share by share."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     shares: list[list[Path]] = [[] for _ in range(processes)]
     weights = [0] * processes
-    for path in sorted(paths, key=lambda p: -_size(p)):
+    for size, path in sorted(((_size(p), p) for p in paths), key=lambda sp: -sp[0]):
         lightest = weights.index(min(weights))
         shares[lightest].append(path)
-        weights[lightest] += _size(path)
+        weights[lightest] += size
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(
         processes, mp_context=context, initializer=_check_child, initargs=(progress,)

@@ -62,8 +62,9 @@ async def fetch_slots(
     # runs per row as an index probe and never turns into a join. As `id IN (SELECT …)`
     # it was a join, and with a tenant's keys missing from the planner's statistics (a
     # new tenant, or a small one in a big table) it estimated one Slot and joined every
-    # Slot to every date row of the tenant: 330 ms for 640 Slots, where this is ~2 ms
-    # whatever the statistics (scripts/bench_scale.py; `understudy scenarios check`).
+    # Slot to every date row of the tenant: 330 ms for 640 Slots, where this is 3-5 ms
+    # whatever the statistics (EXPLAIN ANALYZE on a never-analyzed database, 2026-12-04;
+    # it was most of `understudy scenarios check`'s database time).
     rows = await conn.fetch(
         """SELECT r.id, r.resource FROM fhir_resource r WHERE r.tenant_id = $1
         AND r.resource_type = 'Slot' AND NOT r.deleted AND r.refs && $2::text[]

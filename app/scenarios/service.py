@@ -106,8 +106,8 @@ async def get_scenario_version(
 
 # Custom scenarios parsed once per content hash (the same hash is the same document),
 # shared read-only as the built-in ones are: the console's home page and runs list read
-# every one of the tenant's, and parsing them each time was most of the home page's time
-# with a few dozen imported (scripts/bench_board.py). Bounded: emptied when full.
+# every one of the tenant's on each view, and each listing parsed them all again.
+# Bounded: emptied when full.
 _PARSED: dict[str, Scenario] = {}
 PARSED_CACHED = 512
 
