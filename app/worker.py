@@ -468,6 +468,8 @@ async def stop_worker(
 
 
 WORKER_THREAD_NAME = "understudy-worker"
+# How long `wait` gives the thread to return once `ended` resolved (microseconds, normally).
+THREAD_EXIT_SECONDS = 5.0
 
 
 class WorkerThread:
@@ -524,8 +526,14 @@ class WorkerThread:
                     loop.call_soon_threadsafe(stopping.set)
 
     async def wait(self) -> None:
-        """Until the thread's loop ended; raises what ended it."""
-        await asyncio.wrap_future(self.ended)
+        """Until the thread is done; raises what ended it. `ended` resolves a few
+        statements before the thread's function returns, so the thread is joined too (a
+        caller that checks right after saw it alive under load)."""
+        try:
+            await asyncio.wrap_future(self.ended)
+        finally:
+            if self.ended.done() and self._thread.ident is not None:
+                await asyncio.to_thread(self._thread.join, THREAD_EXIT_SECONDS)
 
     def _run(self) -> None:
         try:

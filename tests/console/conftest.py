@@ -35,8 +35,11 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 OUTPUT = Path(__file__).resolve().parents[2] / "test-output" / "console"
-# Playwright's waits: a page of this server answers in milliseconds; a miss is a failure.
-WAIT_MS = 5_000
+# Playwright's waits. A page of this server answers in milliseconds, but CI runs three
+# test processes on two cores beside this browser, and there a page once took over 5 s
+# (Redis itself timed out at that moment): a passing test never waits this long, so the
+# allowance costs nothing, and how fast the pages are is scripts/bench_board.py's job.
+WAIT_MS = 20_000
 
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 _LOGIN_TOKEN = re.compile(r'name="token" value="([^"]+)"')
