@@ -21,6 +21,30 @@ async def latest(conn: Reader, *, tenant_id: uuid.UUID, scenario_id: str) -> asy
     )
 
 
+async def latest_head(
+    conn: Reader, *, tenant_id: uuid.UUID, scenario_id: str
+) -> asyncpg.Record | None:
+    """`latest` without the document: version and hash."""
+    return await conn.fetchrow(
+        """SELECT version, hash FROM scenario WHERE tenant_id = $1 AND id = $2
+        ORDER BY version DESC LIMIT 1""",
+        tenant_id,
+        scenario_id,
+    )
+
+
+async def version_head(
+    conn: Reader, *, tenant_id: uuid.UUID, scenario_id: str, version: int
+) -> asyncpg.Record | None:
+    """`version` without the document: version and hash."""
+    return await conn.fetchrow(
+        "SELECT version, hash FROM scenario WHERE tenant_id = $1 AND id = $2 AND version = $3",
+        tenant_id,
+        scenario_id,
+        version,
+    )
+
+
 async def version(
     conn: Reader, *, tenant_id: uuid.UUID, scenario_id: str, version: int
 ) -> asyncpg.Record | None:

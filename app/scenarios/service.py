@@ -81,11 +81,15 @@ async def get_scenario(
     builtin = builtin_scenarios().get(scenario_id)
     if builtin is not None:
         return builtin
+    # Every grading pass of a custom scenario's run asks for it: the version and hash
+    # first, the document only when this process has not parsed that content yet.
+    head = await repository.latest_head(pool, tenant_id=tenant_id, scenario_id=scenario_id)
+    if head is not None and (parsed := _PARSED.get(head["hash"])) is not None:
+        return LoadedScenario(parsed, head["version"], False, head["hash"])
     row = await repository.latest(pool, tenant_id=tenant_id, scenario_id=scenario_id)
     if row is None:
         raise ScenarioNotFound(f"no scenario '{scenario_id}'")
-    scenario = Scenario.model_validate(jsontext.loads(row["document"]))
-    return LoadedScenario(scenario, row["version"], False, row["hash"])
+    return LoadedScenario(_parse(row), row["version"], False, row["hash"])
 
 
 async def get_scenario_version(
@@ -95,21 +99,37 @@ async def get_scenario_version(
     latest when that version is gone."""
     if version == 0 or scenario_id in builtin_scenarios():
         return await get_scenario(pool, tenant_id, scenario_id)
+    head = await repository.version_head(
+        pool, tenant_id=tenant_id, scenario_id=scenario_id, version=version
+    )
+    if head is not None and (parsed := _PARSED.get(head["hash"])) is not None:
+        return LoadedScenario(parsed, head["version"], False, head["hash"])
     row = await repository.version(
         pool, tenant_id=tenant_id, scenario_id=scenario_id, version=version
     )
     if row is None:
         return await get_scenario(pool, tenant_id, scenario_id)
-    scenario = Scenario.model_validate(jsontext.loads(row["document"]))
-    return LoadedScenario(scenario, row["version"], False, row["hash"])
+    return LoadedScenario(_parse(row), row["version"], False, row["hash"])
 
 
 # Custom scenarios parsed once per content hash (the same hash is the same document),
 # shared read-only as the built-in ones are: the console's home page and runs list read
-# every one of the tenant's on each view, and each listing parsed them all again.
+# every one of the tenant's on each view, and every grading pass of a run reads its own.
 # Bounded: emptied when full.
 _PARSED: dict[str, Scenario] = {}
 PARSED_CACHED = 512
+
+
+def _parse(row: asyncpg.Record) -> Scenario:
+    """The scenario of a row with `hash` and `document`, parsed once per hash."""
+    digest: str = row["hash"]
+    parsed = _PARSED.get(digest)
+    if parsed is None:
+        parsed = Scenario.model_validate(jsontext.loads(row["document"]))
+        if len(_PARSED) >= PARSED_CACHED:
+            _PARSED.clear()
+        _PARSED[digest] = parsed
+    return parsed
 
 
 async def list_scenarios(pool: asyncpg.Pool | Conn, tenant_id: uuid.UUID) -> list[LoadedScenario]:
@@ -123,8 +143,7 @@ async def list_scenarios(pool: asyncpg.Pool | Conn, tenant_id: uuid.UUID) -> lis
         if len(_PARSED) + len(docs) > PARSED_CACHED:
             _PARSED.clear()
         for doc in docs:
-            parsed = Scenario.model_validate(jsontext.loads(doc["document"]))
-            known[doc["hash"]] = _PARSED[doc["hash"]] = parsed
+            known[doc["hash"]] = _parse(doc)
     custom = [
         LoadedScenario(known[r["hash"]], r["version"], False, r["hash"])
         for r in rows

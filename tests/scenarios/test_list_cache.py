@@ -1,6 +1,7 @@
-"""`list_scenarios` parses each custom scenario once per content hash: a second listing
-reads no document, a new version is listed as itself, and a cache emptied between two
-listings (or bounded to a few entries) changes nothing the caller sees."""
+"""`list_scenarios` and `get_scenario` parse each custom scenario once per content hash:
+a second listing reads no document, a new version is listed as itself, a cache emptied
+between two listings (or bounded to a few entries) changes nothing the caller sees, and
+one scenario asked for again reads only its version and hash."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from app.db import Database, Scopes
 from app.openapi import SCENARIO_EXAMPLE
 from app.scenarios import repository
 from app.scenarios import service as scenarios
+from app.scenarios.errors import ScenarioNotFound
 from tests.conftest import TenantHandle
 
 
@@ -75,3 +77,43 @@ async def test_an_emptied_or_tiny_cache_changes_nothing_listed(
         listed = await scenarios.list_scenarios(db.pool, tenant.id)
         assert {s.scenario.id: (s.version, s.hash, s.scenario.title) for s in listed} == expected
         assert len(scenarios._PARSED) <= 4
+
+
+async def test_one_scenario_is_read_by_its_hash_and_parsed_once(
+    db: Database, tenant: TenantHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every grading pass of a custom scenario's run asks for its scenario.
+    await _import(db, tenant, _doc("custom.one", "First"))
+    first = await scenarios.get_scenario(db.pool, tenant.id, "custom.one")
+    assert (first.version, first.scenario.title) == (1, "First")
+
+    read: list[str] = []
+    for name in ("latest", "version"):
+        real = getattr(repository, name)
+
+        async def counted(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            read.append(_name)
+            return await _real(*args, **kw)
+
+        monkeypatch.setattr(repository, name, counted)
+    again = await scenarios.get_scenario(db.pool, tenant.id, "custom.one")
+    assert read == [] and again.scenario is first.scenario  # no document read
+
+    await _import(db, tenant, _doc("custom.one", "Second"))
+    second = await scenarios.get_scenario(db.pool, tenant.id, "custom.one")
+    assert (second.version, second.scenario.title, read) == (2, "Second", ["latest"])
+    # The first content again, as version 3: its parse is reused, under its own version.
+    await _import(db, tenant, _doc("custom.one", "First"))
+    third = await scenarios.get_scenario(db.pool, tenant.id, "custom.one")
+    assert (third.version, third.hash) == (3, first.hash)
+    assert third.scenario is first.scenario and read == ["latest"]
+
+    old = await scenarios.get_scenario_version(db.pool, tenant.id, "custom.one", 2)
+    assert (old.version, old.scenario.title) == (2, "Second") and read == ["latest"]
+    scenarios._PARSED.clear()
+    old = await scenarios.get_scenario_version(db.pool, tenant.id, "custom.one", 2)
+    assert (old.version, old.scenario.title, read) == (2, "Second", ["latest", "version"])
+    gone = await scenarios.get_scenario_version(db.pool, tenant.id, "custom.one", 9)
+    assert (gone.version, gone.scenario.title) == (3, "First")  # a version gone: the latest
+    with pytest.raises(ScenarioNotFound):
+        await scenarios.get_scenario(db.pool, tenant.id, "custom.none")
