@@ -151,3 +151,71 @@ def test_a_bundle_longer_than_the_cap_is_kept_as_data_not_cut() -> None:
     other.add(b'{"resourceType": "Basic", "code": {"text": "' + b"y" * RESPONSE_CAP + b'"}}')
     cut, _ = other.kept()
     assert cut is not None and len(cut) == RESPONSE_CAP
+
+
+def _row(tenant: TenantHandle, n: int, status: int = 200, query: str = "") -> Any:
+    return (
+        tenant.id, None, datetime.now(UTC), "GET", f"/api/fhir/r4/Patient/p{n}", query, status,
+        1.0, "rest", [f"Patient/p{n}"], None, None, None,
+    )  # fmt: skip
+
+
+async def test_a_flush_copies_in_pieces_and_loses_no_row(
+    tenant: TenantHandle, db: Database, monkeypatch: Any
+) -> None:
+    """A flush COPYs COPY_ROWS rows at a time (the loop serves requests in between): a
+    piece PostgreSQL refuses is dropped alone, and when the database goes away mid-flush
+    the unwritten rows wait for the next flush while the written ones are announced
+    with it, each row once."""
+    from app.trace import recorder as rec
+    from app.trace import repository as trace_repository
+
+    monkeypatch.setattr(rec, "COPY_ROWS", 3)
+    announced: list[str] = []
+
+    async def on_flush(rows: list[Any]) -> None:
+        announced.extend(row[4] for row in rows)
+
+    recorder = rec.TraceRecorder(db.pool, on_flush=on_flush)
+    pieces: list[int] = []
+    real = trace_repository.insert_calls
+
+    async def insert(conn: Any, rows: Any, columns: Any) -> None:
+        pieces.append(len(rows))
+        await real(conn, rows, columns)
+
+    monkeypatch.setattr(trace_repository, "insert_calls", insert)
+    for n in range(9):
+        # Refused: p1 by PostgreSQL (a NUL in text), p4 by asyncpg (past int4).
+        query, status = ("a\x00b" if n == 1 else ""), (2**40 if n == 4 else 200)
+        recorder.add(_row(tenant, n, query=query, status=status))
+    await recorder.flush()
+    assert pieces == [3, 3, 3]
+    kept = [f"/api/fhir/r4/Patient/p{n}" for n in (6, 7, 8)]
+    assert announced == kept  # each refused piece dropped, and only it
+
+    async def away_on_the_second(conn: Any, rows: Any, columns: Any) -> None:
+        if len(pieces) == 4:  # the second piece of this flush
+            pieces.append(-1)
+            raise ConnectionResetError("the database went away")
+        await insert(conn, rows, columns)
+
+    monkeypatch.setattr(trace_repository, "insert_calls", away_on_the_second)
+    announced.clear()
+    for n in range(10, 17):
+        recorder.add(_row(tenant, n))
+    try:
+        await recorder.flush()
+    except ConnectionResetError:
+        pass
+    else:
+        raise AssertionError("the failure was not raised")
+    assert announced == []  # nothing announced while the flush failed
+    await recorder.flush()
+    paths = await db.pool.fetch(
+        "SELECT path FROM trace_call WHERE tenant_id = $1 ORDER BY row_id", tenant.id
+    )
+    written = [r["path"] for r in paths]
+    expected = [f"/api/fhir/r4/Patient/p{n}" for n in (6, 7, 8, *range(10, 17))]
+    assert written == expected  # each once, in order
+    assert sorted(announced) == sorted(expected[3:])
