@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from redis.exceptions import RedisError
 
-from app.job_queue import QueueRedis, enqueue, redis_pool, waiting
+from app.job_queue import QueueRedis, enqueue, redis_pool
 from app.outage import OutageLog
 
 log = logging.getLogger("understudy.jobs")
@@ -154,9 +154,16 @@ class Jobs:
         defer = delay or GRADE_DEBOUNCE_SECONDS
         bucket = int((time.time() + delay) / GRADE_DEBOUNCE_SECONDS)
 
+        # Unless a grading job of the run from one of the GRADE_LOOKBACK_WINDOWS windows
+        # before `bucket` is queued and not started (arq marks a job in progress, in one
+        # transaction, before it runs it): checked in the enqueue's own round trip.
+        earlier = (
+            ()
+            if delay
+            else [f"grade:{run_id}:{b}" for b in range(bucket - GRADE_LOOKBACK_WINDOWS, bucket)]
+        )
+
         async def send() -> None:
-            if not delay and await self._grade_waiting(run_id, bucket):
-                return
             await enqueue(
                 self.redis,
                 GRADE_JOB,
@@ -166,16 +173,10 @@ class Jobs:
                 job_id=f"grade:{run_id}:{bucket}",
                 defer_by=defer,
                 queue_name=self.queue_name,
+                unless_waiting=earlier,
             )
 
         await self._send(("grade", tenant_id, run_id), send)
-
-    async def _grade_waiting(self, run_id: str, bucket: int) -> bool:
-        """Whether a grading job of the run from one of the GRADE_LOOKBACK_WINDOWS windows
-        before `bucket` is queued and not started (arq marks a job in progress, in one
-        transaction, before it runs it; these are read in one transaction too)."""
-        ids = [f"grade:{run_id}:{b}" for b in range(bucket - GRADE_LOOKBACK_WINDOWS, bucket)]
-        return any(await waiting(self.redis, ids))
 
 
 def _no_op(*_: object) -> None:
