@@ -138,3 +138,41 @@ def test_a_stated_zone_is_read_as_that_zone(message: str, holds: bool) -> None:
     assert (failures == []) == holds, failures
     if not holds:
         assert failures[0].kind == "time" and "no source has this time in" in failures[0].detail
+
+
+def test_an_index_read_again_is_the_same_and_reads_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The texts and instants of a build are read once per content (a live run's passes
+    read mostly what the pass before read): a second build of the same sources holds the
+    same, reads no text, and shares nothing a caller could change."""
+    from app.grading.message import facts
+
+    sources: list[Any] = [
+        "Offered: Fri, Dec 11 at 15:30 with Dr. Ruiz. $40 copay, call 555-0142.",
+        {"resourceType": "Slot", "start": "2026-12-08T15:30:00Z", "status": "free"},
+        {"valueQuantity": {"value": 20, "unit": "mg"}, "note": "Mon-Wed 8:00-17:00"},
+    ]
+    facts._READ.clear()
+    first = SourceIndex.build(sources, ("America/Chicago",))
+    reads: list[str] = []
+    real = SourceIndex._read_text
+
+    def counted(self: SourceIndex, blob: str) -> None:
+        reads.append(blob)
+        real(self, blob)
+
+    monkeypatch.setattr(SourceIndex, "_read_text", counted)
+    second = SourceIndex.build(sources, ("America/Chicago",))
+    assert reads == [] and second == first
+    assert second.points_by_day and second.phones and second.money and second.quantities
+    second.phones.append("0")
+    next(iter(second.points_by_day.values())).append(next(iter(first.points_by_day.values()))[0])
+    third = SourceIndex.build(sources, ("America/Chicago",))
+    assert third == first and reads == []
+    # Another zone, or other texts, are read afresh.
+    SourceIndex.build(sources, ("Europe/Madrid",))
+    SourceIndex.build([*sources, "Also Tue at 9:00"], ("America/Chicago",))
+    assert len(reads) == 2
+    for message in ("Friday, December 11 at 3:30 PM", "call 555-0142", "$40", "20 mg"):
+        assert grounded(message, third, ("America/Chicago",)) == []
