@@ -51,7 +51,8 @@ HERE = Path(__file__).resolve().parent
 SERVED = ("fhir", "mcp", "console")
 # Each starts its own server (or needs none): name -> (script, its arguments). The
 # issue's own settings where the default is smaller (100k resources for the memory
-# figure; verdicts at 5 tenants × 20 live runs, with the default settle and without).
+# figure; verdicts at 5 tenants × 20 live runs, with the default settle and without; the
+# board and home page at 50,000 runs; the cost of a grading pass).
 OWN: dict[str, tuple[str, list[str]]] = {
     "bulk": ("bulk", ["--resources", "100000"]),
     "grading": ("grading", []),
@@ -59,7 +60,8 @@ OWN: dict[str, tuple[str, list[str]]] = {
     "webhooks": ("webhooks", []),
     "evals": ("evals", []),
     "evals_list": ("evals_list", []),
-    "board": ("board", []),
+    "board": ("board", ["--full"]),
+    "grading_cost": ("grading_cost", []),
     "startup": ("startup", []),
     "message_checks": ("message_checks", []),
 }
