@@ -13,44 +13,45 @@ Reader = Conn | asyncpg.Pool
 
 
 async def latest(conn: Reader, *, tenant_id: uuid.UUID, scenario_id: str) -> asyncpg.Record | None:
-    return await conn.fetchrow(
-        """SELECT version, document, hash FROM scenario WHERE tenant_id = $1 AND id = $2
-        ORDER BY version DESC LIMIT 1""",
-        tenant_id,
-        scenario_id,
-    )
+    return await _latest(conn, "version, document, hash", tenant_id, scenario_id)
 
 
 async def latest_head(
     conn: Reader, *, tenant_id: uuid.UUID, scenario_id: str
 ) -> asyncpg.Record | None:
     """`latest` without the document: version and hash."""
-    return await conn.fetchrow(
-        """SELECT version, hash FROM scenario WHERE tenant_id = $1 AND id = $2
-        ORDER BY version DESC LIMIT 1""",
-        tenant_id,
-        scenario_id,
-    )
+    return await _latest(conn, "version, hash", tenant_id, scenario_id)
+
+
+async def version(
+    conn: Reader, *, tenant_id: uuid.UUID, scenario_id: str, version: int
+) -> asyncpg.Record | None:
+    return await _version(conn, "version, document, hash", tenant_id, scenario_id, version)
 
 
 async def version_head(
     conn: Reader, *, tenant_id: uuid.UUID, scenario_id: str, version: int
 ) -> asyncpg.Record | None:
     """`version` without the document: version and hash."""
+    return await _version(conn, "version, hash", tenant_id, scenario_id, version)
+
+
+async def _latest(
+    conn: Reader, columns: str, tenant_id: uuid.UUID, scenario_id: str
+) -> asyncpg.Record | None:
     return await conn.fetchrow(
-        "SELECT version, hash FROM scenario WHERE tenant_id = $1 AND id = $2 AND version = $3",
+        f"""SELECT {columns} FROM scenario WHERE tenant_id = $1 AND id = $2
+        ORDER BY version DESC LIMIT 1""",
         tenant_id,
         scenario_id,
-        version,
     )
 
 
-async def version(
-    conn: Reader, *, tenant_id: uuid.UUID, scenario_id: str, version: int
+async def _version(
+    conn: Reader, columns: str, tenant_id: uuid.UUID, scenario_id: str, version: int
 ) -> asyncpg.Record | None:
     return await conn.fetchrow(
-        """SELECT version, document, hash FROM scenario
-        WHERE tenant_id = $1 AND id = $2 AND version = $3""",
+        f"SELECT {columns} FROM scenario WHERE tenant_id = $1 AND id = $2 AND version = $3",
         tenant_id,
         scenario_id,
         version,

@@ -84,12 +84,12 @@ async def get_scenario(
     # Every grading pass of a custom scenario's run asks for it: the version and hash
     # first, the document only when this process has not parsed that content yet.
     head = await repository.latest_head(pool, tenant_id=tenant_id, scenario_id=scenario_id)
-    if head is not None and (parsed := _PARSED.get(head["hash"])) is not None:
-        return LoadedScenario(parsed, head["version"], False, head["hash"])
+    if (cached := _cached(head)) is not None:
+        return cached
     row = await repository.latest(pool, tenant_id=tenant_id, scenario_id=scenario_id)
     if row is None:
         raise ScenarioNotFound(f"no scenario '{scenario_id}'")
-    return LoadedScenario(_parse(row), row["version"], False, row["hash"])
+    return _loaded(row)
 
 
 async def get_scenario_version(
@@ -102,14 +102,14 @@ async def get_scenario_version(
     head = await repository.version_head(
         pool, tenant_id=tenant_id, scenario_id=scenario_id, version=version
     )
-    if head is not None and (parsed := _PARSED.get(head["hash"])) is not None:
-        return LoadedScenario(parsed, head["version"], False, head["hash"])
+    if (cached := _cached(head)) is not None:
+        return cached
     row = await repository.version(
         pool, tenant_id=tenant_id, scenario_id=scenario_id, version=version
     )
     if row is None:
         return await get_scenario(pool, tenant_id, scenario_id)
-    return LoadedScenario(_parse(row), row["version"], False, row["hash"])
+    return _loaded(row)
 
 
 # Custom scenarios parsed once per content hash (the same hash is the same document),
@@ -118,6 +118,18 @@ async def get_scenario_version(
 # Bounded: emptied when full.
 _PARSED: dict[str, Scenario] = {}
 PARSED_CACHED = 512
+
+
+def _cached(head: asyncpg.Record | None) -> LoadedScenario | None:
+    """The custom scenario of a row with `version` and `hash`, if its content is parsed."""
+    if head is None or (parsed := _PARSED.get(head["hash"])) is None:
+        return None
+    return LoadedScenario(parsed, head["version"], False, head["hash"])
+
+
+def _loaded(row: asyncpg.Record) -> LoadedScenario:
+    """The custom scenario of a row with `version`, `hash` and `document`."""
+    return LoadedScenario(_parse(row), row["version"], False, row["hash"])
 
 
 def _parse(row: asyncpg.Record) -> Scenario:
@@ -140,8 +152,6 @@ async def list_scenarios(pool: asyncpg.Pool | Conn, tenant_id: uuid.UUID) -> lis
     missing = [r["hash"] for r in rows if r["hash"] not in known]
     if missing:
         docs = await repository.documents_of(pool, tenant_id=tenant_id, hashes=missing)
-        if len(_PARSED) + len(docs) > PARSED_CACHED:
-            _PARSED.clear()
         for doc in docs:
             known[doc["hash"]] = _parse(doc)
     custom = [
