@@ -171,8 +171,14 @@ class TraceRecorder:
         if self._on_flush is not None and written:
             try:
                 await self._on_flush(written)
-            except Exception:
-                log.exception("trace_on_flush_failed")
+            except Exception as exc:
+                if not is_outage(exc):
+                    log.exception("trace_on_flush_failed")
+                    return
+                # The database went away after the rows were written: they are announced
+                # with the next flush, and the flusher logs the outage once.
+                self._unannounced[:0] = written
+                raise
 
 
 def _text(value: str) -> str:

@@ -219,3 +219,37 @@ async def test_a_flush_copies_in_pieces_and_loses_no_row(
     expected = [f"/api/fhir/r4/Patient/p{n}" for n in (6, 7, 8, *range(10, 17))]
     assert written == expected  # each once, in order
     assert sorted(announced) == sorted(expected[3:])
+
+
+async def test_rows_announced_during_an_outage_are_announced_again(
+    tenant: TenantHandle, db: Database
+) -> None:
+    """The database going away between the COPY and `on_flush` (its regrade marks) loses
+    no announcement and logs no traceback: the outage is raised for the flusher to log,
+    and the rows are announced with the next flush."""
+    from app.trace import recorder as rec
+
+    announced: list[str] = []
+    away = [True]
+
+    async def on_flush(rows: list[Any]) -> None:
+        if away[0]:
+            raise ConnectionResetError("the database went away")
+        announced.extend(row[4] for row in rows)
+
+    recorder = rec.TraceRecorder(db.pool, on_flush=on_flush)
+    recorder.add(_row(tenant, 1))
+    try:
+        await recorder.flush()
+    except ConnectionResetError:
+        pass
+    else:
+        raise AssertionError("the outage was not raised")
+    away[0] = False
+    recorder.add(_row(tenant, 2))
+    await recorder.flush()
+    assert announced == ["/api/fhir/r4/Patient/p1", "/api/fhir/r4/Patient/p2"]
+    written = await db.pool.fetch(
+        "SELECT path FROM trace_call WHERE tenant_id = $1 ORDER BY row_id", tenant.id
+    )
+    assert [r["path"] for r in written] == announced  # each written once
